@@ -1,0 +1,46 @@
+"""The `bertkit` command: argparse subcommands, each a thin shell over one API call.
+
+Each module listed in COMMAND_MODULES defines `register(subparsers)`, which adds its subcommands and sets
+`func` (args -> exit code) on them. User errors (BertkitError) print one line and exit 2, no traceback.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from bertkit.errors import BertkitError
+
+COMMAND_MODULES = [
+    "bertkit.cli.model_commands",    # encode, convert, quickstart
+    "bertkit.cli.vocab_commands",    # vocab train
+]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="bertkit", description="Tools for BERT-family language models.")
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
+    subparsers.required = True
+    for name in COMMAND_MODULES:
+        importlib.import_module(name).register(subparsers)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args, extra = parser.parse_known_args(argv)
+    if extra and not getattr(args, "accepts_overrides", False):
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
+    args.overrides = extra
+    try:
+        return int(args.func(args) or 0)
+    except BertkitError as err:
+        print(f"bertkit: error: {err}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("bertkit: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,171 @@
+"""The one config mechanism: typed dataclass <- TOML file <- `--section.key=value` overrides.
+
+Every job config is a dataclass (possibly nesting other dataclasses as sections). `load_config` builds
+one from defaults, then a TOML file, then dotted overrides; every key is type-checked and an unknown key
+is rejected with the list of valid ones. `save_config` writes the effective config into a run folder.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import sys
+import types
+import typing
+from pathlib import Path
+from typing import Any, TypeVar
+
+from bertkit.errors import BertkitError
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+T = TypeVar("T")
+
+
+class ConfigError(BertkitError, ValueError):
+    """A config file or override that does not fit the dataclass it configures."""
+
+
+def _field_types(cls: type) -> dict[str, Any]:
+    hints = typing.get_type_hints(cls)
+    return {f.name: hints[f.name] for f in dataclasses.fields(cls)}
+
+
+def _coerce(value: Any, annotation: Any, where: str) -> Any:
+    """Convert `value` (from TOML or a command-line string) to `annotation`, or raise ConfigError."""
+    origin = typing.get_origin(annotation)
+    args = typing.get_args(annotation)
+    if origin in (typing.Union, types.UnionType):
+        if value is None or (isinstance(value, str) and value.lower() in ("none", "null")):
+            if type(None) in args:
+                return None
+        errors = []
+        for arg in args:
+            if arg is type(None):
+                continue
+            try:
+                return _coerce(value, arg, where)
+            except ConfigError as err:
+                errors.append(str(err))
+        raise ConfigError(errors[0] if errors else f"{where}: cannot be None")
+    if origin is typing.Literal:
+        if value not in args:
+            raise ConfigError(f"{where}: {value!r} is not one of {list(args)}")
+        return value
+    if origin in (list, tuple):
+        if isinstance(value, str):
+            value = [v for v in value.split(",") if v]
+        if not isinstance(value, (list, tuple)):
+            raise ConfigError(f"{where}: expected a list, got {value!r}")
+        inner = args[0] if args else Any
+        items = [_coerce(v, inner, where) for v in value]
+        return items if origin is list else tuple(items)
+    if annotation is Any:
+        return value
+    if annotation is bool:
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, str) and value.lower() in ("true", "1", "yes", "false", "0", "no"):
+            return value.lower() in ("true", "1", "yes")
+        raise ConfigError(f"{where}: expected true/false, got {value!r}")
+    if annotation is int:
+        if isinstance(value, bool):
+            raise ConfigError(f"{where}: expected an integer, got {value!r}")
+        try:
+            if isinstance(value, float) and not value.is_integer():
+                raise ValueError
+            return int(value)
+        except (TypeError, ValueError):
+            raise ConfigError(f"{where}: expected an integer, got {value!r}") from None
+    if annotation is float:
+        try:
+            return float(value)
+        except (TypeError, ValueError):
+            raise ConfigError(f"{where}: expected a number, got {value!r}") from None
+    if annotation is str:
+        if not isinstance(value, (str, int, float)):
+            raise ConfigError(f"{where}: expected a string, got {value!r}")
+        return str(value)
+    if dataclasses.is_dataclass(annotation):
+        if not isinstance(value, dict):
+            raise ConfigError(f"{where}: expected a table (section), got {value!r}")
+        return _from_dict(annotation, value, where)
+    return value
+
+
+def _from_dict(cls: type[T], data: dict[str, Any], where: str = "") -> T:
+    types_ = _field_types(cls)
+    unknown = sorted(set(data) - set(types_))
+    if unknown:
+        prefix = f"{where}." if where else ""
+        raise ConfigError(f"unknown key {prefix}{unknown[0]}; valid keys: {', '.join(sorted(types_))}")
+    base = cls()  # type: ignore[call-arg]
+    changes = {}
+    for key, value in data.items():
+        name = f"{where}.{key}" if where else key
+        annotation = types_[key]
+        if dataclasses.is_dataclass(annotation) and isinstance(value, dict):
+            current = getattr(base, key)
+            changes[key] = dataclasses.replace(current, **_from_dict(type(current), value, name).__dict__)
+        else:
+            changes[key] = _coerce(value, annotation, name)
+    return dataclasses.replace(base, **changes)
+
+
+def apply_overrides(config: T, overrides: list[str]) -> T:
+    """Apply `section.key=value` strings (a leading `--` is allowed) to a dataclass config."""
+    for item in overrides:
+        text = item[2:] if item.startswith("--") else item
+        if "=" not in text:
+            raise ConfigError(f"override {item!r} must look like --section.key=value")
+        dotted, raw = text.split("=", 1)
+        config = _set(config, dotted.split("."), raw, dotted)
+    return config
+
+
+def _set(config: Any, path: list[str], raw: str, dotted: str) -> Any:
+    types_ = _field_types(type(config))
+    key = path[0]
+    if key not in types_:
+        raise ConfigError(f"unknown key {dotted}; valid keys here: {', '.join(sorted(types_))}")
+    if len(path) == 1:
+        value = _coerce(raw, types_[key], dotted)
+    else:
+        child = getattr(config, key)
+        if not dataclasses.is_dataclass(child):
+            raise ConfigError(f"{dotted}: {key} is not a section")
+        value = _set(child, path[1:], raw, dotted)
+    return dataclasses.replace(config, **{key: value})
+
+
+def load_config(cls: type[T], path: str | Path | None = None, overrides: list[str] | None = None) -> T:
+    """Defaults of `cls`, then the TOML file at `path`, then dotted overrides."""
+    config = cls()  # type: ignore[call-arg]
+    if path is not None:
+        path = Path(path)
+        if not path.is_file():
+            raise ConfigError(f"config file {path} does not exist")
+        try:
+            data = tomllib.loads(path.read_text(encoding="utf-8"))
+        except tomllib.TOMLDecodeError as err:
+            raise ConfigError(f"{path}: invalid TOML: {err}") from None
+        try:
+            config = _from_dict(cls, data)
+        except ConfigError as err:
+            raise ConfigError(f"{path}: {err}") from None
+    return apply_overrides(config, overrides or [])
+
+
+def config_to_dict(config: Any) -> dict[str, Any]:
+    return dataclasses.asdict(config)
+
+
+def save_config(config: Any, folder: str | Path, name: str = "config.effective.json") -> Path:
+    """Write the effective config (after file and overrides) into a run folder."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    target = folder / name
+    target.write_text(json.dumps(config_to_dict(config), indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    return target

@@ -1,0 +1,22 @@
+"""Errors that describe a problem with the user's input (files, arguments, data), not a bug.
+
+The CLI prints these as one line (`bertkit: error: ...`) with a non-zero exit code and no traceback;
+the message names the file, line or field and says what to do.
+"""
+
+
+class BertkitError(Exception):
+    """A problem with the user's input, files or arguments."""
+
+
+class InputFileError(BertkitError):
+    """A data file that cannot be read as asked: names the file and, where known, the line."""
+
+    def __init__(self, path, message: str, line: int | None = None):
+        self.path, self.line = str(path), line
+        where = f"{path}:{line}" if line is not None else str(path)
+        super().__init__(f"{where}: {message}")
+
+
+class CheckpointError(BertkitError):
+    """A model folder that is missing, incomplete, corrupt or does not match what it is loaded into."""

@@ -1,0 +1,80 @@
+"""EncoderConfig: every member of the BERT family is a setting of these fields, not a class of its own."""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Literal, Optional
+
+ShareLayers = Literal["none", "all", "attention", "ffn"]
+
+
+@dataclass(frozen=True)
+class EncoderConfig:
+    vocab_size: int = 30522
+    hidden_size: int = 768
+    num_layers: int = 12
+    num_heads: int = 12
+    intermediate_size: int = 3072
+    activation: Literal["gelu", "gelu_tanh", "relu"] = "gelu"
+    max_position_embeddings: int = 512
+    type_vocab_size: int = 2          # segments (sentence A / B); RoBERTa uses 1
+    layer_norm_eps: float = 1e-12
+    hidden_dropout: float = 0.1
+    attention_dropout: float = 0.1
+    initializer_range: float = 0.02
+    pad_token_id: int = 0
+    # RoBERTa numbers positions from pad_token_id + 1 (HF's padding_idx convention): offset 2 there.
+    position_offset: int = 0
+    # ALBERT: factorized embeddings (E < H, projected to H) and cross-layer parameter sharing.
+    embedding_size: Optional[int] = None
+    share_layers: ShareLayers = "none"
+    # "post" is BERT (LayerNorm after each residual add); "pre" normalizes block inputs and adds a final norm.
+    norm_position: Literal["post", "pre"] = "post"
+    use_pooler: bool = True
+    # GPT-style decoders reuse the same blocks with a causal mask.
+    causal: bool = False
+
+    def __post_init__(self) -> None:
+        if self.hidden_size % self.num_heads:
+            raise ValueError(f"hidden_size {self.hidden_size} is not divisible by num_heads {self.num_heads}")
+        for name in ("vocab_size", "hidden_size", "num_layers", "num_heads", "intermediate_size",
+                     "max_position_embeddings"):
+            if getattr(self, name) <= 0:
+                raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
+
+    @property
+    def head_dim(self) -> int:
+        return self.hidden_size // self.num_heads
+
+    @property
+    def token_embedding_size(self) -> int:
+        return self.embedding_size or self.hidden_size
+
+    @property
+    def max_length(self) -> int:
+        """Longest sequence (special tokens included) the position table can hold."""
+        return self.max_position_embeddings - self.position_offset
+
+    def replace(self, **changes) -> "EncoderConfig":
+        return dataclasses.replace(self, **changes)
+
+
+# Presets as data. Sizes follow Turc et al. 2019 ("Well-Read Students Learn Better") for the small BERTs.
+PRESETS: dict[str, EncoderConfig] = {
+    "bert-tiny": EncoderConfig(hidden_size=128, num_layers=2, num_heads=2, intermediate_size=512),
+    "bert-mini": EncoderConfig(hidden_size=256, num_layers=4, num_heads=4, intermediate_size=1024),
+    "bert-small": EncoderConfig(hidden_size=512, num_layers=4, num_heads=8, intermediate_size=2048),
+    "bert-medium": EncoderConfig(hidden_size=512, num_layers=8, num_heads=8, intermediate_size=2048),
+    "bert-base": EncoderConfig(),
+    "bert-large": EncoderConfig(hidden_size=1024, num_layers=24, num_heads=16, intermediate_size=4096),
+    "roberta-base": EncoderConfig(vocab_size=50265, type_vocab_size=1, layer_norm_eps=1e-5, pad_token_id=1,
+                                  position_offset=2, max_position_embeddings=514),
+    "albert-base": EncoderConfig(vocab_size=30000, embedding_size=128, share_layers="all", activation="gelu_tanh",
+                                 hidden_dropout=0.0, attention_dropout=0.0),
+}
+
+
+def preset(name: str, **changes) -> EncoderConfig:
+    if name not in PRESETS:
+        raise ValueError(f"unknown preset {name!r}; choose one of {', '.join(PRESETS)}")
+    return PRESETS[name].replace(**changes)

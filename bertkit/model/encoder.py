@@ -1,0 +1,208 @@
+"""The BERT encoder, top to bottom (Devlin et al. 2019), with the family's variants as config fields.
+
+Embeddings -> N blocks of (self-attention, feed-forward) -> optional tanh pooler over [CLS].
+B = batch, T = sequence length, C = hidden size, H = heads, D = head size (C = H * D).
+"""
+from __future__ import annotations
+
+import math
+from typing import NamedTuple, Optional
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from bertkit.model.config import EncoderConfig
+
+
+class EncoderOutput(NamedTuple):
+    last_hidden_state: torch.Tensor                      # (B, T, C)
+    pooled_output: Optional[torch.Tensor]                # (B, C): tanh(W h_[CLS]); None without a pooler
+    hidden_states: Optional[tuple[torch.Tensor, ...]]    # embeddings + each layer, each (B, T, C)
+    attentions: Optional[tuple[torch.Tensor, ...]]       # each (B, H, T, T)
+
+
+ACTIVATIONS = {
+    "gelu": F.gelu,                                        # exact erf form, as in BERT
+    "gelu_tanh": lambda x: F.gelu(x, approximate="tanh"),  # GPT-2 / ALBERT "gelu_new"
+    "relu": F.relu,
+}
+
+
+class Embeddings(nn.Module):
+    """token + position + segment embeddings, LayerNorm, dropout; ALBERT projects E -> C afterwards."""
+
+    def __init__(self, config: EncoderConfig):
+        super().__init__()
+        size = config.token_embedding_size
+        self.position_offset = config.position_offset
+        self.token = nn.Embedding(config.vocab_size, size, padding_idx=config.pad_token_id)
+        self.position = nn.Embedding(config.max_position_embeddings, size)
+        self.segment = nn.Embedding(config.type_vocab_size, size) if config.type_vocab_size > 0 else None
+        self.norm = nn.LayerNorm(size, eps=config.layer_norm_eps)
+        self.dropout = nn.Dropout(config.hidden_dropout)
+        self.project = nn.Linear(size, config.hidden_size) if size != config.hidden_size else None
+
+    def forward(self, input_ids: torch.Tensor, token_type_ids: Optional[torch.Tensor]) -> torch.Tensor:
+        T = input_ids.shape[1]
+        positions = torch.arange(self.position_offset, self.position_offset + T, device=input_ids.device)
+        x = self.token(input_ids) + self.position(positions)      # (B, T, E)
+        if self.segment is not None:
+            if token_type_ids is None:
+                x = x + self.segment.weight[0]
+            else:
+                x = x + self.segment(token_type_ids)
+        x = self.dropout(self.norm(x))
+        return self.project(x) if self.project is not None else x  # (B, T, C)
+
+
+class SelfAttention(nn.Module):
+    """Multi-head self-attention with one fused QKV projection and scaled_dot_product_attention."""
+
+    def __init__(self, config: EncoderConfig):
+        super().__init__()
+        self.num_heads = config.num_heads
+        self.qkv = nn.Linear(config.hidden_size, 3 * config.hidden_size)
+        self.out = nn.Linear(config.hidden_size, config.hidden_size)
+        self.dropout_p = config.attention_dropout
+
+    def forward(self, x: torch.Tensor, mask: Optional[torch.Tensor], causal: bool,
+                need_weights: bool) -> tuple[torch.Tensor, Optional[torch.Tensor]]:
+        B, T, C = x.shape
+        q, k, v = self.qkv(x).view(B, T, 3, self.num_heads, C // self.num_heads).permute(2, 0, 3, 1, 4)  # (B, H, T, D)
+        dropout_p = self.dropout_p if self.training else 0.0
+        if need_weights:
+            y, weights = _attention_with_weights(q, k, v, mask, causal, dropout_p)
+        else:
+            y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p,
+                                               is_causal=causal and mask is None)
+            weights = None
+        y = y.transpose(1, 2).reshape(B, T, C)                  # (B, T, C)
+        return self.out(y), weights
+
+
+def _attention_with_weights(q, k, v, mask, causal, dropout_p):
+    """The explicit softmax(QK^T / sqrt(D)) V, for when the caller wants the attention maps."""
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])      # (B, H, T, T)
+    if causal and mask is None:
+        T = q.shape[-2]
+        mask = torch.ones(T, T, dtype=torch.bool, device=q.device).tril()
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf")) if mask.dtype == torch.bool else scores + mask
+    weights = scores.softmax(dim=-1)
+    return F.dropout(weights, dropout_p) @ v, weights
+
+
+class FeedForward(nn.Module):
+    def __init__(self, config: EncoderConfig):
+        super().__init__()
+        self.up = nn.Linear(config.hidden_size, config.intermediate_size)
+        self.down = nn.Linear(config.intermediate_size, config.hidden_size)
+        self.act = ACTIVATIONS[config.activation]
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.down(self.act(self.up(x)))
+
+
+class Block(nn.Module):
+    """One transformer layer. Post-LN (BERT): x = LN(x + f(x)). Pre-LN: x = x + f(LN(x))."""
+
+    def __init__(self, config: EncoderConfig):
+        super().__init__()
+        self.pre_norm = config.norm_position == "pre"
+        self.attention = SelfAttention(config)
+        self.attention_norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+        self.ffn = FeedForward(config)
+        self.ffn_norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+        self.dropout = nn.Dropout(config.hidden_dropout)
+
+    def forward(self, x, mask, causal, need_weights):
+        if self.pre_norm:
+            a, weights = self.attention(self.attention_norm(x), mask, causal, need_weights)
+            x = x + self.dropout(a)
+            return x + self.dropout(self.ffn(self.ffn_norm(x))), weights
+        a, weights = self.attention(x, mask, causal, need_weights)
+        x = self.attention_norm(x + self.dropout(a))
+        return self.ffn_norm(x + self.dropout(self.ffn(x))), weights
+
+
+class Pooler(nn.Module):
+    def __init__(self, config: EncoderConfig):
+        super().__init__()
+        self.dense = nn.Linear(config.hidden_size, config.hidden_size)
+
+    def forward(self, hidden: torch.Tensor) -> torch.Tensor:
+        return torch.tanh(self.dense(hidden[:, 0]))            # (B, C) from the [CLS] position
+
+
+class Encoder(nn.Module):
+    def __init__(self, config: EncoderConfig):
+        super().__init__()
+        self.config = config
+        self.embeddings = Embeddings(config)
+        self.blocks = nn.ModuleList(_shared_blocks(config))
+        self.final_norm = (nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+                           if config.norm_position == "pre" else None)
+        self.pooler = Pooler(config) if config.use_pooler else None
+        self.apply(self._init_weights)
+
+    def _init_weights(self, module: nn.Module) -> None:
+        std = self.config.initializer_range
+        if isinstance(module, nn.Linear):
+            nn.init.normal_(module.weight, std=std)
+            nn.init.zeros_(module.bias)
+        elif isinstance(module, nn.Embedding):
+            nn.init.normal_(module.weight, std=std)
+            if module.padding_idx is not None:
+                module.weight.data[module.padding_idx].zero_()
+        elif isinstance(module, nn.LayerNorm):
+            nn.init.ones_(module.weight)
+            nn.init.zeros_(module.bias)
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: Optional[torch.Tensor] = None,
+                token_type_ids: Optional[torch.Tensor] = None, output_hidden_states: bool = False,
+                output_attentions: bool = False, attention_bias: Optional[torch.Tensor] = None) -> EncoderOutput:
+        """input_ids (B, T); attention_mask (B, T) 1 for real tokens; attention_bias: an explicit (B|1, 1|H, T, T)
+        bool (True = may attend) or additive mask, e.g. UniLM's seq2seq mask, used instead of attention_mask."""
+        x = self.embeddings(input_ids, token_type_ids)            # (B, T, C)
+        mask = attention_bias if attention_bias is not None else _padding_mask(attention_mask, self.config.causal)
+        hidden_states = [x] if output_hidden_states else None
+        attentions = [] if output_attentions else None
+        for block in self.blocks:
+            x, weights = block(x, mask, self.config.causal, output_attentions)
+            if hidden_states is not None:
+                hidden_states.append(x)
+            if attentions is not None:
+                attentions.append(weights)
+        if self.final_norm is not None:
+            x = self.final_norm(x)
+            if hidden_states is not None:
+                hidden_states[-1] = x
+        pooled = self.pooler(x) if self.pooler is not None else None
+        return EncoderOutput(x, pooled, tuple(hidden_states) if hidden_states is not None else None,
+                             tuple(attentions) if attentions is not None else None)
+
+
+def _padding_mask(attention_mask: Optional[torch.Tensor], causal: bool) -> Optional[torch.Tensor]:
+    """(B, T) 0/1 -> (B, 1, 1, T) bool key mask (True = attend), or (B, 1, T, T) with the causal triangle.
+    None when nothing is padded, so SDPA can take its fastest kernel."""
+    if attention_mask is None or bool(attention_mask.all()):
+        return None
+    keys = attention_mask.bool()[:, None, None, :]               # (B, 1, 1, T)
+    if causal:
+        T = attention_mask.shape[1]
+        keys = keys & torch.ones(T, T, dtype=torch.bool, device=keys.device).tril()
+    return keys
+
+
+def _shared_blocks(config: EncoderConfig) -> list[Block]:
+    """ALBERT cross-layer sharing: the same module object appears at every layer it is shared across."""
+    blocks = [Block(config) for _ in range(1 if config.share_layers == "all" else config.num_layers)]
+    if config.share_layers == "all":
+        return blocks * config.num_layers
+    for block in blocks[1:]:
+        if config.share_layers == "attention":
+            block.attention = blocks[0].attention
+        elif config.share_layers == "ffn":
+            block.ffn = blocks[0].ffn
+    return blocks
