@@ -1,0 +1,207 @@
+"""Our checkpoint folder: an HF BERT folder (config.json, model.safetensors, vocab.txt, tokenizer.json) plus
+bertkit.json for what HF has no key for. Loading also reads plain HF folders and Google BERT folders.
+
+Loading checks what it reads and says what is wrong: git-lfs pointers, truncated files, shape mismatches,
+missing weights, a vocabulary larger than the embedding table. Saving is atomic: the folder appears whole
+or not at all, and an existing folder is replaced only once the new one is complete.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from bertkit.checkpoints import google, hf
+from bertkit.checkpoints.weights import read_weights
+from bertkit.errors import CheckpointError
+from bertkit.model.config import EncoderConfig
+from bertkit.model.encoder import Encoder
+from bertkit.model.heads import (MaskedLMHead, QuestionAnsweringHead, SentencePairHead,
+                                 SequenceClassificationHead, TokenClassificationHead)
+from bertkit.tokenizer import Tokenizer
+
+META_FILE = "bertkit.json"
+FORMAT_VERSION = 1
+
+
+@dataclass
+class Checkpoint:
+    config: EncoderConfig
+    encoder: Encoder
+    tokenizer: Tokenizer | None
+    heads: dict[str, nn.Module] = field(default_factory=dict)
+    meta: dict[str, Any] = field(default_factory=dict)     # bertkit.json: task, labels, pooling, whitening, ...
+    skipped: list[str] = field(default_factory=list)        # names in the weight file that are not model weights
+    path: Path | None = None
+
+
+def build_head(key: str, config: EncoderConfig, state: dict[str, torch.Tensor]) -> nn.Module:
+    """A head module of the right shape for the weights found under `key`."""
+    if key == "classifier":
+        return SequenceClassificationHead(config, num_labels=state["linear.weight"].shape[0])
+    if key == "token_classifier":
+        return TokenClassificationHead(config, num_labels=state["linear.weight"].shape[0])
+    if key == "qa":
+        return QuestionAnsweringHead(config)
+    if key == "mlm":
+        return MaskedLMHead(config)
+    if key == "pair":
+        return SentencePairHead(config)
+    raise CheckpointError(f"unknown head {key!r}")
+
+
+def load_checkpoint(path: str | os.PathLike, device: str | torch.device = "cpu") -> Checkpoint:
+    folder = Path(path)
+    if not folder.exists():
+        raise CheckpointError(f"model folder {folder} does not exist")
+    if not folder.is_dir():
+        raise CheckpointError(f"{folder} is a file; pass the model folder that holds config.json and the weights")
+    meta = _read_json(folder / META_FILE) if (folder / META_FILE).is_file() else {}
+    if (folder / "config.json").is_file():
+        config = hf.config_from_hf(_read_json(folder / "config.json"), str(folder / "config.json"),
+                                   meta.get("encoder"))
+        raw_state = read_weights(folder)
+    elif (folder / "bert_config.json").is_file():
+        config, raw_state = google.load_google_folder(folder)
+    else:
+        raise CheckpointError(f"{folder}: no config.json (Hugging Face / bertkit) or bert_config.json (Google "
+                              "BERT) found; is this a model folder?")
+    architectures = _read_json(folder / "config.json").get("architectures", []) if (folder / "config.json").is_file() else []
+    split = hf.split_hf_state(raw_state, token_head="BertForTokenClassification" in architectures
+                              or meta.get("task") == "ner")
+    encoder = Encoder(config)
+    _load_encoder_state(encoder, split.encoder, folder)
+    heads = {}
+    for key, state in split.heads.items():
+        head = build_head(key, config, state)
+        _load_strict(head, state, f"{folder}: head {key!r}")
+        heads[key] = head
+    tokenizer = _load_tokenizer(folder, config)
+    if split.skipped:
+        warnings.warn(f"{folder}: skipped {len(split.skipped)} entries that are not model weights: "
+                      f"{', '.join(split.skipped[:5])}{' ...' if len(split.skipped) > 5 else ''}", stacklevel=2)
+    encoder.to(device).eval()
+    for head in heads.values():
+        head.to(device).eval()
+    return Checkpoint(config, encoder, tokenizer, heads, meta, split.skipped, folder)
+
+
+def _load_encoder_state(encoder: Encoder, state: dict[str, torch.Tensor], folder: Path) -> None:
+    expected = encoder.state_dict()
+    if encoder.pooler is not None and "pooler.dense.weight" not in state:
+        # Checkpoints saved without a pooler (e.g. from BertForMaskedLM): keep a random one, say so.
+        warnings.warn(f"{folder}: no pooler weights; the pooler (used only by pooling='pooler') is random",
+                      stacklevel=3)
+        state = {**state, **{k: v for k, v in expected.items() if k.startswith("pooler.")}}
+    # With shared layers every layer's copy is in the file (HF has no sharing); loading them in order
+    # writes the same values into the one shared tensor.
+    _load_strict(encoder, state, str(folder))
+
+
+def _load_strict(module: nn.Module, state: dict[str, torch.Tensor], where: str) -> None:
+    expected = module.state_dict()
+    missing = sorted(set(expected) - set(state))
+    unexpected = sorted(set(state) - set(expected))
+    if missing:
+        raise CheckpointError(f"{where}: missing weights {', '.join(missing[:6])}"
+                              f"{f' and {len(missing) - 6} more' if len(missing) > 6 else ''}")
+    if unexpected:
+        raise CheckpointError(f"{where}: unexpected weights {', '.join(unexpected[:6])}; the config.json does "
+                              "not describe these weights")
+    for name, tensor in state.items():
+        if tuple(tensor.shape) != tuple(expected[name].shape):
+            raise CheckpointError(f"{where}: {name} has shape {tuple(tensor.shape)} in the file but "
+                                  f"{tuple(expected[name].shape)} in the model its config.json describes")
+    module.load_state_dict({k: v.to(expected[k].dtype) for k, v in state.items()})
+
+
+def _load_tokenizer(folder: Path, config: EncoderConfig) -> Tokenizer | None:
+    if not any((folder / name).is_file() for name in ("tokenizer.json", "vocab.txt")):
+        warnings.warn(f"{folder}: no vocab.txt or tokenizer.json; the model loads without a tokenizer",
+                      stacklevel=3)
+        return None
+    tokenizer = Tokenizer.from_folder(folder)
+    if tokenizer.vocab_size > config.vocab_size:
+        raise CheckpointError(f"{folder}: the tokenizer has {tokenizer.vocab_size} tokens but the model's "
+                              f"embedding table only {config.vocab_size}; vocabulary and weights do not match")
+    return tokenizer
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise CheckpointError(f"{path}: not valid JSON ({err})") from None
+
+
+# --- saving ------------------------------------------------------------------------------------------------
+
+def save_checkpoint(folder: str | os.PathLike, encoder: Encoder, tokenizer: Tokenizer | None,
+                    heads: dict[str, nn.Module] | None = None, meta: dict[str, Any] | None = None,
+                    hf_config_extra: dict[str, Any] | None = None) -> Path:
+    """Write one folder that `transformers.AutoModel.from_pretrained` loads with identical outputs.
+
+    hf_config_extra: more config.json keys (id2label/label2id, problem_type) for the HF head classes.
+    """
+    from safetensors.torch import save_file
+
+    folder = Path(folder)
+    heads = heads or {}
+    config = encoder.config
+    head_keys = tuple(sorted(heads, key=["mlm", "pair", "classifier", "token_classifier", "qa"].index))
+    if head_keys not in hf.ARCHITECTURES:
+        raise CheckpointError(f"cannot save heads {head_keys} together; HF has no class with that combination")
+    prefix = "bert." if heads else ""
+    state = hf.encoder_state_to_hf(encoder.state_dict(), prefix)
+    state.update(hf.heads_state_to_hf({k: v.state_dict() for k, v in heads.items()}))
+    if "mlm" in heads:   # HF's tied decoder weight; stored so HF needs no re-tying to be exact
+        state["cls.predictions.decoder.weight"] = encoder.embeddings.token.weight.detach().clone()
+    hf_config = hf.config_to_hf(config)
+    hf_config["architectures"] = [hf.ARCHITECTURES[head_keys]]
+    for key in ("classifier", "token_classifier"):
+        if key in heads:
+            hf_config.update(hf.label_config(heads[key].num_labels, (meta or {}).get("labels"),
+                                             (meta or {}).get("task")))
+    hf_config.update(hf_config_extra or {})
+    full_meta = {"format": "bertkit", "format_version": FORMAT_VERSION,
+                 "encoder": {k: getattr(config, k) for k in hf.EXTRA_FIELDS}, **(meta or {})}
+    if config.norm_position == "pre" or config.embedding_size or config.causal:
+        full_meta["hf_compatible"] = False   # HF BertModel cannot compute these variants
+
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{folder.name}.tmp-", dir=folder.parent))
+    try:
+        save_file({k: v.detach().cpu().contiguous() for k, v in state.items()}, str(tmp / "model.safetensors"),
+                  metadata={"format": "pt"})
+        (tmp / "config.json").write_text(json.dumps(hf_config, indent=2) + "\n", encoding="utf-8")
+        (tmp / META_FILE).write_text(json.dumps(full_meta, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+        if tokenizer is not None:
+            tokenizer.save(tmp)
+        _replace_folder(tmp, folder)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return folder
+
+
+def _replace_folder(new: Path, target: Path) -> None:
+    """Swap the complete `new` folder into place by renames; files of the old folder that the new one lacks
+    (run logs, metrics) are carried over."""
+    if not target.exists():
+        os.replace(new, target)
+        return
+    old = target.with_name(f".{target.name}.old-{os.getpid()}")
+    os.replace(target, old)
+    os.replace(new, target)
+    for item in old.iterdir():
+        if not (target / item.name).exists():
+            os.replace(item, target / item.name)
+    shutil.rmtree(old, ignore_errors=True)

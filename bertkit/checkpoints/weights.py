@@ -1,0 +1,70 @@
+"""Reading weight files safely: safetensors, pytorch_model.bin (weights only), sharded indexes.
+
+A git-lfs pointer (a small text file in place of the weights) and a truncated download are detected and
+named instead of surfacing as `invalid load key, 'v'` from the unpickler.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import torch
+
+from bertkit.errors import CheckpointError
+
+WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
+INDEX_FILES = ("model.safetensors.index.json", "pytorch_model.bin.index.json")
+
+
+def read_weights(folder: Path) -> dict[str, torch.Tensor]:
+    for name in WEIGHT_FILES:
+        if (folder / name).is_file():
+            return read_weight_file(folder / name)
+    for name in INDEX_FILES:
+        if (folder / name).is_file():
+            return _read_sharded(folder / name)
+    raise CheckpointError(f"{folder}: no weights found; expected one of {', '.join(WEIGHT_FILES + INDEX_FILES)}")
+
+
+def read_weight_file(path: Path) -> dict[str, torch.Tensor]:
+    check_not_pointer(path)
+    if path.suffix == ".safetensors":
+        from safetensors import SafetensorError
+        from safetensors.torch import load_file
+        try:
+            return load_file(str(path))
+        except (SafetensorError, OSError, ValueError) as err:
+            raise CheckpointError(f"{path}: cannot read safetensors file ({err}); the file is truncated or "
+                                  "corrupt: download it again") from None
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as err:  # torch raises many kinds for a bad pickle/zip
+        raise CheckpointError(f"{path}: cannot read PyTorch weights ({type(err).__name__}: {err}); the file is "
+                              "truncated, corrupt or not a weights file") from None
+    if not isinstance(state, dict):
+        raise CheckpointError(f"{path}: holds a {type(state).__name__}, not a state dict of tensors")
+    return state
+
+
+def check_not_pointer(path: Path) -> None:
+    with open(path, "rb") as handle:
+        head = handle.read(200)
+    if head.startswith(b"version https://git-lfs"):
+        raise CheckpointError(f"{path}: is a git-lfs pointer file ({path.stat().st_size} bytes), not the "
+                              "weights; run `git lfs pull` in that repository or download the real file")
+    if path.stat().st_size == 0:
+        raise CheckpointError(f"{path}: is empty; the download did not finish")
+
+
+def _read_sharded(index_path: Path) -> dict[str, torch.Tensor]:
+    try:
+        weight_map = json.loads(index_path.read_text(encoding="utf-8"))["weight_map"]
+    except (json.JSONDecodeError, KeyError) as err:
+        raise CheckpointError(f"{index_path}: not a valid shard index ({err})") from None
+    state: dict[str, torch.Tensor] = {}
+    for shard in sorted(set(weight_map.values())):
+        shard_path = index_path.parent / shard
+        if not shard_path.is_file():
+            raise CheckpointError(f"{index_path}: names shard {shard}, which is missing")
+        state.update(read_weight_file(shard_path))
+    return state

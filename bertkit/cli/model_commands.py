@@ -1,0 +1,100 @@
+"""`bertkit encode`, `bertkit convert`, `bertkit quickstart`: thin shells over bertkit.api."""
+from __future__ import annotations
+
+import argparse
+import sys
+import warnings
+from pathlib import Path
+
+import numpy as np
+
+from bertkit.errors import BertkitError
+from bertkit.model.pooling import LAYER_STRATEGIES, POOLINGS
+from bertkit.tokenizer.encoding import TextTooLongError
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser("encode", help="encode texts into vectors (.npy)",
+                              description="Encode a .txt (one text per line) or .jsonl (field `text`) file.")
+    p.add_argument("--model", required=True, help="model folder (bertkit, Hugging Face or sentence-transformers)")
+    p.add_argument("--input", required=True, help=".txt or .jsonl file (optionally .gz)")
+    p.add_argument("--output", required=True, help="output .npy file; pooling 'none' writes a .npz of arrays")
+    p.add_argument("--pooling", choices=POOLINGS, default=None, help="default: the model folder's, else mean")
+    p.add_argument("--layers", choices=LAYER_STRATEGIES, default="last")
+    p.add_argument("--max-length", type=int, default=None, help="tokens per text (default: the model's limit)")
+    p.add_argument("--batch-size", type=int, default=32)
+    p.add_argument("--normalize", action="store_true", default=None, help="L2-normalize the vectors")
+    p.add_argument("--long-texts", choices=("truncate", "sliding-window", "error"), default="truncate",
+                   help="texts over max-length: cut and count (default), average overlapping windows, or fail")
+    p.add_argument("--stride", type=int, default=128, help="sliding-window overlap in tokens")
+    p.add_argument("--field", default="text", help="JSONL field that holds the text")
+    p.add_argument("--encoding", default="utf-8", help="input file encoding, e.g. gb18030")
+    p.add_argument("--device", default=None, help="cpu, cuda, or auto (default)")
+    p.set_defaults(func=run_encode)
+
+    p = subparsers.add_parser("convert", help="re-save a model folder in bertkit's HF-compatible format",
+                              description="Read a Hugging Face, sentence-transformers, Google BERT or bertkit "
+                                          "folder and write a bertkit folder that transformers loads as is.")
+    p.add_argument("source")
+    p.add_argument("target")
+    p.set_defaults(func=run_convert)
+
+    p = subparsers.add_parser("quickstart", help="a first run on built-in data: encode and search with MiniLM")
+    p.add_argument("--query", action="append", help="your own query (repeatable)")
+    p.add_argument("-k", type=int, default=3)
+    p.set_defaults(func=run_quickstart)
+
+
+def _check_output(path: Path, suffix: str) -> None:
+    if path.suffix != suffix:
+        raise BertkitError(f"--output {path}: expected a {suffix} file name")
+    if path.parent and not path.parent.exists():
+        raise BertkitError(f"--output {path}: folder {path.parent} does not exist")
+
+
+def run_encode(args: argparse.Namespace) -> int:
+    from bertkit import api
+    from bertkit.data.text import read_texts
+
+    output = Path(args.output)
+    _check_output(output, ".npz" if args.pooling == "none" else ".npy")
+    texts = read_texts(args.input, field=args.field, encoding=args.encoding)
+    model = api.load(args.model, device=args.device)
+    limit = model.config.max_length
+    if args.max_length is not None and args.max_length > limit:
+        raise BertkitError(f"--max-length {args.max_length} > {limit}, the position limit of {args.model}; "
+                           "use a smaller --max-length or --long-texts sliding-window")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")   # truncation is reported below, once
+        try:
+            vectors = model.encode(texts, batch_size=args.batch_size, max_length=args.max_length,
+                                   pooling=args.pooling, layers=args.layers, normalize=args.normalize,
+                                   long_texts=args.long_texts, stride=args.stride, progress=sys.stderr.isatty())
+        except TextTooLongError as err:
+            where = f"line {err.index + 1}" if args.input.endswith((".txt", ".txt.gz")) else f"text {err.index + 1}"
+            raise BertkitError(f"{args.input}: {where} has {err.length} tokens, over the limit of {err.limit}; "
+                               "pass --long-texts truncate or --long-texts sliding-window") from None
+    report = model.last_report
+    if isinstance(vectors, list):
+        np.savez(output, *vectors)
+        shape = f"{len(vectors)} token arrays"
+    else:
+        np.save(output, vectors)
+        shape = "x".join(map(str, vectors.shape))
+    note = f", {report.truncated} truncated (see --long-texts)" if report.truncated else ""
+    print(f"encoded {len(texts)} texts from {args.input} -> {output} ({shape}{note})", file=sys.stderr)
+    return 0
+
+
+def run_convert(args: argparse.Namespace) -> int:
+    from bertkit import api
+
+    target = api.convert(args.source, args.target)
+    print(f"wrote {target} (config.json, model.safetensors, tokenizer files, bertkit.json)", file=sys.stderr)
+    return 0
+
+
+def run_quickstart(args: argparse.Namespace) -> int:
+    from bertkit.quickstart import run
+
+    return run(queries=args.query, k=args.k)

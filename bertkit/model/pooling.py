@@ -1,0 +1,83 @@
+"""From per-layer token vectors to one vector per text: layer strategies, then pooling.
+
+Padding never contributes: every pooling reads the attention mask. Layer strategies follow the BERT
+paper's feature-based table (sum of all / last four layers, concatenation of the last four); "first" is
+the first transformer layer (hidden_states[1]), as in SimCSE's corrected first-last average.
+"""
+from __future__ import annotations
+
+from typing import Literal, Sequence
+
+import torch
+
+LayerStrategy = Literal["last", "second-to-last", "first", "sum-all", "sum-last-4", "concat-last-4"]
+Pooling = Literal["cls", "pooler", "mean", "max", "first-last-avg", "none"]
+LAYER_STRATEGIES: tuple[str, ...] = ("last", "second-to-last", "first", "sum-all", "sum-last-4", "concat-last-4")
+POOLINGS: tuple[str, ...] = ("cls", "pooler", "mean", "max", "first-last-avg", "none")
+
+
+def check_options(pooling: str, layers: str) -> None:
+    if pooling not in POOLINGS:
+        raise ValueError(f"pooling {pooling!r} is not one of {', '.join(POOLINGS)}")
+    if layers not in LAYER_STRATEGIES:
+        raise ValueError(f"layers {layers!r} is not one of {', '.join(LAYER_STRATEGIES)}")
+    if pooling == "pooler" and layers != "last":
+        raise ValueError("pooling 'pooler' reads the pooler over the last layer; use layers='last'")
+
+
+def needs_all_layers(pooling: str, layers: str) -> bool:
+    return layers != "last" or pooling == "first-last-avg"
+
+
+def select_layers(hidden_states: Sequence[torch.Tensor], strategy: str) -> torch.Tensor:
+    """hidden_states: embeddings + one (B, T, C) per layer -> (B, T, C), or (B, T, 4C) for concat-last-4."""
+    layers = hidden_states[1:]                              # transformer layers only
+    if strategy == "last":
+        return layers[-1]
+    if strategy == "second-to-last":
+        return layers[-2] if len(layers) > 1 else layers[-1]
+    if strategy == "first":
+        return layers[0]
+    if strategy == "sum-all":
+        return torch.stack(layers).sum(0)
+    if strategy == "sum-last-4":
+        return torch.stack(layers[-4:]).sum(0)
+    if strategy == "concat-last-4":
+        return torch.cat(layers[-4:], dim=-1)
+    raise ValueError(f"layers {strategy!r} is not one of {', '.join(LAYER_STRATEGIES)}")
+
+
+def masked_mean(tokens: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """(B, T, C), (B, T) -> (B, C), averaging real tokens only (a row with none gives zeros, not NaN)."""
+    weights = mask.to(tokens.dtype).unsqueeze(-1)           # (B, T, 1)
+    return (tokens * weights).sum(1) / weights.sum(1).clamp(min=1.0)
+
+
+def masked_max(tokens: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    filled = tokens.masked_fill(~mask.bool().unsqueeze(-1), torch.finfo(tokens.dtype).min)
+    return filled.max(dim=1).values
+
+
+def pool(tokens: torch.Tensor, mask: torch.Tensor, pooling: str, *, pooled_output: torch.Tensor | None = None,
+         first_layer: torch.Tensor | None = None) -> torch.Tensor:
+    """One vector per row. tokens (B, T, C) from select_layers; mask (B, T) 1 for real tokens."""
+    if pooling == "cls":
+        return tokens[:, 0]
+    if pooling == "pooler":
+        if pooled_output is None:
+            raise ValueError("this model has no pooler; use pooling 'cls' or 'mean'")
+        return pooled_output
+    if pooling == "mean":
+        return masked_mean(tokens, mask)
+    if pooling == "max":
+        return masked_max(tokens, mask)
+    if pooling == "first-last-avg":
+        if first_layer is None:
+            raise ValueError("first-last-avg needs the first layer's hidden states")
+        return masked_mean((first_layer + tokens) / 2, mask)
+    raise ValueError(f"pooling {pooling!r} is not one of {', '.join(POOLINGS[:-1])} (or 'none' for token vectors)")
+
+
+def normalize(vectors: torch.Tensor) -> torch.Tensor:
+    """L2-normalize rows; a zero row stays zero instead of becoming NaN."""
+    return vectors / vectors.norm(dim=-1, keepdim=True).clamp(min=1e-12)

