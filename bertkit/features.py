@@ -119,7 +119,7 @@ def _average_windows(vectors: np.ndarray, text_index: list[int], count: int, nor
 
 
 def _output_dim(encoder: Encoder, options: EncodeOptions) -> int:
-    return encoder.config.hidden_size * (4 if options.layers == "concat-last-4" else 1)
+    return encoder.config.hidden_size * (min(4, encoder.config.num_layers) if options.layers == "concat-last-4" else 1)
 
 
 def _progress(total: int, enabled: bool):

@@ -9,11 +9,11 @@ from importlib import resources
 import numpy as np
 
 QUERIES = [
-    "a big wild cat with a striped coat",
-    "a machine that does calculations",
-    "an illness of the lungs",
-    "a musical instrument with strings",
-    "money paid for work",
+    "a water bird that catches fish with its beak",
+    "a flower that grows in the garden",
+    "a sickness that makes the skin red",
+    "someone who works on a boat",
+    "paying money from an account",
 ]
 
 

@@ -1,0 +1,45 @@
+"""bertkit.load(...).encode on a tiny random model: options, long texts, empty input."""
+import numpy as np
+import pytest
+
+import bertkit
+
+
+@pytest.fixture(scope="module")
+def model(tiny_model_dir):
+    return bertkit.load(tiny_model_dir, device="cpu")
+
+
+def test_shapes_for_every_option(model):
+    texts = ["the cat sat on the mat", "hello", "", "dog"]
+    for pooling in ("cls", "pooler", "mean", "max", "first-last-avg"):
+        vectors = model.encode(texts, pooling=pooling)
+        assert vectors.shape == (4, 32) and vectors.dtype == np.float32 and np.isfinite(vectors).all()
+    for layers in ("second-to-last", "first", "sum-all", "sum-last-4"):
+        assert model.encode(texts, layers=layers).shape == (4, 32)
+    assert model.encode(texts, layers="concat-last-4").shape == (4, 64)   # a 2-layer model has 2 to concatenate
+    tokens = model.encode(texts, pooling="none")
+    assert [t.shape[0] for t in tokens] == [8, 3, 2, 3]      # [CLS] ... [SEP], padding removed
+    normalized = model.encode(texts, normalize=True)
+    np.testing.assert_allclose(np.linalg.norm(normalized, axis=1), 1.0, rtol=1e-5)
+    assert model.encode([]).shape == (0, 32)
+
+
+def test_long_texts_truncate_report_or_window(model):
+    long_text = "the cat sat " * 30 + "dog is on the mat " * 30   # ~240 tokens, the model holds 64
+    with pytest.warns(UserWarning, match="truncated"):
+        truncated = model.encode([long_text, "cat"])
+    assert model.last_report.truncated == 1
+    windows = model.encode([long_text, "cat"], long_texts="sliding-window", stride=16)
+    assert model.last_report.windows > 2
+    assert np.isfinite(windows).all() and not np.allclose(windows[0], truncated[0])
+    np.testing.assert_allclose(windows[1], truncated[1], atol=1e-5)   # short texts are one window
+    with pytest.raises(bertkit.api.BertkitError, match="tokens"):
+        model.encode([long_text], long_texts="error")
+
+
+def test_max_length_over_limit_and_string_input(model):
+    with pytest.raises(ValueError, match="max_length 100"):
+        model.encode(["cat"], max_length=100)
+    with pytest.raises(TypeError, match="list of texts"):
+        model.encode("cat")
