@@ -1,0 +1,41 @@
+"""`bertkit vocab train`: a thin shell over bertkit.tokenizer.train_wordpiece."""
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def register(subparsers) -> None:
+    vocab = subparsers.add_parser("vocab", help="vocabulary tools (train a WordPiece vocab)")
+    actions = vocab.add_subparsers(dest="vocab_command", metavar="ACTION")
+    actions.required = True
+    p = actions.add_parser("train", help="train a BERT WordPiece vocab on text files",
+                           description="Train a BERT WordPiece vocabulary on text files (UTF-8, .gz accepted, "
+                                       "one sentence or paragraph per line) and write vocab.txt, tokenizer.json "
+                                       "and tokenizer_config.json, which bertkit and Hugging Face load.")
+    p.add_argument("--input", nargs="+", required=True, metavar="FILE", help="text files")
+    p.add_argument("--output", required=True, metavar="DIR", help="folder to write the tokenizer files into")
+    p.add_argument("--vocab-size", type=int, default=30522, help="tokens in the vocab (default: BERT's 30522)")
+    casing = p.add_mutually_exclusive_group()
+    casing.add_argument("--lowercase", dest="lowercase", action="store_true", default=True,
+                        help="uncased: lowercase and strip accents (default)")
+    casing.add_argument("--cased", dest="lowercase", action="store_false", help="keep case and accents")
+    p.add_argument("--min-frequency", type=int, default=2, help="least count for a merged piece (default 2)")
+    p.add_argument("--unused", type=int, default=100, help="[unusedN] slots reserved after the special tokens")
+    p.add_argument("--limit-alphabet", type=int, default=None,
+                   help="most single characters kept (default: max(1000, vocab-size / 4))")
+    p.add_argument("--encoding", default="utf-8", help="input file encoding, e.g. gb18030")
+    p.set_defaults(func=run_train)
+
+
+def run_train(args: argparse.Namespace) -> int:
+    from bertkit.tokenizer.train import train_wordpiece
+
+    tokenizer = train_wordpiece(args.input, vocab_size=args.vocab_size, lowercase=args.lowercase,
+                                min_frequency=args.min_frequency, num_unused=args.unused,
+                                limit_alphabet=args.limit_alphabet, encoding=args.encoding)
+    tokenizer.save(args.output)
+    casing = "uncased" if tokenizer.lowercase else "cased"
+    print(f"trained a WordPiece vocab ({casing}) of {tokenizer.vocab_size} tokens on {len(args.input)} file(s) "
+          f"-> {args.output} (vocab.txt, tokenizer.json, tokenizer_config.json)", file=sys.stderr)
+    return 0

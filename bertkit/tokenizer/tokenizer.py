@@ -1,0 +1,256 @@
+"""Tokenizer: BERT WordPiece over the Rust `tokenizers` library, with explicit truncation and HF folders.
+
+Texts go through the Rust tokenizer in one encode_batch call (parallel, no per-token Python); framing with
+[CLS]/[SEP] and truncation are list slices per text (encoding.py). Ids match HF's BertTokenizer.
+"""
+from __future__ import annotations
+
+import json
+import warnings
+from pathlib import Path
+from typing import Iterable, Sequence
+
+import torch
+from tokenizers import Encoding, Tokenizer as RustTokenizer
+
+from bertkit.errors import BertkitError, CheckpointError
+from bertkit.tokenizer import wordpiece
+from bertkit.tokenizer.encoding import (TRUNCATION_STRATEGIES, BatchEncoding, Truncation, WindowedEncoding,
+                                        frame_batch, frame_windows)
+from bertkit.tokenizer.padding import pad_to_tensors
+from bertkit.tokenizer.wordpiece import CLS, MASK, PAD, SEP, UNK
+
+DEFAULT_MAX_LENGTH = 512
+# HF writes this "no limit" sentinel (int(1e30)) into tokenizer_config.json when a model has none.
+HF_NO_LIMIT = 10**9
+# Heads of this many characters per kept token usually hold enough tokens (English averages ~4.5 characters
+# per BERT token, Chinese one); a head that does not is split again in full, so this only tunes speed.
+HEAD_CHARS_PER_TOKEN = 6
+
+
+class Tokenizer:
+    """A BERT WordPiece tokenizer. Build with from_folder / from_vocab_file / from_tokenizer_json."""
+
+    def __init__(self, backend: RustTokenizer, lowercase: bool, model_max_length: int = DEFAULT_MAX_LENGTH):
+        self.backend = backend  # the Rust tokenizer, for anything not wrapped here
+        self.lowercase = lowercase
+        self.model_max_length = model_max_length
+        self.pad_id, self.unk_id, self.cls_id, self.sep_id, self.mask_id = (
+            backend.token_to_id(token) for token in (PAD, UNK, CLS, SEP, MASK))
+        self.special_ids = {self.pad_id, self.unk_id, self.cls_id, self.sep_id, self.mask_id}
+
+    # ---- construction -------------------------------------------------------------------------------
+    @classmethod
+    def from_vocab(cls, vocab: dict[str, int], lowercase: bool | None = None) -> "Tokenizer":
+        """From token -> id; lowercase=None infers the casing from the vocab (cased if it has uppercase)."""
+        if lowercase is None:
+            lowercase = not wordpiece.vocab_is_cased(vocab)
+        return cls(wordpiece.build_wordpiece(vocab, lowercase), lowercase)
+
+    @classmethod
+    def from_vocab_file(cls, path: str | Path, lowercase: bool | None = None) -> "Tokenizer":
+        """From a BERT vocab.txt; lowercase=None infers the casing from the vocab."""
+        tokenizer = cls.from_vocab(wordpiece.read_vocab_file(path), lowercase)
+        tokenizer.check_casing()
+        return tokenizer
+
+    @classmethod
+    def from_tokenizer_json(cls, path: str | Path, lowercase: bool | None = None) -> "Tokenizer":
+        """From an HF tokenizer.json (WordPiece); casing from `lowercase`, else its normalizer, else the vocab."""
+        backend, json_lowercase = wordpiece.load_tokenizer_json(path)
+        if lowercase is None:
+            lowercase = json_lowercase
+        if lowercase is None:
+            lowercase = not wordpiece.vocab_is_cased(backend.get_vocab())
+        if lowercase != json_lowercase:
+            wordpiece.set_lowercase(backend, lowercase)
+        tokenizer = cls(backend, lowercase)
+        tokenizer.check_casing()
+        return tokenizer
+
+    @classmethod
+    def from_folder(cls, folder: str | Path) -> "Tokenizer":
+        """From a model folder: tokenizer.json if present, else vocab.txt (never guessed from the folder name).
+
+        Casing comes from tokenizer_config.json (do_lower_case) or bertkit.json, else from tokenizer.json's
+        normalizer, else from the vocab; a casing that contradicts the vocab is warned about.
+        """
+        folder = Path(folder)
+        if not folder.is_dir():
+            raise CheckpointError(f"{folder}: not a folder (a model folder holds tokenizer.json or vocab.txt)")
+        hf_config = _read_json(folder / "tokenizer_config.json")
+        lowercase = hf_config.get("do_lower_case")
+        if lowercase is None:
+            meta = _read_json(folder / "bertkit.json")
+            lowercase = meta.get("do_lower_case", meta.get("lowercase"))
+        if (folder / "tokenizer.json").is_file():
+            tokenizer = cls.from_tokenizer_json(folder / "tokenizer.json", lowercase)
+        elif (folder / "vocab.txt").is_file():
+            tokenizer = cls.from_vocab_file(folder / "vocab.txt", lowercase)
+        else:
+            present = ", ".join(sorted(p.name for p in folder.iterdir())) or "nothing"
+            raise CheckpointError(f"{folder}: no tokenizer.json or vocab.txt (found: {present})")
+        max_length = hf_config.get("model_max_length")
+        if isinstance(max_length, int) and 0 < max_length < HF_NO_LIMIT:
+            tokenizer.model_max_length = max_length
+        return tokenizer
+
+    def save(self, folder: str | Path) -> None:
+        """Write vocab.txt, tokenizer.json, tokenizer_config.json and special_tokens_map.json, which HF's
+        AutoTokenizer and BertTokenizer load as they are."""
+        folder = Path(folder)
+        folder.mkdir(parents=True, exist_ok=True)
+        wordpiece.write_vocab_file(self.backend.get_vocab(), folder / "vocab.txt")
+        self.backend.save(str(folder / "tokenizer.json"))
+        special_tokens = {"unk_token": UNK, "sep_token": SEP, "pad_token": PAD, "cls_token": CLS,
+                          "mask_token": MASK}
+        hf_config = {"tokenizer_class": "BertTokenizer", "do_lower_case": self.lowercase, "strip_accents": None,
+                     "tokenize_chinese_chars": True, "model_max_length": self.model_max_length,
+                     "clean_up_tokenization_spaces": True, **special_tokens}
+        _write_json(folder / "tokenizer_config.json", hf_config)
+        _write_json(folder / "special_tokens_map.json", special_tokens)
+
+    # ---- vocabulary ---------------------------------------------------------------------------------
+    @property
+    def vocab_size(self) -> int:
+        return self.backend.get_vocab_size(with_added_tokens=True)
+
+    def token_to_id(self, token: str) -> int | None:
+        return self.backend.token_to_id(token)
+
+    def id_to_token(self, token_id: int) -> str | None:
+        return self.backend.id_to_token(token_id)
+
+    def check_casing(self, texts: Iterable[str] | None = None) -> str | None:
+        """Warn (and return the message) when the casing contradicts the vocab; None when they agree.
+
+        A cased tokenizer over an uncased vocab turns every capitalized word into [UNK] or odd pieces; an
+        uncased one over a cased vocab never reaches its uppercase pieces. With `texts`, the first case is
+        only reported when the texts contain uppercase letters.
+        """
+        vocab_cased = wordpiece.vocab_is_cased(self.backend.get_vocab())
+        message = None
+        if not self.lowercase and not vocab_cased:
+            if texts is None or any(text != text.lower() for text in texts):
+                message = ("casing mismatch: the tokenizer keeps case (do_lower_case=false) but the vocab has no "
+                           "uppercase pieces, so capitalized words become [UNK] or split badly; set "
+                           "do_lower_case=true in tokenizer_config.json (or lowercase=True)")
+        elif self.lowercase and vocab_cased:
+            message = ("casing mismatch: the tokenizer lowercases (do_lower_case=true) but the vocab is cased, "
+                       "so its uppercase pieces are never used; set do_lower_case=false (or lowercase=False)")
+        if message:
+            warnings.warn(message, stacklevel=2)
+        return message
+
+    # ---- encoding -----------------------------------------------------------------------------------
+    def tokenize(self, text: str) -> list[str]:
+        """The word pieces of one text, without [CLS]/[SEP]."""
+        return self._split([text])[0].tokens
+
+    def decode(self, ids: Sequence[int], skip_special_tokens: bool = True) -> str:
+        return self.backend.decode(list(ids), skip_special_tokens=skip_special_tokens)
+
+    def encode_batch(self, texts: Sequence[str], pairs: Sequence[str] | None = None,
+                     max_length: int | None = DEFAULT_MAX_LENGTH,
+                     truncation: Truncation = "longest_first") -> BatchEncoding:
+        """[CLS] text [SEP] (pair [SEP]) per text, at most max_length tokens (special tokens counted; None:
+        no limit).
+
+        truncation: "longest_first" (cut the longer text of a pair first), "only_first", "only_second", or
+        None to raise TextTooLongError for a text that does not fit. Rows are not padded (pad_to_tensors).
+        """
+        if truncation not in TRUNCATION_STRATEGIES:
+            raise ValueError(f"truncation must be one of {TRUNCATION_STRATEGIES}, got {truncation!r}")
+        if max_length is not None and max_length < (3 if pairs is not None else 2):
+            raise ValueError(f"max_length {max_length} leaves no room for text after [CLS]/[SEP]")
+        if pairs is not None and len(pairs) != len(texts):
+            raise ValueError(f"got {len(texts)} texts but {len(pairs)} pair texts")
+        if pairs is None and max_length is not None and truncation in ("longest_first", "only_first"):
+            firsts = self._split_heads(texts, max_length - 2)
+        else:
+            firsts = self._split(texts)
+        seconds = self._split(pairs) if pairs is not None else None
+        return frame_batch(firsts, seconds, max_length, truncation, self.cls_id, self.sep_id)
+
+    def encode_windows(self, texts: str | Sequence[str], max_length: int = DEFAULT_MAX_LENGTH,
+                       stride: int = 128) -> WindowedEncoding:
+        """Long texts as overlapping windows, each [CLS] ... [SEP] with at most max_length tokens, for
+        callers that average window vectors. Consecutive windows of a text share `stride` tokens; a short
+        text gives one window. One string or a list; text_index maps each window row back to its text."""
+        if isinstance(texts, str):
+            texts = [texts]
+        return frame_windows(self._split(texts), max_length, stride, self.cls_id, self.sep_id)
+
+    def unk_rate(self, encoding: BatchEncoding) -> float:
+        """Fraction of the text tokens (all but [CLS]/[SEP]/[PAD]/[MASK]) that are [UNK]; 0.0 if none."""
+        structural = self.special_ids - {self.unk_id}
+        unknown = sum(row.count(self.unk_id) for row in encoding.input_ids)
+        text_tokens = sum(len(row) - sum(row.count(i) for i in structural) for row in encoding.input_ids)
+        return unknown / text_tokens if text_tokens else 0.0
+
+    def pad_to_tensors(self, input_ids: Sequence[Sequence[int]] | BatchEncoding,
+                       token_type_ids: Sequence[Sequence[int]] | None = None,
+                       pad_to_multiple_of: int | None = None) -> dict[str, torch.Tensor]:
+        """Pad rows (or a BatchEncoding) with [PAD] to the longest row: input_ids, attention_mask,
+        token_type_ids as (B, T) LongTensors."""
+        if isinstance(input_ids, BatchEncoding):
+            input_ids, token_type_ids = input_ids.input_ids, input_ids.token_type_ids
+        return pad_to_tensors(input_ids, self.pad_id, token_type_ids, pad_to_multiple_of)
+
+    def _split(self, texts: Sequence[str]) -> list[Encoding]:
+        """Word pieces of every text (no special tokens), in one parallel call into Rust."""
+        if isinstance(texts, str):
+            raise TypeError("expected a list of texts, got one string; wrap it in a list")
+        try:
+            return self.backend.encode_batch(list(texts), add_special_tokens=False)
+        except TypeError:
+            bad = next((i for i, text in enumerate(texts) if not isinstance(text, str)), None)
+            if bad is None:
+                raise
+            raise BertkitError(f"text {bad} is {type(texts[bad]).__name__}, not a string") from None
+
+    def _split_heads(self, texts: Sequence[str], budget: int) -> list[Encoding]:
+        """Like _split, for texts that will be cut to `budget` tokens: a text much longer than that is split
+        only up to a space (its head), which saves most of the work on long documents. The pieces of the
+        words before a space do not depend on the text after it, so the kept tokens are the same. A head
+        with no more than `budget` tokens cannot tell whether the text was cut: that text is split in full."""
+        if isinstance(texts, str):
+            raise TypeError("expected a list of texts, got one string; wrap it in a list")
+        max_chars = budget * HEAD_CHARS_PER_TOKEN
+        heads = [_head(text, max_chars) for text in texts]
+        encodings = self._split(heads)
+        short = [i for i, (head, text) in enumerate(zip(heads, texts)) if head is not text
+                 and len(encodings[i]) <= budget]
+        for i, encoding in zip(short, self._split([texts[i] for i in short])):
+            encodings[i] = encoding
+        return encodings
+
+    def __repr__(self) -> str:
+        return f"Tokenizer(vocab_size={self.vocab_size}, lowercase={self.lowercase})"
+
+
+def _head(text: str, max_chars: int) -> str:
+    """`text` up to the last space within max_chars, or the whole text (the same object) if it is short."""
+    if not isinstance(text, str) or len(text) <= max_chars:
+        return text
+    cut = text.rfind(" ", 0, max_chars)
+    return text[:cut] if cut > 0 else text
+
+
+def _read_json(path: Path) -> dict:
+    if not path.is_file():
+        return {}
+    try:
+        with open(path, encoding="utf-8") as f:
+            value = json.load(f)
+    except (OSError, ValueError) as err:
+        raise CheckpointError(f"{path}: not valid JSON ({err})") from err
+    if not isinstance(value, dict):
+        raise CheckpointError(f"{path}: expected a JSON object")
+    return value
+
+
+def _write_json(path: Path, value: dict) -> None:
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(value, f, indent=2, ensure_ascii=False)
+        f.write("\n")

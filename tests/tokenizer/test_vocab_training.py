@@ -1,0 +1,78 @@
+"""train_wordpiece: a tiny English + Chinese corpus made in code, streamed from .txt and .gz files."""
+from __future__ import annotations
+
+import gzip
+
+import pytest
+
+from bertkit.errors import BertkitError, InputFileError
+from bertkit.tokenizer import Tokenizer, train_wordpiece
+from bertkit.tokenizer.wordpiece import SPECIAL_TOKENS, read_vocab_file
+
+ENGLISH = ["The quick brown fox jumps over the lazy dog.", "Tokenizers split words into word pieces.",
+           "Training a vocabulary on a small corpus is quick.", "", "The dog sleeps; the fox runs."] * 4
+CHINESE = ["我爱北京天安门。", "今天天气很好，我们去公园。", "中文文本按字切分成单个汉字。"] * 4
+
+
+@pytest.fixture(scope="module")
+def corpus_files(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("corpus")
+    (folder / "en.txt").write_text("\n".join(ENGLISH) + "\n", encoding="utf-8")
+    with gzip.open(folder / "zh.txt.gz", "wt", encoding="utf-8") as f:
+        f.write("\n".join(CHINESE) + "\n")
+    return [folder / "en.txt", folder / "zh.txt.gz"]
+
+
+@pytest.fixture(scope="module")
+def trained(corpus_files, tmp_path_factory) -> tuple[Tokenizer, object]:
+    tokenizer = train_wordpiece(corpus_files, vocab_size=300, lowercase=True, min_frequency=2, num_unused=3)
+    folder = tmp_path_factory.mktemp("trained")
+    tokenizer.save(folder)
+    return tokenizer, folder
+
+
+def test_vocab_starts_with_special_then_unused_tokens(trained):
+    _, folder = trained
+    tokens = (folder / "vocab.txt").read_text(encoding="utf-8").split("\n")[:8]
+    assert tokens == [*SPECIAL_TOKENS, "[unused0]", "[unused1]", "[unused2]"]
+
+
+def test_chinese_characters_are_single_tokens(trained):
+    tokenizer, folder = trained
+    vocab = read_vocab_file(folder / "vocab.txt")
+    for char in set("".join(CHINESE)) - set("。，"):
+        assert char in vocab, char
+    chinese_pieces = [t for t in vocab if any("\u4e00" <= c <= "\u9fff" for c in t)]
+    assert all(len(t.removeprefix("##")) == 1 for t in chinese_pieces)
+    assert tokenizer.tokenize("我爱北京") == ["我", "爱", "北", "京"]
+
+
+def test_trained_tokenizer_encodes_and_decodes(trained):
+    tokenizer, folder = trained
+    assert tokenizer.lowercase and tokenizer.vocab_size <= 300
+    batch = tokenizer.encode_batch(["The QUICK brown fox.", "我爱北京天安门。"])
+    assert tokenizer.unk_rate(batch) == 0.0
+    assert tokenizer.decode(batch.input_ids[0]) == "the quick brown fox."
+    assert tokenizer.decode(batch.input_ids[1]).replace(" ", "") == "我爱北京天安门。"
+    assert "the" in tokenizer.backend.get_vocab()  # frequent words merge into whole-word pieces
+    reloaded = Tokenizer.from_folder(folder)
+    assert reloaded.encode_batch(["The QUICK brown fox."]).input_ids == batch.input_ids[:1]
+
+
+def test_cased_training_keeps_case(corpus_files):
+    tokenizer = train_wordpiece(corpus_files, vocab_size=300, lowercase=False, min_frequency=2, num_unused=0)
+    assert not tokenizer.lowercase and "T" in tokenizer.backend.get_vocab()
+    assert tokenizer.tokenize("The")[0].startswith("T")
+
+
+def test_bad_inputs(corpus_files, tmp_path):
+    with pytest.raises(InputFileError, match="missing.txt: no such file"):
+        train_wordpiece([tmp_path / "missing.txt"], vocab_size=100, num_unused=0)
+    (tmp_path / "blank.txt").write_text("\n  \n", encoding="utf-8")
+    with pytest.raises(BertkitError, match="corpus is empty"):
+        train_wordpiece([tmp_path / "blank.txt"], vocab_size=100, num_unused=0)
+    with pytest.raises(BertkitError, match="vocab_size 50 leaves no room"):
+        train_wordpiece(corpus_files, vocab_size=50, num_unused=100)
+    (tmp_path / "latin1.txt").write_bytes("fine\ncaf\xe9\n".encode("latin-1"))
+    with pytest.raises(InputFileError, match="latin1.txt:2"):
+        train_wordpiece([tmp_path / "latin1.txt"], vocab_size=100, num_unused=0)
