@@ -19,7 +19,8 @@ _ACTIVATION_TO_HF = {"gelu": "gelu", "gelu_tanh": "gelu_new", "relu": "relu"}
 _ACTIVATION_FROM_HF = {"gelu": "gelu", "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh",
                        "gelu_fast": "gelu_tanh", "relu": "relu"}
 # Our config fields that HF BERT has no key for; they travel in bertkit.json["encoder"].
-EXTRA_FIELDS = ("share_layers", "norm_position", "use_pooler", "causal", "embedding_size")
+EXTRA_FIELDS = ("share_layers", "norm_position", "use_pooler", "causal", "embedding_size", "embedding_norm",
+                "scaled_residual_init")
 
 ARCHITECTURES = {
     (): "BertModel",

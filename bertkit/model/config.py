@@ -31,8 +31,12 @@ class EncoderConfig:
     # "post" is BERT (LayerNorm after each residual add); "pre" normalizes block inputs and adds a final norm.
     norm_position: Literal["post", "pre"] = "post"
     use_pooler: bool = True
-    # GPT-style decoders reuse the same blocks with a causal mask.
+    # GPT-style decoders reuse the same blocks: a causal mask, no LayerNorm right after the embeddings
+    # (GPT-2 normalizes inside each pre-LN block), and residual projections initialized with
+    # std / sqrt(2 * num_layers) (GPT-2 paper, section 2.3).
     causal: bool = False
+    embedding_norm: bool = True
+    scaled_residual_init: bool = False
 
     def __post_init__(self) -> None:
         if self.hidden_size % self.num_heads:
@@ -69,6 +73,9 @@ PRESETS: dict[str, EncoderConfig] = {
     "bert-large": EncoderConfig(hidden_size=1024, num_layers=24, num_heads=16, intermediate_size=4096),
     "roberta-base": EncoderConfig(vocab_size=50265, type_vocab_size=1, layer_norm_eps=1e-5, pad_token_id=1,
                                   position_offset=2, max_position_embeddings=514),
+    "gpt2-small": EncoderConfig(vocab_size=50257, type_vocab_size=0, max_position_embeddings=1024,
+                                activation="gelu_tanh", layer_norm_eps=1e-5, norm_position="pre",
+                                use_pooler=False, causal=True, embedding_norm=False, scaled_residual_init=True),
     "albert-base": EncoderConfig(vocab_size=30000, embedding_size=128, share_layers="all", activation="gelu_tanh",
                                  hidden_dropout=0.0, attention_dropout=0.0),
 }

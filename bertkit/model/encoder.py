@@ -15,11 +15,22 @@ from torch import nn
 from bertkit.model.config import EncoderConfig
 
 
+class KeyValueCache(NamedTuple):
+    """Keys and values of the tokens seen so far, per layer, for incremental decoding."""
+    keys: tuple[torch.Tensor, ...]                       # each (B, H, T_past, D)
+    values: tuple[torch.Tensor, ...]
+
+    @property
+    def length(self) -> int:
+        return self.keys[0].shape[2] if self.keys else 0
+
+
 class EncoderOutput(NamedTuple):
     last_hidden_state: torch.Tensor                      # (B, T, C)
     pooled_output: Optional[torch.Tensor]                # (B, C): tanh(W h_[CLS]); None without a pooler
     hidden_states: Optional[tuple[torch.Tensor, ...]]    # embeddings + each layer, each (B, T, C)
     attentions: Optional[tuple[torch.Tensor, ...]]       # each (B, H, T, T)
+    cache: Optional[KeyValueCache] = None                # with use_cache: past + this call's keys/values
 
 
 ACTIVATIONS = {
@@ -39,20 +50,23 @@ class Embeddings(nn.Module):
         self.token = nn.Embedding(config.vocab_size, size, padding_idx=config.pad_token_id)
         self.position = nn.Embedding(config.max_position_embeddings, size)
         self.segment = nn.Embedding(config.type_vocab_size, size) if config.type_vocab_size > 0 else None
-        self.norm = nn.LayerNorm(size, eps=config.layer_norm_eps)
+        self.norm = nn.LayerNorm(size, eps=config.layer_norm_eps) if config.embedding_norm else None
         self.dropout = nn.Dropout(config.hidden_dropout)
         self.project = nn.Linear(size, config.hidden_size) if size != config.hidden_size else None
 
-    def forward(self, input_ids: torch.Tensor, token_type_ids: Optional[torch.Tensor]) -> torch.Tensor:
+    def forward(self, input_ids: torch.Tensor, token_type_ids: Optional[torch.Tensor],
+                start: int = 0) -> torch.Tensor:
+        """start: position of the first token (the cache length when decoding incrementally)."""
         T = input_ids.shape[1]
-        positions = torch.arange(self.position_offset, self.position_offset + T, device=input_ids.device)
+        first = self.position_offset + start
+        positions = torch.arange(first, first + T, device=input_ids.device)
         x = self.token(input_ids) + self.position(positions)      # (B, T, E)
         if self.segment is not None:
             if token_type_ids is None:
                 x = x + self.segment.weight[0]
             else:
                 x = x + self.segment(token_type_ids)
-        x = self.dropout(self.norm(x))
+        x = self.dropout(self.norm(x) if self.norm is not None else x)
         return self.project(x) if self.project is not None else x  # (B, T, C)
 
 
@@ -66,10 +80,16 @@ class SelfAttention(nn.Module):
         self.out = nn.Linear(config.hidden_size, config.hidden_size)
         self.dropout_p = config.attention_dropout
 
-    def forward(self, x: torch.Tensor, mask: Optional[torch.Tensor], causal: bool,
-                need_weights: bool) -> tuple[torch.Tensor, Optional[torch.Tensor]]:
+    def forward(self, x: torch.Tensor, mask: Optional[torch.Tensor], causal: bool, need_weights: bool,
+                past: Optional[tuple[torch.Tensor, torch.Tensor]] = None):
+        """-> (output (B, T, C), attention weights or None, (keys, values) including `past`)."""
         B, T, C = x.shape
         q, k, v = self.qkv(x).view(B, T, 3, self.num_heads, C // self.num_heads).permute(2, 0, 3, 1, 4)  # (B, H, T, D)
+        if past is not None:
+            k, v = torch.cat([past[0], k], dim=2), torch.cat([past[1], v], dim=2)   # (B, H, T_past + T, D)
+        if causal and mask is None and k.shape[2] != T:
+            # New queries sit at the end of the cached sequence: each sees the past and itself.
+            mask = torch.ones(T, k.shape[2], dtype=torch.bool, device=x.device).tril(k.shape[2] - T)
         dropout_p = self.dropout_p if self.training else 0.0
         if need_weights:
             y, weights = _attention_with_weights(q, k, v, mask, causal, dropout_p)
@@ -78,7 +98,7 @@ class SelfAttention(nn.Module):
                                                is_causal=causal and mask is None)
             weights = None
         y = y.transpose(1, 2).reshape(B, T, C)                  # (B, T, C)
-        return self.out(y), weights
+        return self.out(y), weights, (k, v)
 
 
 def _attention_with_weights(q, k, v, mask, causal, dropout_p):
@@ -86,7 +106,7 @@ def _attention_with_weights(q, k, v, mask, causal, dropout_p):
     scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])      # (B, H, T, T)
     if causal and mask is None:
         T = q.shape[-2]
-        mask = torch.ones(T, T, dtype=torch.bool, device=q.device).tril()
+        mask = torch.ones(T, k.shape[-2], dtype=torch.bool, device=q.device).tril(k.shape[-2] - T)
     if mask is not None:
         scores = scores.masked_fill(~mask, float("-inf")) if mask.dtype == torch.bool else scores + mask
     weights = scores.softmax(dim=-1)
@@ -116,14 +136,14 @@ class Block(nn.Module):
         self.ffn_norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
         self.dropout = nn.Dropout(config.hidden_dropout)
 
-    def forward(self, x, mask, causal, need_weights):
+    def forward(self, x, mask, causal, need_weights, past=None):
         if self.pre_norm:
-            a, weights = self.attention(self.attention_norm(x), mask, causal, need_weights)
+            a, weights, kv = self.attention(self.attention_norm(x), mask, causal, need_weights, past)
             x = x + self.dropout(a)
-            return x + self.dropout(self.ffn(self.ffn_norm(x))), weights
-        a, weights = self.attention(x, mask, causal, need_weights)
+            return x + self.dropout(self.ffn(self.ffn_norm(x))), weights, kv
+        a, weights, kv = self.attention(x, mask, causal, need_weights, past)
         x = self.attention_norm(x + self.dropout(a))
-        return self.ffn_norm(x + self.dropout(self.ffn(x))), weights
+        return self.ffn_norm(x + self.dropout(self.ffn(x))), weights, kv
 
 
 class Pooler(nn.Module):
@@ -145,6 +165,10 @@ class Encoder(nn.Module):
                            if config.norm_position == "pre" else None)
         self.pooler = Pooler(config) if config.use_pooler else None
         self.apply(self._init_weights)
+        if config.scaled_residual_init:
+            for block in self.blocks:
+                for linear in (block.attention.out, block.ffn.down):
+                    nn.init.normal_(linear.weight, std=config.initializer_range / math.sqrt(2 * config.num_layers))
 
     def _init_weights(self, module: nn.Module) -> None:
         std = self.config.initializer_range
@@ -161,15 +185,23 @@ class Encoder(nn.Module):
 
     def forward(self, input_ids: torch.Tensor, attention_mask: Optional[torch.Tensor] = None,
                 token_type_ids: Optional[torch.Tensor] = None, output_hidden_states: bool = False,
-                output_attentions: bool = False, attention_bias: Optional[torch.Tensor] = None) -> EncoderOutput:
+                output_attentions: bool = False, attention_bias: Optional[torch.Tensor] = None,
+                cache: Optional[KeyValueCache] = None, use_cache: bool = False) -> EncoderOutput:
         """input_ids (B, T); attention_mask (B, T) 1 for real tokens; attention_bias: an explicit (B|1, 1|H, T, T)
-        bool (True = may attend) or additive mask, e.g. UniLM's seq2seq mask, used instead of attention_mask."""
-        x = self.embeddings(input_ids, token_type_ids)            # (B, T, C)
+        bool (True = may attend) or additive mask, e.g. UniLM's seq2seq mask, used instead of attention_mask.
+        cache / use_cache: incremental decoding; `cache` holds the earlier tokens' keys and values."""
+        past_length = cache.length if cache is not None else 0
+        x = self.embeddings(input_ids, token_type_ids, start=past_length)   # (B, T, C)
         mask = attention_bias if attention_bias is not None else _padding_mask(attention_mask, self.config.causal)
         hidden_states = [x] if output_hidden_states else None
         attentions = [] if output_attentions else None
-        for block in self.blocks:
-            x, weights = block(x, mask, self.config.causal, output_attentions)
+        keys, values = [], []
+        for index, block in enumerate(self.blocks):
+            past = (cache.keys[index], cache.values[index]) if cache is not None else None
+            x, weights, (k, v) = block(x, mask, self.config.causal, output_attentions, past)
+            if use_cache:
+                keys.append(k)
+                values.append(v)
             if hidden_states is not None:
                 hidden_states.append(x)
             if attentions is not None:
@@ -180,7 +212,8 @@ class Encoder(nn.Module):
                 hidden_states[-1] = x
         pooled = self.pooler(x) if self.pooler is not None else None
         return EncoderOutput(x, pooled, tuple(hidden_states) if hidden_states is not None else None,
-                             tuple(attentions) if attentions is not None else None)
+                             tuple(attentions) if attentions is not None else None,
+                             KeyValueCache(tuple(keys), tuple(values)) if use_cache else None)
 
 
 def _padding_mask(attention_mask: Optional[torch.Tensor], causal: bool) -> Optional[torch.Tensor]:

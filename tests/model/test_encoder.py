@@ -93,3 +93,18 @@ def test_dropout_is_active_in_training_only():
     assert not torch.allclose(a, b)
     encoder.eval()
     torch.testing.assert_close(encoder(ids, mask).last_hidden_state, encoder(ids, mask).last_hidden_state)
+
+
+def test_cache_equals_recomputation():
+    config = tiny(causal=True, norm_position="pre", embedding_norm=False, type_vocab_size=0, use_pooler=False,
+                  scaled_residual_init=True)
+    encoder = Encoder(config).eval()
+    ids, _ = batch(B=2, T=7)
+    full = encoder(ids).last_hidden_state
+    out = encoder(ids[:, :4], use_cache=True)
+    steps = [out.last_hidden_state]
+    for t in range(4, 7):
+        out = encoder(ids[:, t:t + 1], cache=out.cache, use_cache=True)
+        steps.append(out.last_hidden_state)
+    torch.testing.assert_close(torch.cat(steps, dim=1), full, atol=1e-5, rtol=1e-5)
+    assert out.cache.length == 7
