@@ -1,0 +1,62 @@
+"""ServeConfig: every setting of `bertkit serve`, published as is by GET /status."""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Optional
+
+from bertkit.errors import BertkitError
+
+API_KEY_ENV = "BERTKIT_API_KEY"
+
+
+@dataclass(frozen=True)
+class ServeConfig:
+    model: str = ""
+    index: Optional[str] = None
+    host: str = "127.0.0.1"            # localhost only unless asked: the API has no TLS of its own
+    port: int = 8000
+    # Model worker threads that run micro-batches on the one loaded model. More than one only helps when
+    # the device has spare capacity (a GPU, or many CPU cores); on a small CPU one worker is fastest.
+    workers: int = 1
+    # Padded tokens (batch rows x longest row) per forward pass: bounds memory and latency per batch.
+    max_batch_tokens: int = 16384
+    # Rows per forward pass. Queued texts are sorted by length and cut into batches of at most this many,
+    # so each pads only to its own longest text; on a CPU that, not batch size, decides the speed.
+    max_batch_size: int = 32
+    # The fixed cost of one forward pass in tokens' worth of work: where length-sorted texts are cut into
+    # batches (see batching.py). None: a measured default for the device (CPU or GPU).
+    batch_overhead_tokens: Optional[int] = None
+    max_request_texts: int = 256
+    max_request_bytes: int = 8 * 1024 * 1024
+    # Texts waiting for the model, over all clients; beyond it requests get 503 + Retry-After at once
+    # instead of queueing forever.
+    max_queued_texts: int = 8192
+    request_timeout_s: float = 30.0
+    api_key: Optional[str] = None
+    search_k_limit: int = 100
+
+    def __post_init__(self) -> None:
+        for name in ("workers", "max_batch_tokens", "max_batch_size", "max_request_texts", "max_request_bytes",
+                     "max_queued_texts", "search_k_limit"):
+            if getattr(self, name) <= 0:
+                raise BertkitError(f"serve: --{name.replace('_', '-')} must be positive, got {getattr(self, name)}")
+        if self.batch_overhead_tokens is not None and self.batch_overhead_tokens < 0:
+            raise BertkitError(f"serve: --batch-overhead-tokens must be >= 0, got {self.batch_overhead_tokens}")
+        if self.request_timeout_s <= 0:
+            raise BertkitError(f"serve: --request-timeout must be positive, got {self.request_timeout_s}")
+        if not 0 <= self.port <= 65535:
+            raise BertkitError(f"serve: --port {self.port} is not a TCP port (0-65535)")
+        if self.api_key is not None and not self.api_key.strip():
+            raise BertkitError(f"serve: the API key is empty; pass a non-empty --api-key or unset {API_KEY_ENV}")
+
+    def public_dict(self) -> dict:
+        """The effective config without the secret: what /status shows."""
+        data = {name: getattr(self, name) for name in self.__dataclass_fields__}
+        data["api_key"] = "set" if self.api_key else None
+        return data
+
+
+def api_key_from_env(explicit: Optional[str]) -> Optional[str]:
+    """--api-key wins over the environment variable; neither means no authentication."""
+    return explicit if explicit is not None else (os.environ.get(API_KEY_ENV) or None)

@@ -1,0 +1,163 @@
+"""Request texts -> token sequences, with one defined outcome per text.
+
+Rules (the API documentation repeats them):
+- an empty or whitespace-only text (or either side of a pair) is refused with 422 naming its index:
+  it has no meaning to embed, and silently returning the vector of "[CLS] [SEP]" hides a data bug;
+- "a ||| b" is a sentence pair (bert-as-service's separator): segment ids 0 and 1;
+- a text longer than the model's limit (special tokens included) is refused with 422 naming its index,
+  its length and the limit, unless the request says `"truncate": true`; then it is cut (longest side
+  first for pairs) and its index is listed in the response's `truncated` field. Never silently.
+"""
+from __future__ import annotations
+
+from typing import NamedTuple, Sequence
+
+PAIR_SEPARATOR = "|||"
+MAX_ERRORS_SHOWN = 5
+
+
+class TokenSequence(NamedTuple):
+    input_ids: list[int]
+    token_type_ids: list[int]
+
+
+class PreparedTexts(NamedTuple):
+    sequences: list[TokenSequence]
+    truncated: list[int]        # indices of texts that were cut to the model's limit
+
+
+class InputRejected(Exception):
+    """Texts that cannot be encoded as sent; the message names them. Answered with 422."""
+
+
+def _raise_if(errors: list[str]) -> None:
+    if errors:
+        more = f" (and {len(errors) - MAX_ERRORS_SHOWN} more)" if len(errors) > MAX_ERRORS_SHOWN else ""
+        raise InputRejected("; ".join(errors[:MAX_ERRORS_SHOWN]) + more)
+
+
+def _too_long(index: int, length: int, max_length: int, field: str) -> str:
+    return (f"{field}[{index}] has {length} tokens, more than the model's limit of {max_length} "
+            f"(special tokens included); shorten it or send \"truncate\": true")
+
+
+def prepare_texts(tokenizer, texts: Sequence[str], max_length: int, truncate: bool,
+                  field: str = "texts", allow_pairs: bool = True) -> PreparedTexts:
+    errors: list[str] = []
+    singles: list[tuple[int, str]] = []
+    pairs: list[tuple[int, str, str]] = []
+    for index, text in enumerate(texts):
+        if allow_pairs and PAIR_SEPARATOR in text:
+            first, second = (part.strip() for part in text.split(PAIR_SEPARATOR, 1))
+            if not first or not second:
+                errors.append(f"{field}[{index}] is a pair with an empty side; write \"first ||| second\"")
+            pairs.append((index, first, second))
+        elif not text.strip():
+            errors.append(f"{field}[{index}] is empty or whitespace-only; remove it or send some text")
+        else:
+            singles.append((index, text))
+    _raise_if(errors)
+
+    sequences: list[TokenSequence | None] = [None] * len(texts)
+    truncated: list[int] = []
+    for group, is_pair in ((singles, False), (pairs, True)):
+        if not group:
+            continue
+        firsts = [item[1] for item in group]
+        seconds = [item[2] for item in group] if is_pair else None
+        batch = tokenizer.encode_batch(firsts, pairs=seconds, max_length=max_length, truncation="longest_first")
+        cut = [k for k, was_cut in enumerate(batch.truncated) if was_cut]
+        if cut and not truncate:
+            # Full lengths for the message only: the error path may pay for a second tokenization.
+            full = tokenizer.encode_batch([firsts[k] for k in cut],
+                                          pairs=[seconds[k] for k in cut] if is_pair else None,
+                                          max_length=1 << 30, truncation=None)
+            errors.extend(_too_long(group[k][0], len(ids), max_length, field)
+                          for k, ids in zip(cut, full.input_ids))
+            continue
+        truncated.extend(group[k][0] for k in cut)
+        for k, item in enumerate(group):
+            sequences[item[0]] = TokenSequence(list(batch.input_ids[k]), list(batch.token_type_ids[k]))
+    _raise_if(errors)
+    return PreparedTexts(sequences, sorted(truncated))  # type: ignore[arg-type]
+
+
+def prepare_tokens(tokenizer, token_lists: Sequence[Sequence[str]], max_length: int,
+                   truncate: bool) -> PreparedTexts:
+    """Pre-tokenized input (bert-as-service's is_tokenized): WordPiece tokens, [CLS]/[SEP] added here.
+
+    Unknown tokens become [UNK], as the tokenizer would make them.
+    """
+    errors: list[str] = []
+    sequences: list[TokenSequence] = []
+    truncated: list[int] = []
+    for index, tokens in enumerate(token_lists):
+        tokens = [t for t in tokens if t.strip()]
+        if not tokens:
+            errors.append(f"texts[{index}] has no tokens; remove it or send some tokens")
+            continue
+        ids = [_token_id(tokenizer, t) for t in tokens]
+        if len(ids) + 2 > max_length:
+            if not truncate:
+                errors.append(_too_long(index, len(ids) + 2, max_length, "texts"))
+                continue
+            ids = ids[:max_length - 2]
+            truncated.append(index)
+        ids = [tokenizer.cls_id, *ids, tokenizer.sep_id]
+        sequences.append(TokenSequence(ids, [0] * len(ids)))
+    _raise_if(errors)
+    return PreparedTexts(sequences, truncated)
+
+
+def _token_id(tokenizer, token: str) -> int:
+    found = tokenizer.token_to_id(token)
+    return tokenizer.unk_id if found is None else found
+
+
+def prepare_ids(tokenizer, id_lists: Sequence[Sequence[int]], max_length: int, truncate: bool,
+                field: str = "input") -> PreparedTexts:
+    """Token ids (OpenAI's token-array input): checked against the vocabulary, [CLS]/[SEP] added."""
+    errors: list[str] = []
+    sequences: list[TokenSequence] = []
+    truncated: list[int] = []
+    vocab_size = tokenizer.vocab_size
+    for index, ids in enumerate(id_lists):
+        bad = [i for i in ids if not 0 <= i < vocab_size]
+        if not ids or bad:
+            errors.append(f"{field}[{index}] " + (f"has token ids outside 0..{vocab_size - 1}: {bad[:3]}"
+                                                  if bad else "is an empty token list"))
+            continue
+        ids = list(ids)
+        if len(ids) + 2 > max_length:
+            if not truncate:
+                errors.append(_too_long(index, len(ids) + 2, max_length, field))
+                continue
+            ids = ids[:max_length - 2]
+            truncated.append(index)
+        ids = [tokenizer.cls_id, *ids, tokenizer.sep_id]
+        sequences.append(TokenSequence(ids, [0] * len(ids)))
+    _raise_if(errors)
+    return PreparedTexts(sequences, truncated)
+
+
+class TokenizedText(NamedTuple):
+    input_ids: list[int]
+    token_type_ids: list[int]
+    offsets: list[tuple[int, int]]
+
+
+def tokenize_texts(tokenizer, texts: Sequence[str]) -> list[TokenizedText]:
+    """Every token of every text (pairs split on "|||"), nothing cut: what the model would see untruncated."""
+    singles = [(i, t) for i, t in enumerate(texts) if PAIR_SEPARATOR not in t]
+    pairs = [(i, *(p.strip() for p in t.split(PAIR_SEPARATOR, 1))) for i, t in enumerate(texts)
+             if PAIR_SEPARATOR in t]
+    out: list[TokenizedText | None] = [None] * len(texts)
+    for group, is_pair in ((singles, False), (pairs, True)):
+        if not group:
+            continue
+        batch = tokenizer.encode_batch([g[1] for g in group], pairs=[g[2] for g in group] if is_pair else None,
+                                       max_length=1 << 30, truncation=None)
+        for k, item in enumerate(group):
+            out[item[0]] = TokenizedText(batch.input_ids[k], batch.token_type_ids[k],
+                                         [tuple(o) for o in batch.offsets[k]])
+    return out  # type: ignore[return-value]

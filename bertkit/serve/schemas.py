@@ -1,0 +1,132 @@
+"""Request and response bodies of the HTTP API: what /openapi.json publishes.
+
+Unknown fields are refused (422 naming them) so that a typo such as "normalise" is not silently ignored;
+the OpenAI-compatible body also accepts the fields OpenAI's clients send.
+"""
+from __future__ import annotations
+
+from typing import Any, Literal, Optional, Union
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from bertkit.serve.runner import SERVED_POOLINGS
+
+PoolingName = Literal[SERVED_POOLINGS]  # type: ignore[valid-type]
+EncodingFormat = Literal["float", "base64"]
+FilterScalar = Union[str, int, float, bool, None]
+
+TRUNCATE_DOC = ("cut texts longer than the model's limit (special tokens included) and list their indices in "
+                "`truncated`; when false such texts are refused with 422 naming them")
+EMPTY_DOC = "an empty or whitespace-only text is refused with 422 naming its index"
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class EncodeRequest(Strict):
+    id: Union[int, str, None] = Field(None, description="echoed back, as in bert-as-service")
+    texts: list[Union[str, list[str]]] = Field(
+        ..., description='texts to embed; "first ||| second" is a sentence pair; with is_tokenized, lists of '
+                         f"WordPiece tokens. {EMPTY_DOC}.")
+    is_tokenized: bool = False
+    pooling: Optional[PoolingName] = Field(None, description="default: the model's saved pooling, else mean")
+    normalize: Optional[bool] = Field(None, description="L2-normalize (default: the model's saved setting)")
+    truncate: bool = Field(False, description=TRUNCATE_DOC)
+    encoding_format: EncodingFormat = Field(
+        "float", description="base64: each vector as base64 of little-endian float32 (compact, exact)")
+
+
+class EncodeResponse(BaseModel):
+    id: Union[int, str, None]
+    results: list[Union[list[float], str]]
+    status: int = 200
+    truncated: list[int] = Field(default_factory=list, description="indices of texts that were cut")
+    dimension: int
+    tokens: int = Field(..., description="tokens encoded, special tokens included")
+
+
+class EmbeddingsRequest(Strict):
+    input: Union[str, list[str], list[int], list[list[int]]] = Field(
+        ..., description=f"a text, texts, or token-id lists of this model's vocabulary. {EMPTY_DOC}.")
+    model: Optional[str] = Field(None, description="ignored: the server serves one model")
+    encoding_format: EncodingFormat = "float"
+    dimensions: Optional[int] = Field(None, description="must equal the model's dimension if given")
+    user: Optional[str] = None
+    truncate: bool = Field(False, description=TRUNCATE_DOC)
+
+
+class EmbeddingItem(BaseModel):
+    object: Literal["embedding"] = "embedding"
+    index: int
+    embedding: Union[list[float], str]
+
+
+class EmbeddingsUsage(BaseModel):
+    prompt_tokens: int
+    total_tokens: int
+
+
+class EmbeddingsResponse(BaseModel):
+    object: Literal["list"] = "list"
+    data: list[EmbeddingItem]
+    model: str
+    usage: EmbeddingsUsage
+
+
+class TokenizeRequest(Strict):
+    texts: list[str] = Field(..., description='texts; "first ||| second" is a pair. Nothing is truncated: '
+                                              "over_limit says which texts the model would refuse")
+
+
+class TokenizeResponse(BaseModel):
+    tokens: list[list[str]]
+    input_ids: list[list[int]]
+    token_type_ids: list[list[int]]
+    offsets: list[list[tuple[int, int]]]
+    num_tokens: list[int]
+    over_limit: list[bool]
+    max_length: int
+
+
+class PredictRequest(Strict):
+    texts: list[str] = Field(..., description=f'texts ("first ||| second" for pair tasks). {EMPTY_DOC}.')
+    truncate: bool = Field(False, description=TRUNCATE_DOC)
+
+
+class PredictResponse(BaseModel):
+    task: str
+    predictions: list[dict[str, Any]] = Field(
+        ..., description="per text: {label, score, scores} for classification, {labels, scores} for "
+                         "multi-label, {value} for regression, {entities: [{type, text, start, end}]} for NER")
+    truncated: list[int] = Field(default_factory=list)
+
+
+class SearchRequest(Strict):
+    query: str = Field(..., description="the query text (not empty; cut to the model's limit if longer, "
+                                        "and then query_truncated is true)")
+    k: Optional[int] = Field(None, ge=1, description="number of results (default 10); at most the server's "
+                                                     "search_k_limit")
+    filter: Optional[dict[str, Union[FilterScalar, list[FilterScalar]]]] = Field(
+        None, description="keep documents whose metadata field equals the value (or one of the listed values)")
+
+
+class SearchResult(BaseModel):
+    id: str
+    score: float
+    text: str
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+
+class SearchResponse(BaseModel):
+    query: str
+    query_truncated: bool = Field(False, description="the query was longer than the model's limit and was cut")
+    results: list[SearchResult]
+
+
+class ErrorResponse(BaseModel):
+    detail: str
+
+
+class HealthResponse(BaseModel):
+    status: Literal["ok"] = "ok"

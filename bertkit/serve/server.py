@@ -1,0 +1,106 @@
+"""Start-up: load the model (and index), run the self-test, then serve with uvicorn until interrupted."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+from bertkit.errors import BertkitError
+from bertkit.serve.config import ServeConfig
+from bertkit.serve.runner import ModelRunner
+from bertkit.serve.search import SearchIndex
+from bertkit.serve.service import EmbeddingService
+
+
+def build_service(config: ServeConfig, model: Any = None) -> EmbeddingService:
+    """Load what the config names (or take an already loaded model) and self-test it.
+
+    Raises BertkitError (SelfTestFailed included) instead of starting a server that answers wrongly.
+    """
+    if model is None:
+        if not config.model:
+            raise BertkitError("serve: pass --model DIR (a model folder bertkit.load reads)")
+        import bertkit
+        model = bertkit.load(config.model)
+    if getattr(model, "tokenizer", None) is None:
+        raise BertkitError(f"{config.model}: the model folder has no tokenizer (vocab.txt or tokenizer.json); "
+                           "the server needs one to read text")
+    runner = ModelRunner(model)
+    name = Path(config.model).name if config.model else "bertkit"
+    service = EmbeddingService(config, runner, None, model_name=name)
+    if config.index:
+        try:
+            # The pooling rule of bertkit.search's ModelTextEncoder, so queries match the documents.
+            service.index = SearchIndex(config.index, config.model or None, runner.dimension or 0,
+                                        runner.meta.get("pooling", "mean"))
+        except BaseException:
+            service.close()
+            raise
+    return service
+
+
+def serve(config: ServeConfig, model: Any = None, log_level: str = "info") -> None:
+    try:
+        import uvicorn
+    except ImportError:
+        raise BertkitError("serving needs FastAPI and uvicorn: pip install 'bertkit[serve]'") from None
+    from bertkit.serve.app import create_app
+
+    service = build_service(config, model)
+    test = service.self_test
+    print(f"bertkit serve: self-test passed ({test['dimension']} dimensions, norm {test['norm']:.3f}); "
+          f"http://{config.host}:{config.port}/ (API: /docs)", file=sys.stderr)
+    if service.index is not None and service.index.warning:
+        print(f"bertkit serve: warning: {service.index.warning}", file=sys.stderr)
+    if config.host not in ("127.0.0.1", "localhost", "::1") and not config.api_key:
+        print(f"bertkit serve: warning: listening on {config.host} without an API key; anyone who can reach "
+              "this port can use the model (pass --api-key or set BERTKIT_API_KEY)", file=sys.stderr)
+    try:
+        uvicorn.run(create_app(service), host=config.host, port=config.port, log_level=log_level,
+                    access_log=False, timeout_graceful_shutdown=5)
+    finally:
+        service.close()
+
+
+
+class BackgroundServer:
+    """A server on its own thread (tests, notebooks): `with BackgroundServer(service) as server: server.url`.
+
+    Port 0 picks a free port; the socket is bound before the thread starts, so `url` is usable at once.
+    """
+
+    def __init__(self, service: EmbeddingService, host: str = "127.0.0.1", port: int = 0):
+        import socket
+        import threading
+
+        import uvicorn
+        from bertkit.serve.app import create_app
+
+        self.service = service
+        self._socket = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
+        self._socket.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self._socket.bind((host, port))
+        self.port = self._socket.getsockname()[1]
+        self.url = f"http://{host}:{self.port}"
+        self._server = uvicorn.Server(uvicorn.Config(create_app(service), log_level="warning", access_log=False))
+        self._thread = threading.Thread(target=self._server.run, kwargs={"sockets": [self._socket]},
+                                        name="bertkit-http", daemon=True)
+
+    def __enter__(self) -> "BackgroundServer":
+        import time
+        self._thread.start()
+        deadline = time.monotonic() + 30
+        while not self._server.started:
+            if not self._thread.is_alive() or time.monotonic() > deadline:
+                raise RuntimeError("the background server did not start")
+            time.sleep(0.02)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    def stop(self) -> None:
+        self._server.should_exit = True
+        self._thread.join(timeout=10)
+        self._socket.close()
+        self.service.close()

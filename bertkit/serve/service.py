@@ -1,0 +1,196 @@
+"""What the endpoints do, without HTTP: check limits, prepare inputs, queue them, shape the results.
+
+Failures are exceptions with a status attached (`ServiceError`); app.py turns them into JSON responses.
+Large requests are tokenized in a thread too (one may carry megabytes of text); the model never runs on
+the event loop.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any, Optional, Sequence
+
+import numpy as np
+
+from bertkit.errors import BertkitError
+from bertkit.serve.batching import CPU_BATCH_OVERHEAD_TOKENS, GPU_BATCH_OVERHEAD_TOKENS, Batcher, QueueFull
+from bertkit.serve.config import ServeConfig
+from bertkit.serve.inputs import InputRejected, PreparedTexts, prepare_texts
+from bertkit.serve.predictions import describe_entities, describe_sequence
+from bertkit.serve.runner import SERVED_POOLINGS, EmbedItem, ModelRunner, NonFiniteResult
+from bertkit.serve.search import SearchIndex
+from bertkit.serve.stats import ServerStats
+
+LOG = logging.getLogger("bertkit.serve")
+DEFAULT_SEARCH_K = 10
+# Up to this many characters a request is tokenized on the event loop (tens of microseconds in the Rust
+# tokenizer); larger ones go to a thread so that one big request cannot stall everyone's I/O.
+INLINE_TOKENIZE_CHARS = 4096
+
+
+def _size(items: Sequence) -> int:
+    return sum(len(item) if isinstance(item, str) else 8 * len(item) for item in items)
+
+
+class ServiceError(Exception):
+    def __init__(self, status: int, message: str, headers: Optional[dict[str, str]] = None):
+        super().__init__(message)
+        self.status, self.message, self.headers = status, message, headers or {}
+
+
+class EmbeddingService:
+    def __init__(self, config: ServeConfig, runner: ModelRunner, index: Optional[SearchIndex] = None,
+                 model_name: str = "bertkit"):
+        self.config, self.runner, self.index, self.model_name = config, runner, index, model_name
+        self.stats = ServerStats()
+        self.self_test = runner.self_test()
+        if config.max_batch_tokens < runner.max_length:
+            raise BertkitError(f"serve: --max-batch-tokens {config.max_batch_tokens} is below the model's "
+                               f"{runner.max_length}-token limit, so a long text would fit no batch; raise it")
+        overhead = config.batch_overhead_tokens or (
+            GPU_BATCH_OVERHEAD_TOKENS if runner.device.type == "cuda" else CPU_BATCH_OVERHEAD_TOKENS)
+        self.batcher = Batcher(runner.run_batch, config.max_batch_tokens, config.max_queued_texts,
+                               config.workers, config.max_batch_size, overhead)
+
+    def close(self) -> None:
+        self.batcher.close()
+        if self.index is not None:
+            self.index.close()
+
+    # --- limits ------------------------------------------------------------------------------------------
+    def check_count(self, count: int, field: str = "texts") -> None:
+        limit = self.config.max_request_texts
+        if count > limit:
+            raise ServiceError(413, f"{field} has {count} items; this server accepts at most {limit} per "
+                                    f"request (max_request_texts in GET /status); split the request")
+        if count == 0:
+            raise ServiceError(422, f"{field} is empty; send at least one text")
+
+    async def prepare(self, function, items: Sequence, *args, **kwargs) -> PreparedTexts:
+        """Tokenize in a thread, except small requests: for them the thread hop costs more than the work."""
+        try:
+            if _size(items) <= INLINE_TOKENIZE_CHARS:
+                return function(self.runner.tokenizer, items, *args, **kwargs)
+            return await asyncio.to_thread(function, self.runner.tokenizer, items, *args, **kwargs)
+        except InputRejected as rejected:
+            raise ServiceError(422, str(rejected)) from None
+
+    async def _queue(self, kind: str, payloads: Sequence[Any], lengths: Sequence[int]) -> list:
+        try:
+            return await self.batcher.submit(kind, lengths, payloads, self.config.request_timeout_s)
+        except QueueFull as full:
+            self.stats.rejected_busy += 1
+            raise ServiceError(503, f"server busy: {full}; retry shortly", {"Retry-After": "1"}) from None
+        except asyncio.TimeoutError:
+            self.stats.timeouts += 1
+            raise ServiceError(503, f"timed out after {self.config.request_timeout_s:g} s waiting for the model "
+                                    f"({self.batcher.queued} texts queued, {self.batcher.in_progress} being "
+                                    "encoded); retry, or send fewer texts", {"Retry-After": "1"}) from None
+        except Exception as error:  # noqa: BLE001 - the model failed on a batch (out of memory, say)
+            self.stats.model_errors += 1
+            LOG.exception("the model failed on a batch")
+            raise ServiceError(503, f"the model failed on this request's batch ({type(error).__name__}: {error}); "
+                                    "retry, or send fewer or shorter texts", {"Retry-After": "1"}) from None
+
+    # --- embeddings --------------------------------------------------------------------------------------
+    async def embed(self, prepared: PreparedTexts, pooling: Optional[str],
+                    normalize: Optional[bool]) -> tuple[np.ndarray, list[int], int]:
+        """(vectors (N, dim) float32, indices of truncated texts, tokens encoded)."""
+        pooling = pooling or self.runner.default_pooling
+        if pooling == "pooler" and self.runner.encoder.config.use_pooler is False:
+            raise ServiceError(422, "pooling 'pooler': this model has no pooler; use 'cls' or 'mean'")
+        normalize = self.runner.default_normalize if normalize is None else normalize
+        items = [EmbedItem(seq, pooling, normalize) for seq in prepared.sequences]
+        lengths = [len(seq.input_ids) for seq in prepared.sequences]
+        results = await self._queue("embed", items, lengths)
+        bad = [i for i, r in enumerate(results) if isinstance(r, NonFiniteResult)]
+        if bad:
+            self.stats.non_finite += len(bad)
+            raise ServiceError(422, f"the model produced a non-finite vector for texts {bad[:5]}; no vectors "
+                                    "are returned for this request (the checkpoint may be damaged)")
+        tokens = sum(lengths)
+        self.stats.texts += len(items)
+        self.stats.tokens += tokens
+        self.stats.truncated += len(prepared.truncated)
+        return np.stack(results), prepared.truncated, tokens
+
+    async def embed_texts(self, texts: list[str], pooling: Optional[str], normalize: Optional[bool],
+                          truncate: bool, field: str = "texts", allow_pairs: bool = True):
+        self.check_count(len(texts), field)
+        prepared = await self.prepare(prepare_texts, texts, self.runner.max_length, truncate, field=field,
+                                      allow_pairs=allow_pairs)
+        return await self.embed(prepared, pooling, normalize)
+
+    # --- fine-tuned heads --------------------------------------------------------------------------------
+    async def predict(self, texts: list[str], truncate: bool) -> tuple[list[dict], list[int]]:
+        if self.runner.head is None:
+            raise ServiceError(409, "this model has no fine-tuned head to predict with (bertkit.json task: "
+                                    f"{self.runner.task!r}); serve a folder saved by `bertkit finetune` with "
+                                    "a classification, regression or NER head, or use /encode for vectors")
+        self.check_count(len(texts))
+        prepared = await self.prepare(prepare_texts, texts, self.runner.max_length, truncate,
+                                      allow_pairs=self.runner.task != "ner")
+        if self.runner.task == "ner":
+            # Offsets map token tags back to characters; one more (Rust) tokenization, only for NER.
+            encoded = await asyncio.to_thread(self.runner.tokenizer.encode_batch, texts,
+                                              max_length=self.runner.max_length, truncation="longest_first")
+        lengths = [len(seq.input_ids) for seq in prepared.sequences]
+        outputs = await self._queue("predict", prepared.sequences, lengths)
+        if any(isinstance(o, NonFiniteResult) for o in outputs):
+            self.stats.non_finite += 1
+            raise ServiceError(422, "the model produced non-finite scores for this request; the checkpoint "
+                                    "may be damaged")
+        self.stats.texts += len(texts)
+        if self.runner.task == "ner":
+            predictions = [describe_entities(o, encoded.offsets[i], texts[i], self.runner.label_names)
+                           for i, o in enumerate(outputs)]
+        else:
+            predictions = [describe_sequence(o, self.runner.task, self.runner.label_names) for o in outputs]
+        return predictions, prepared.truncated
+
+    # --- search ------------------------------------------------------------------------------------------
+    async def search(self, query: str, k: Optional[int], filter: Optional[dict]) -> tuple[list, bool]:
+        """(hits, whether the query was cut to the model's limit)."""
+        if self.index is None:
+            raise ServiceError(404, "no search index is loaded; start the server with --index DIR "
+                                    "(an index built by `bertkit index` with this model)")
+        k = k if k is not None else min(DEFAULT_SEARCH_K, self.config.search_k_limit)
+        if k > self.config.search_k_limit:
+            raise ServiceError(413, f"k={k} is over this server's limit of {self.config.search_k_limit} "
+                                    "(search_k_limit in GET /status)")
+        vectors, truncated, _ = await self.embed_texts([query], self.index.pooling, False, truncate=True,
+                                                       field="query", allow_pairs=False)
+        try:
+            return await self.index.search(vectors[0], k, filter), bool(truncated)
+        except BertkitError as err:   # a bad filter field, for one
+            raise ServiceError(422, str(err)) from None
+
+    # --- status ------------------------------------------------------------------------------------------
+    def status(self) -> dict:
+        runner, batcher = self.runner, self.batcher.stats
+        config = self.config
+        return {
+            "model": {"name": self.model_name, "dimension": runner.dimension, "max_length": runner.max_length,
+                      "default_pooling": runner.default_pooling, "default_normalize": runner.default_normalize,
+                      "poolings": list(SERVED_POOLINGS), "task": runner.task,
+                      "labels": runner.label_names, "predict": runner.head is not None,
+                      "device": str(runner.device)},
+            "limits": {"max_request_texts": config.max_request_texts,
+                       "max_tokens_per_text": runner.max_length,
+                       "max_batch_tokens": config.max_batch_tokens,
+                       "max_batch_size": config.max_batch_size,
+                       "max_request_bytes": config.max_request_bytes,
+                       "max_queued_texts": config.max_queued_texts,
+                       "request_timeout_s": config.request_timeout_s,
+                       "search_k_limit": config.search_k_limit},
+            "config": config.public_dict(),
+            "self_test": self.self_test,
+            "index": self.index.describe() if self.index is not None else None,
+            "queue": {"queued_texts": self.batcher.queued, "batches": batcher.batches,
+                      "mean_batch_size": round(batcher.items / batcher.batches, 2) if batcher.batches else 0.0,
+                      "padding_efficiency": round(batcher.real_tokens / batcher.padded_tokens, 3)
+                      if batcher.padded_tokens else None,
+                      "model_busy_s": round(batcher.busy_seconds, 3)},
+            "counters": self.stats.as_dict(),
+            "latency": self.stats.latency(),
+        }
