@@ -1,0 +1,201 @@
+"""Contrastive sentence-embedding training on the shared loop: SimCSE and multiple-negatives ranking.
+
+Unsupervised SimCSE (Gao et al. 2021): each sentence is encoded twice; the two dropout masks make two
+"views", and each view must pick its twin among the batch's other sentences (in-batch negatives),
+InfoNCE with temperature 0.05 on cosine similarity.
+Supervised pairs / triplets (multiple-negatives ranking, Henderson et al. 2017; SimCSE's supervised
+variant): each anchor must pick its positive among all positives of the batch, plus every hard negative
+of the batch when the file has a `negative` field.
+
+Input: `.txt` (one sentence per line) for unsupervised, `.jsonl` with `text_a`, `text_b` [, `negative`]
+for pairs. Output: a model folder whose bertkit.json records the pooling trained with (encode default).
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Literal, Optional
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from bertkit.errors import BertkitError, InputFileError
+from bertkit.model.pooling import check_options, needs_all_layers, pool, select_layers
+from bertkit.tokenizer.padding import pad_to_tensors
+
+Mode = Literal["auto", "unsupervised", "pairs"]
+
+
+@dataclass
+class SimCSEConfig:
+    model: str = ""
+    train: str = ""
+    output: str = ""
+    mode: Mode = "auto"                # auto: .txt -> unsupervised, .jsonl -> pairs
+    pooling: str = "mean"
+    layers: str = "last"
+    temperature: float = 0.05          # SimCSE's tau; 1/tau = 20 is sentence-transformers' MNRL scale
+    lr: float = 3e-5                   # SimCSE unsupervised BERT-base setting
+    batch_size: int = 64
+    max_length: int = 32               # SimCSE trains on single sentences of up to 32 tokens
+    epochs: int = 1
+    max_steps: Optional[int] = None
+    warmup_ratio: float = 0.0
+    weight_decay: float = 0.0
+    seed: int = 42
+    max_examples: Optional[int] = None  # first N rows only
+    dev: Optional[str] = None          # pairs .jsonl: recall@1 (or Spearman with `score`) each eval
+    eval_every: int = 0
+    device: str = "auto"
+    progress_bar: bool = True
+
+
+class SentenceEmbedder(nn.Module):
+    """Encoder -> layer strategy -> pooling: (B, T) ids -> (B, C) vectors."""
+
+    def __init__(self, encoder: nn.Module, pooling: str = "mean", layers: str = "last"):
+        super().__init__()
+        check_options(pooling, layers)
+        self.encoder, self.pooling, self.layers = encoder, pooling, layers
+
+    def forward(self, input_ids, attention_mask, token_type_ids=None) -> torch.Tensor:
+        all_layers = needs_all_layers(self.pooling, self.layers)
+        out = self.encoder(input_ids, attention_mask, token_type_ids, output_hidden_states=all_layers)
+        tokens = select_layers(out.hidden_states, self.layers) if all_layers else out.last_hidden_state
+        first = out.hidden_states[1] if self.pooling == "first-last-avg" else None
+        return pool(tokens, attention_mask, self.pooling, pooled_output=out.pooled_output, first_layer=first)
+
+
+def contrastive_loss(anchors: torch.Tensor, candidates: torch.Tensor, temperature: float) -> torch.Tensor:
+    """InfoNCE: anchors (B, C) against candidates (M >= B, C); anchor i's positive is candidate i."""
+    similarity = F.normalize(anchors, dim=-1) @ F.normalize(candidates, dim=-1).T / temperature  # (B, M)
+    labels = torch.arange(len(anchors), device=anchors.device)
+    return F.cross_entropy(similarity.float(), labels)
+
+
+@dataclass(frozen=True)
+class ContrastiveData:
+    anchors: list[str]
+    positives: Optional[list[str]]     # None: unsupervised (the anchor is its own positive, via dropout)
+    negatives: Optional[list[str]]
+
+
+def read_training_file(path: str | Path, mode: Mode = "auto", max_examples: Optional[int] = None) -> ContrastiveData:
+    from bertkit.data.text import check_readable, iter_lines
+    from bertkit.embed.evaluation import read_jsonl
+
+    path = check_readable(path, (".txt", ".jsonl"))
+    is_jsonl = path.name.removesuffix(".gz").endswith(".jsonl")
+    if mode == "auto":
+        mode = "pairs" if is_jsonl else "unsupervised"
+    if mode == "unsupervised" and not is_jsonl:
+        texts = [line for _, line in iter_lines(path) if line.strip()][:max_examples]
+        if len(texts) < 2:
+            raise InputFileError(path, "needs at least 2 non-empty lines (in-batch negatives)")
+        return ContrastiveData(texts, None, None)
+    rows = read_jsonl(path)[:max_examples]
+    if mode == "unsupervised":
+        return ContrastiveData([_field(path, n, r, "text") for n, r in rows], None, None)
+    anchors = [_field(path, n, r, "text_a") for n, r in rows]
+    positives = [_field(path, n, r, "text_b") for n, r in rows]
+    with_negative = [("negative" in r) for _, r in rows]
+    if any(with_negative) and not all(with_negative):
+        first = next(n for (n, r), has in zip(rows, with_negative) if not has)
+        raise InputFileError(path, "some rows have a 'negative' and this one does not; give all or none", first)
+    negatives = [_field(path, n, r, "negative") for n, r in rows] if all(with_negative) else None
+    return ContrastiveData(anchors, positives, negatives)
+
+
+def _field(path, number: int, row: dict, name: str) -> str:
+    if not isinstance(row.get(name), str):
+        raise InputFileError(path, f"missing string field {name!r}", line=number)
+    return row[name]
+
+
+def embed(net: SentenceEmbedder, tokenizer, texts: list[str], max_length: int, batch_size: int = 128) -> np.ndarray:
+    """Vectors of a model under training (eval mode is the caller's business)."""
+    device = next(net.parameters()).device
+    out = []
+    for start in range(0, len(texts), batch_size):
+        ids = tokenizer.encode_batch(texts[start:start + batch_size], max_length=max_length).input_ids
+        batch = {k: v.to(device) for k, v in pad_to_tensors(ids, tokenizer.pad_id).items()}
+        out.append(net(batch["input_ids"], batch["attention_mask"], batch["token_type_ids"]).float().cpu().numpy())
+    return np.concatenate(out) if out else np.zeros((0, 0), np.float32)
+
+
+def run_simcse(config: SimCSEConfig):
+    """Train and save to config.output; returns the loop's TrainResult."""
+    from bertkit.checkpoints import load_checkpoint, save_checkpoint
+    from bertkit.config import save_config
+    from bertkit.embed.evaluation import pair_similarities, read_pairs, retrieval_metrics, spearman
+    from bertkit.runtime import seed_everything
+    from bertkit.train import IndexedBatches, TrainConfig, train
+
+    for name in ("model", "train", "output"):
+        if not getattr(config, name):
+            raise BertkitError(f"simcse needs --{name}")
+    if config.batch_size < 2:
+        raise BertkitError("--batch-size must be >= 2: the other sentences of a batch are the negatives")
+    seed_everything(config.seed)
+    checkpoint = load_checkpoint(config.model)
+    tokenizer = checkpoint.tokenizer
+    if tokenizer is None:
+        raise BertkitError(f"{config.model}: the model folder has no vocab.txt or tokenizer.json")
+    data = read_training_file(config.train, config.mode, config.max_examples)
+    net = SentenceEmbedder(checkpoint.encoder, config.pooling, config.layers)
+    max_length = min(config.max_length, checkpoint.config.max_length)
+
+    def make_batch(indices: list[int], epoch: int) -> dict:
+        texts = [data.anchors[i] for i in indices]
+        if data.positives is None:
+            texts = texts + texts                      # two dropout views of every sentence
+        else:
+            texts += [data.positives[i] for i in indices]
+            if data.negatives is not None:
+                texts += [data.negatives[i] for i in indices]
+        ids = tokenizer.encode_batch(texts, max_length=max_length).input_ids
+        return {**pad_to_tensors(ids, tokenizer.pad_id), "anchors": len(indices)}
+
+    def loss_fn(model, batch):
+        vectors = model(batch["input_ids"], batch["attention_mask"], batch["token_type_ids"])  # (B*(2|3), C)
+        count = batch["anchors"]
+        loss = contrastive_loss(vectors[:count], vectors[count:], config.temperature)
+        return loss, {"tokens": float(batch["attention_mask"].sum())}
+
+    # drop_last: a lone final sentence would have no negatives at all.
+    batches = IndexedBatches(len(data.anchors), config.batch_size, make_batch, seed=config.seed, drop_last=True)
+    if len(batches) == 0:
+        raise BertkitError(f"{config.train}: {len(data.anchors)} examples do not fill one batch of "
+                           f"{config.batch_size}; lower --batch-size")
+    evaluate = None
+    if config.dev:
+        dev_a, dev_b, dev_scores = read_pairs(config.dev)
+
+        def evaluate(model):
+            va, vb = embed(model, tokenizer, dev_a, max_length), embed(model, tokenizer, dev_b, max_length)
+            if dev_scores is not None:
+                return {"spearman": spearman(pair_similarities(va, vb), dev_scores)}
+            return {"recall_at_1": retrieval_metrics(va, vb, [{i} for i in range(len(dev_b))]).recall_at_1}
+
+    output = Path(config.output)
+    run_dir = output / "run"
+    run_dir.mkdir(parents=True, exist_ok=True)
+    save_config(config, run_dir)
+    train_config = TrainConfig(lr=config.lr, weight_decay=config.weight_decay, warmup_ratio=config.warmup_ratio,
+                               epochs=config.epochs, max_steps=config.max_steps, eval_every=config.eval_every,
+                               seed=config.seed, device=config.device, output_dir=str(run_dir),
+                               progress_bar=config.progress_bar, log_every=10)
+    result = train(net, loss_fn, batches, train_config, evaluate=evaluate)
+    mode = "unsupervised" if data.positives is None else ("triplets" if data.negatives is not None else "pairs")
+    meta = {"task": "sentence-embedding", "encode": {"pooling": config.pooling},
+            "trained_from": str(config.model),
+            "simcse": {"mode": mode, "temperature": config.temperature, "steps": result.steps,
+                       "examples": len(data.anchors), "layers": config.layers, "last_eval": result.last_eval}}
+    net.encoder.cpu()
+    save_checkpoint(output, net.encoder.eval(), tokenizer, meta=meta)
+    (output / "simcse.json").write_text(json.dumps({"config": asdict(config), **meta["simcse"]}, indent=2) + "\n",
+                                        encoding="utf-8")
+    return result

@@ -1,0 +1,84 @@
+"""Reading documents for an index, and building or updating an index from a documents file.
+
+A documents file is JSONL (optionally .gz): one object per line with `id` (string or integer) and
+`text`; every other field is kept as metadata, returned with each hit and usable in filters.
+"""
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from bertkit.errors import InputFileError
+from bertkit.search.index import Index
+
+CHUNK = 4096   # documents encoded and added per step: bounded memory, length-sorted batches inside
+
+
+@dataclass(frozen=True)
+class Document:
+    id: str
+    text: str
+    metadata: dict[str, Any]
+
+
+def read_documents(path: str | Path, require_text: bool = True) -> Iterator[Document]:
+    from bertkit.data.text import check_readable, iter_lines
+
+    path = check_readable(path, (".jsonl",))
+    seen: set[str] = set()
+    for number, line in iter_lines(path):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as err:
+            raise InputFileError(path, f"invalid JSON ({err.msg} at column {err.colno})", line=number) from None
+        if not isinstance(row, dict):
+            raise InputFileError(path, "expected a JSON object with 'id' and 'text'", line=number)
+        doc_id = row.pop("id", None)
+        if not isinstance(doc_id, (str, int)) or isinstance(doc_id, bool) or str(doc_id) == "":
+            raise InputFileError(path, "missing 'id' (a non-empty string or integer)", line=number)
+        doc_id = str(doc_id)
+        if doc_id in seen:
+            raise InputFileError(path, f"id {doc_id!r} appears twice in this file", line=number)
+        seen.add(doc_id)
+        text = row.pop("text", None)
+        if require_text and not isinstance(text, str):
+            raise InputFileError(path, "missing 'text' (a string)", line=number)
+        yield Document(doc_id, text if isinstance(text, str) else "", row)
+
+
+def _chunks(documents: Iterator[Document], size: int) -> Iterator[list[Document]]:
+    chunk: list[Document] = []
+    for document in documents:
+        chunk.append(document)
+        if len(chunk) == size:
+            yield chunk
+            chunk = []
+    if chunk:
+        yield chunk
+
+
+def add_documents(index: Index, path: str | Path, replace: bool, chunk_size: int = CHUNK) -> int:
+    """Encode and add (or upsert) every document of a file; returns how many. Call index.save() after."""
+    count = 0
+    for chunk in _chunks(read_documents(path), chunk_size):
+        write = index.upsert if replace else index.add
+        write([d.id for d in chunk], [d.text for d in chunk], metadata=[d.metadata for d in chunk])
+        count += len(chunk)
+    if count == 0:
+        raise InputFileError(path, "has no documents")
+    return count
+
+
+def read_ids(path: str | Path) -> list[str]:
+    """Ids to delete: a .txt file (one id per line) or .jsonl (field `id`)."""
+    from bertkit.data.text import check_readable, iter_lines
+
+    path = check_readable(path, (".txt", ".jsonl"))
+    if path.name.removesuffix(".gz").endswith(".txt"):
+        return [line.strip() for _, line in iter_lines(path) if line.strip()]
+    return [d.id for d in read_documents(path, require_text=False)]

@@ -1,0 +1,66 @@
+"""Turning texts into vectors for an index, the same way for documents and for queries.
+
+The index records the encoder's spec (model folder, pooling, layers, max length) in its manifest, so a
+query is encoded by the same composition that built the index: encoder -> pooling -> the whitening
+saved in the model folder (applied by the model's own `encode`) -> the index's normalization.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Protocol
+
+import numpy as np
+
+
+class TextEncoder(Protocol):
+    def encode(self, texts: list[str]) -> np.ndarray:
+        """(N, dim) float32 vectors."""
+
+    def spec(self) -> dict:
+        """What to record in the index manifest to rebuild this encoder (JSON-serializable)."""
+
+
+@dataclass(frozen=True)
+class EncoderSpec:
+    model: str                     # model folder (absolute path)
+    pooling: str | None = None     # None: the pooling saved with the model (bertkit.json), else its default
+    layers: str = "last"
+    max_length: int | None = None
+    batch_size: int = 64
+
+
+class ModelTextEncoder:
+    """Encodes with `bertkit.load(model).encode(...)`; loads the model on first use."""
+
+    def __init__(self, spec: EncoderSpec):
+        self._spec = EncoderSpec(**{**asdict(spec), "model": str(Path(spec.model).resolve())})
+        self._model = None
+
+    @classmethod
+    def from_spec(cls, spec: dict) -> "ModelTextEncoder":
+        return cls(EncoderSpec(**spec))
+
+    @property
+    def model(self):
+        if self._model is None:
+            import bertkit  # late import: bertkit/__init__ re-exports Index, so import the API only when used
+            self._model = bertkit.load(self._spec.model)
+        return self._model
+
+    def pooling(self) -> str:
+        if self._spec.pooling:
+            return self._spec.pooling
+        return (getattr(self.model, "encode_defaults", None) or {}).get("pooling", "mean")
+
+    def encode(self, texts: list[str]) -> np.ndarray:
+        from bertkit.embed.whitening import encode_composed
+        return encode_composed(self.model, list(texts), batch_size=self._spec.batch_size,
+                               max_length=self._spec.max_length, pooling=self.pooling(),
+                               layers=self._spec.layers, normalize=False)
+
+    def spec(self) -> dict:
+        spec = asdict(self._spec)
+        if self._model is not None:
+            spec["pooling"] = self.pooling()  # record what was actually used, not just "the default"
+        return spec

@@ -1,0 +1,94 @@
+"""Atomic saves for an index folder: numbered generations switched by one rename.
+
+An index folder holds `index.json` (the manifest) and the files of the generation it names:
+`store.<g>.sqlite` and the backend's `vectors.<g>.*`. A save writes every file of generation g+1 beside
+the current ones, flushes them to disk, then replaces `index.json` with `os.replace` (atomic on POSIX and
+Windows). A crash at any point before that rename leaves `index.json` naming generation g, whose files
+were never touched, so the reopened index answers exactly as before; leftovers of the unfinished
+generation are deleted the next time a writer starts.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+from pathlib import Path
+
+from bertkit.errors import BertkitError
+
+MANIFEST = "index.json"
+FORMAT_VERSION = 1
+_GENERATION_FILE = re.compile(r"^(store|vectors)\.(\d+)\.")
+
+
+def read_manifest(folder: Path) -> dict:
+    path = Path(folder) / MANIFEST
+    if not path.is_file():
+        raise BertkitError(f"{folder}: not a bertkit index (no {MANIFEST}); build one with `bertkit index build`")
+    try:
+        manifest = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as err:
+        raise BertkitError(f"{path}: unreadable index manifest ({err})") from err
+    if manifest.get("format") != FORMAT_VERSION:
+        raise BertkitError(f"{path}: index format {manifest.get('format')!r}, this bertkit reads {FORMAT_VERSION}")
+    return manifest
+
+
+def _fsync_path(path: Path) -> None:
+    if path.is_dir():
+        for child in path.rglob("*"):
+            if child.is_file():
+                _fsync_path(child)
+        return
+    with open(path, "rb") as handle:
+        os.fsync(handle.fileno())
+
+
+def commit_manifest(folder: Path, manifest: dict, new_files: list[str]) -> None:
+    """Make `manifest` the index's current state: flush its files, then atomically replace index.json."""
+    folder = Path(folder)
+    for name in new_files:
+        _fsync_path(folder / name)
+    manifest = dict(manifest, format=FORMAT_VERSION)
+    tmp = folder / (MANIFEST + ".tmp")
+    with open(tmp, "w", encoding="utf-8") as handle:
+        json.dump(manifest, handle, indent=2, ensure_ascii=False)
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(tmp, folder / MANIFEST)
+    if hasattr(os, "O_DIRECTORY"):  # make the rename itself durable
+        fd = os.open(folder, os.O_DIRECTORY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+def remove_other_generations(folder: Path, keep: int) -> None:
+    """Delete generation files other than `keep` (old generations, or leftovers of a crashed save)."""
+    for path in Path(folder).iterdir():
+        match = _GENERATION_FILE.match(path.name)
+        if match and int(match.group(2)) != keep:
+            if path.is_dir():
+                shutil.rmtree(path, ignore_errors=True)
+            else:
+                path.unlink(missing_ok=True)
+
+
+def remove_generation(folder: Path, generation: int) -> None:
+    for path in Path(folder).iterdir():
+        match = _GENERATION_FILE.match(path.name)
+        if match and int(match.group(2)) == generation:
+            if path.is_dir():
+                shutil.rmtree(path, ignore_errors=True)
+            else:
+                path.unlink(missing_ok=True)
+
+
+def copy_generation_file(folder: Path, source: str, target: str) -> None:
+    source_path, target_path = Path(folder) / source, Path(folder) / target
+    if source_path.is_dir():
+        shutil.copytree(source_path, target_path)
+    else:
+        shutil.copyfile(source_path, target_path)

@@ -1,0 +1,264 @@
+"""The search index: vectors in a backend (Faiss or Milvus), documents in SQLite, saved atomically.
+
+    index = Index.create("idx", encoder=ModelTextEncoder(EncoderSpec("my-model")))
+    index.add(["a", "b"], ["first text", "second text"], metadata=[{"lang": "en"}, {"lang": "de"}])
+    index.save()
+    Index.open("idx").search("a question", k=5, filter={"lang": "en"})
+
+Ids are the user's (any string). With metric "cosine" every vector is L2-normalized and scored by inner
+product. Changes live in a working generation until `save()`, which switches the folder to them with
+one atomic rename (see generations.py); a crash before that leaves the last saved index intact.
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from bertkit.errors import BertkitError
+from bertkit.search import generations
+from bertkit.search.backend import BackendInfo, VectorBackend
+from bertkit.search.encoding import ModelTextEncoder, TextEncoder
+from bertkit.search.store import DocumentStore, FilterValue
+
+
+@dataclass(frozen=True)
+class IndexSettings:
+    backend: str = "faiss"          # "faiss" | "milvus"
+    kind: str = "auto"              # faiss: "auto" (flat, IVF beyond ivf_threshold) | "flat" | "ivf" | "ivfpq"
+    ivf_threshold: int = 50_000     # vectors above which "auto" switches from exact flat search to IVF
+    metric: str = "cosine"          # "cosine" (normalized vectors, inner product) | "ip" (raw inner product)
+    milvus_uri: str | None = None   # None: a Milvus Lite file inside the index folder; else a server URI
+
+
+@dataclass(frozen=True)
+class SearchHit:
+    id: str
+    score: float
+    text: str
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    def as_json(self) -> dict[str, Any]:
+        row = {"id": self.id, "score": self.score, "text": self.text}
+        row.update((k, v) for k, v in self.metadata.items() if k not in row)  # never shadow id/score/text
+        return row
+
+
+def _new_backend(settings: IndexSettings, dim: int, folder: Path, generation: int) -> VectorBackend:
+    if settings.backend == "faiss":
+        from bertkit.search.faiss_backend import FaissBackend
+        return FaissBackend(dim, kind=settings.kind, ivf_threshold=settings.ivf_threshold)
+    if settings.backend == "milvus":
+        from bertkit.search.milvus_backend import MilvusBackend
+        return MilvusBackend.create(folder, generation, dim, uri=settings.milvus_uri)
+    raise BertkitError(f"index backend {settings.backend!r} is not one of ['faiss', 'milvus']")
+
+
+def _load_backend(settings: IndexSettings, folder: Path, manifest: dict, nprobe: int | None) -> VectorBackend:
+    files, info = manifest["backend_files"], manifest["info"]
+    if settings.backend == "faiss":
+        from bertkit.search.faiss_backend import FaissBackend
+        return FaissBackend.load(folder, files, info, settings.kind, settings.ivf_threshold, nprobe)
+    from bertkit.search.milvus_backend import MilvusBackend
+    return MilvusBackend.load(folder, files, info, uri=settings.milvus_uri)
+
+
+class Index:
+    def __init__(self, folder: Path, settings: IndexSettings, encoder: TextEncoder | None,
+                 store: DocumentStore, backend: VectorBackend | None, generation: int, working: bool = False):
+        self.folder, self.settings, self.encoder = Path(folder), settings, encoder
+        self.store, self.backend, self.generation = store, backend, generation
+        self._working = working  # True: store and backend already write to generation + 1
+
+    # -- opening ----------------------------------------------------------------------------------
+    @classmethod
+    def create(cls, folder: str | Path, encoder: TextEncoder | None = None, dim: int | None = None,
+               settings: IndexSettings = IndexSettings(), overwrite: bool = False) -> "Index":
+        folder = Path(folder)
+        if (folder / generations.MANIFEST).exists() and not overwrite:
+            raise BertkitError(f"{folder} already holds an index; open it, or pass overwrite to replace it")
+        if settings.metric not in ("cosine", "ip"):
+            raise BertkitError(f"index metric {settings.metric!r} is not one of ['cosine', 'ip']")
+        folder.mkdir(parents=True, exist_ok=True)
+        # Overwriting builds the next generation beside the old index, which stays usable until save().
+        current = generations.read_manifest(folder)["generation"] if (folder / generations.MANIFEST).exists() else 0
+        target = current + 1
+        generations.remove_generation(folder, target)  # leftovers of an earlier build that never saved
+        store = DocumentStore(folder / f"store.{target}.sqlite")
+        backend = _new_backend(settings, dim, folder, target) if dim else None
+        return cls(folder, settings, encoder, store, backend, generation=current, working=True)
+
+    @classmethod
+    def open(cls, folder: str | Path, encoder: TextEncoder | None = None, nprobe: int | None = None) -> "Index":
+        folder = Path(folder)
+        manifest = generations.read_manifest(folder)
+        settings = IndexSettings(**manifest["settings"])
+        if encoder is None and manifest.get("encoder"):
+            encoder = ModelTextEncoder.from_spec(manifest["encoder"])
+        store = DocumentStore(folder / manifest["store"], readonly=True)
+        backend = _load_backend(settings, folder, manifest, nprobe)
+        return cls(folder, settings, encoder, store, backend, generation=manifest["generation"])
+
+    def __enter__(self) -> "Index":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self.store.close()
+        if self.backend is not None:
+            self.backend.close()
+
+    def __len__(self) -> int:
+        return self.store.count()
+
+    # -- writing ----------------------------------------------------------------------------------
+    def _begin_write(self) -> None:
+        """Move writes to generation g+1: a copy of the saved files that the next save() commits."""
+        if self._working:
+            return
+        target = self.generation + 1
+        generations.remove_generation(self.folder, target)  # leftovers of a crashed save
+        self.store.close()
+        generations.copy_generation_file(self.folder, self.store.path.name, f"store.{target}.sqlite")
+        self.store = DocumentStore(self.folder / f"store.{target}.sqlite")
+        if self.backend is not None:
+            self.backend.fork(self.folder, target)
+        self._working = True
+
+    def _vectors(self, texts: Sequence[str], vectors: np.ndarray | None) -> np.ndarray:
+        if vectors is None:
+            if self.encoder is None:
+                raise BertkitError("this index has no encoder: pass vectors, or create it with a model")
+            vectors = self.encoder.encode(list(texts))
+        vectors = np.asarray(vectors, dtype=np.float32)
+        if vectors.ndim == 1:
+            vectors = vectors[None, :]
+        if self.settings.metric == "cosine":
+            norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+            vectors = vectors / np.where(norms > 0, norms, 1.0)  # an all-zero vector stays zero, not NaN
+        return np.ascontiguousarray(vectors, dtype=np.float32)
+
+    def add(self, ids: Sequence, texts: Sequence[str], vectors: np.ndarray | None = None,
+            metadata: Sequence[dict] | None = None) -> None:
+        """Add new documents; an id already in the index is an error (use `upsert` to replace)."""
+        self._write(ids, texts, vectors, metadata, replace=False)
+
+    def upsert(self, ids: Sequence, texts: Sequence[str], vectors: np.ndarray | None = None,
+               metadata: Sequence[dict] | None = None) -> None:
+        """Add documents, replacing the text, vector and metadata of ids already in the index."""
+        self._write(ids, texts, vectors, metadata, replace=True)
+
+    def _write(self, ids, texts, vectors, metadata, replace: bool) -> None:
+        ids = [str(i) for i in ids]
+        texts = [str(t) for t in texts]
+        metadata = [dict(m or {}) for m in metadata] if metadata is not None else [{} for _ in ids]
+        if not (len(ids) == len(texts) == len(metadata)):
+            raise BertkitError(f"got {len(ids)} ids, {len(texts)} texts and {len(metadata)} metadata entries")
+        if len(set(ids)) != len(ids):
+            seen: set[str] = set()
+            dup = next(i for i in ids if i in seen or seen.add(i))
+            raise BertkitError(f"id {dup!r} appears twice in one batch")
+        if not ids:
+            return
+        vectors = self._vectors(texts, vectors)
+        if len(vectors) != len(ids):
+            raise BertkitError(f"got {len(ids)} ids but {len(vectors)} vectors")
+        self._begin_write()
+        if self.backend is None:
+            self.backend = _new_backend(self.settings, vectors.shape[1], self.folder, self.generation + 1)
+        existing = self.store.row_ids_for(ids)
+        if existing and not replace:
+            shown = ", ".join(repr(i) for i in list(existing)[:5])
+            raise BertkitError(f"{len(existing)} ids already in the index ({shown}); use update/upsert")
+        next_row = self.store.next_row_id()
+        row_ids = []
+        for doc_id in ids:
+            if doc_id in existing:
+                row_ids.append(existing[doc_id])
+            else:
+                row_ids.append(next_row)
+                next_row += 1
+        row_array = np.asarray(row_ids, dtype=np.int64)
+        self.backend.remove(np.asarray(list(existing.values()), dtype=np.int64))
+        self.backend.add(row_array, vectors)
+        self.store.put(list(zip(row_ids, ids, texts, metadata)))
+
+    def delete(self, ids: Sequence) -> list[str]:
+        """Delete documents by id; returns the ids that were not in the index."""
+        ids = [str(i) for i in ids]
+        self._begin_write()
+        found = self.store.row_ids_for(ids)
+        rows = np.asarray(list(found.values()), dtype=np.int64)
+        if self.backend is not None:
+            self.backend.remove(rows)
+        self.store.remove(rows.tolist())
+        return [i for i in ids if i not in found]
+
+    def save(self) -> BackendInfo | None:
+        """Commit all changes since the last save, atomically; returns what the backend built."""
+        if not self._working:
+            return self.info()
+        target = self.generation + 1
+        if self.backend is None:
+            raise BertkitError("nothing to save: the index has no documents yet")
+        self.backend.prepare_for_save()
+        backend_files = self.backend.save(self.folder, target)
+        self.store.commit()
+        info = self.backend.info()
+        manifest = {
+            "generation": target,
+            "store": f"store.{target}.sqlite",
+            "backend_files": backend_files,
+            "settings": asdict(self.settings),
+            "encoder": self.encoder.spec() if self.encoder is not None else None,
+            "info": asdict(info),
+            "documents": self.store.count(),
+        }
+        generations.commit_manifest(self.folder, manifest, backend_files + [manifest["store"]])
+        generations.remove_other_generations(self.folder, keep=target)
+        self.generation, self._working = target, False
+        return info
+
+    def info(self) -> BackendInfo | None:
+        return self.backend.info() if self.backend is not None else None
+
+    # -- searching --------------------------------------------------------------------------------
+    def _query_vectors(self, queries) -> np.ndarray:
+        if isinstance(queries, np.ndarray):
+            return self._vectors([], queries)
+        return self._vectors(queries, None)
+
+    def search(self, query: str | np.ndarray, k: int = 10,
+               filter: dict[str, FilterValue] | None = None) -> list[SearchHit]:
+        """Top-k documents for one query (a text, or a vector of the index's dim)."""
+        queries = [query] if isinstance(query, str) else np.asarray(query, dtype=np.float32).reshape(1, -1)
+        return self.search_many(queries, k, filter)[0]
+
+    def search_many(self, queries: Sequence[str] | np.ndarray, k: int = 10,
+                    filter: dict[str, FilterValue] | None = None) -> list[list[SearchHit]]:
+        """Top-k documents for each query; `filter` keeps documents whose metadata matches every field."""
+        if k < 1:
+            raise BertkitError(f"k must be >= 1, got {k}")
+        query_vectors = self._query_vectors(queries)
+        if self.backend is None or len(query_vectors) == 0:
+            return [[] for _ in range(len(query_vectors))]
+        if query_vectors.shape[1] != self.backend.dim:
+            raise BertkitError(f"query vectors have dim {query_vectors.shape[1]}, this index holds dim "
+                               f"{self.backend.dim}; encode queries with the model that built the index")
+        allowed = None
+        if filter:
+            allowed = np.asarray(self.store.matching_row_ids(filter), dtype=np.int64)
+        scores, rows = self.backend.search(query_vectors, k, allowed)
+        documents = self.store.get(sorted({int(r) for r in rows.ravel() if r >= 0}))
+        results = []
+        for score_row, id_row in zip(scores, rows):
+            hits = [SearchHit(documents[int(r)].doc_id, float(s), documents[int(r)].text,
+                              documents[int(r)].metadata)
+                    for s, r in zip(score_row, id_row) if r >= 0 and int(r) in documents]
+            results.append(hits)
+        return results

@@ -1,0 +1,47 @@
+"""`bertkit whiten | simcse | evaluate-embeddings | plot-embeddings` end to end on a tiny model."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from bertkit.cli import main
+
+
+def test_whiten_then_evaluate(tmp_path, tiny_model_dir, capsys, make_sentences):
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("\n".join(make_sentences(100)), encoding="utf-8")
+    out = tmp_path / "white"
+    assert main(["whiten", "--model", str(tiny_model_dir), "--corpus", str(corpus), "--output", str(out),
+                 "--dim", "8"]) == 0
+    assert "100 texts (32 -> 8 dims)" in capsys.readouterr().err
+    pairs = tmp_path / "pairs.jsonl"
+    pairs.write_text("\n".join(json.dumps({"text_a": t, "text_b": t}) for t in make_sentences(20, seed=3)))
+    assert main(["evaluate-embeddings", "--model", str(out), "--pairs", str(pairs)]) == 0
+    assert json.loads(capsys.readouterr().out)["pairs_retrieval"]["recall_at_1"] == pytest.approx(1.0)
+    small = tmp_path / "small.txt"
+    small.write_text("the cat\na dog\n", encoding="utf-8")
+    assert main(["whiten", "--model", str(tiny_model_dir), "--corpus", str(small), "--output", str(out)]) == 2
+    assert "at least as many texts as vector dimensions" in capsys.readouterr().err
+
+
+def test_simcse_with_overrides(tmp_path, tiny_model_dir, capsys, make_sentences):
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("\n".join(make_sentences(40)), encoding="utf-8")
+    assert main(["simcse", "--model", str(tiny_model_dir), "--train", str(corpus), "--output",
+                 str(tmp_path / "out"), "--batch-size", "8", "--max-steps", "2", "--progress_bar=false",
+                 "--device=cpu"]) == 0
+    assert "trained 2 steps" in capsys.readouterr().err
+    assert main(["simcse", "--model", str(tiny_model_dir), "--train", str(corpus), "--output",
+                 str(tmp_path / "out"), "--no_such_key=1"]) == 2
+
+
+def test_plot_embeddings_writes_a_png(tmp_path, tiny_model_dir, capsys, make_sentences):
+    pytest.importorskip("matplotlib")
+    labeled = tmp_path / "labeled.jsonl"
+    labeled.write_text("\n".join(json.dumps({"text": t, "label": "ab"[i % 2]})
+                                 for i, t in enumerate(make_sentences(30))), encoding="utf-8")
+    png = tmp_path / "plot.png"
+    assert main(["plot-embeddings", "--model", str(tiny_model_dir), "--input", str(labeled), "--output", str(png),
+                 "--method", "pca"]) == 0
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -1,0 +1,54 @@
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from bertkit.embed.evaluation import (evaluate_model, rankdata, read_retrieval_files, retrieval_metrics, spearman,
+                                      top_k)
+from bertkit.errors import InputFileError
+
+
+def test_retrieval_metrics_on_hand_made_rankings():
+    corpus = np.eye(4, dtype=np.float32)
+    # query 0 ranks doc 0 first; query 1 ranks doc 2 first and doc 1 second.
+    queries = np.array([[1, 0, 0, 0], [0, 0.5, 1, 0]], dtype=np.float32)
+    assert top_k(queries, corpus, 2)[:, 0].tolist() == [0, 2] and top_k(queries, corpus, 2)[1, 1] == 1
+    metrics = retrieval_metrics(queries, corpus, [{0}, {1}])
+    assert metrics.recall_at_1 == pytest.approx(0.5)
+    assert metrics.recall_at_10 == pytest.approx(1.0)
+    assert metrics.mrr_at_10 == pytest.approx((1 + 0.5) / 2)
+    assert metrics.ndcg_at_10 == pytest.approx((1 + 1 / np.log2(3)) / 2)
+    two_relevant = retrieval_metrics(queries[1:], corpus, [{1, 2}])
+    assert two_relevant.recall_at_1 == pytest.approx(0.5) and two_relevant.ndcg_at_10 == pytest.approx(1.0)
+
+
+def test_spearman_matches_known_values_with_ties():
+    assert rankdata(np.array([10, 20, 20, 5])).tolist() == [2, 3.5, 3.5, 1]
+    assert spearman([1, 2, 3, 4], [10, 20, 30, 40]) == pytest.approx(1.0)
+    assert spearman([1, 2, 3, 4], [4, 3, 2, 1]) == pytest.approx(-1.0)
+    assert spearman([1, 2, 3, 4, 5], [2, 1, 4, 3, 5]) == pytest.approx(0.8)
+
+
+def test_retrieval_files_and_errors_name_the_line(tmp_path):
+    corpus = tmp_path / "c.jsonl"
+    corpus.write_text('{"id": 1, "text": "a"}\n{"id": "b", "text": "bb"}\n')
+    queries = tmp_path / "q.jsonl"
+    queries.write_text('{"text": "x", "relevant": [1, "b"]}\n{"text": "y", "relevant": "zz"}\n')
+    with pytest.raises(InputFileError, match=r"q.jsonl:2: .*zz"):
+        read_retrieval_files(queries, corpus)
+    queries.write_text('{"text": "x", "relevant": [1, "b"]}\n')
+    task = read_retrieval_files(queries, corpus)
+    assert task.relevant == [{0, 1}] and task.corpus == ["a", "bb"]
+
+
+def test_evaluate_model_end_to_end(tmp_path, tiny_model_dir):
+    pairs = tmp_path / "pairs.jsonl"
+    pairs.write_text("\n".join(json.dumps({"text_a": t, "text_b": t}) for t in ["the cat", "a dog", "red sky"]))
+    scored = tmp_path / "scored.jsonl"
+    scored.write_text("\n".join(json.dumps({"text_a": "the cat", "text_b": b, "score": s})
+                                for b, s in [("the cat", 5), ("a cat", 3), ("blue sea river", 0)]))
+    results = evaluate_model(tiny_model_dir, pairs=pairs)
+    assert results["pairs_retrieval"]["recall_at_1"] == pytest.approx(1.0)   # identical texts find each other
+    assert -1 <= evaluate_model(tiny_model_dir, pairs=scored)["spearman"] <= 1

@@ -1,0 +1,65 @@
+"""`bertkit index ...` and `bertkit search` end to end on a tiny model."""
+from __future__ import annotations
+
+import json
+
+from bertkit.cli import main
+from bertkit.cli.search_commands import parse_filters
+
+DOCS = [
+    {"id": "d1", "text": "the cat sat on the mat", "kind": "animal", "year": 2001},
+    {"id": 2, "text": "red apple and blue pear", "kind": "fruit", "year": 2002},
+    {"id": "d3", "text": "the old king of the city", "kind": "person", "year": "2001"},
+    {"id": "d4", "text": "a bird song by the river", "kind": "animal", "year": 2003},
+]
+
+
+def _write(path, rows):
+    path.write_text("\n".join(json.dumps(r) for r in rows) + "\n", encoding="utf-8")
+    return path
+
+
+def _search(capsys, index, query, *extra):
+    capsys.readouterr()
+    assert main(["search", "--index", str(index), "--query", query, *extra]) == 0
+    return [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+
+
+def test_parse_filters_keeps_numbers_and_their_strings():
+    assert parse_filters(["kind=animal", "year=2001", "kind=fruit"]) == {
+        "kind": ["animal", "fruit"], "year": [2001, "2001"]}
+
+
+def test_build_search_update_delete(tmp_path, tiny_model_dir, capsys):
+    docs = _write(tmp_path / "docs.jsonl", DOCS)
+    index = tmp_path / "idx"
+    assert main(["index", "build", "--model", str(tiny_model_dir), "--input", str(docs), "--index", str(index)]) == 0
+    assert "indexed 4 documents" in capsys.readouterr().err
+    hits = _search(capsys, index, "the cat sat on the mat", "-k", "2")
+    assert hits[0]["id"] == "d1" and hits[0]["kind"] == "animal" and set(hits[0]) >= {"id", "score", "text"}
+    hits = _search(capsys, index, "the cat sat on the mat", "--filter", "kind=fruit")
+    assert [h["id"] for h in hits] == ["2"]
+    hits = _search(capsys, index, "king", "--filter", "year=2001")
+    assert {h["id"] for h in hits} == {"d1", "d3"}     # 2001 as a number and as a string
+
+    _write(tmp_path / "more.jsonl", [{"id": "d5", "text": "blue sky over the sea", "kind": "place"}])
+    assert main(["index", "add", "--index", str(index), "--input", str(tmp_path / "more.jsonl")]) == 0
+    assert main(["index", "add", "--index", str(index), "--input", str(tmp_path / "more.jsonl")]) == 2
+    assert "already in the index" in capsys.readouterr().err
+    _write(tmp_path / "upd.jsonl", [{"id": "d5", "text": "the cat sat on the mat", "kind": "copy"}])
+    assert main(["index", "update", "--index", str(index), "--input", str(tmp_path / "upd.jsonl")]) == 0
+    assert {h["id"] for h in _search(capsys, index, "the cat sat on the mat", "-k", "2")} == {"d1", "d5"}
+
+    assert main(["index", "delete", "--index", str(index), "d1", "nope"]) == 0
+    assert "1 ids were not in the index: nope" in capsys.readouterr().err
+    assert "d1" not in {h["id"] for h in _search(capsys, index, "the cat sat on the mat", "-k", "10")}
+    assert main(["index", "info", "--index", str(index)]) == 0
+    info = json.loads(capsys.readouterr().out)
+    assert info["documents"] == 4 and info["kind"] == "flat" and info["encoder"]["pooling"] == "mean"
+
+
+def test_bad_documents_file_names_the_line(tmp_path, tiny_model_dir, capsys):
+    docs = _write(tmp_path / "docs.jsonl", [{"id": "a", "text": "x"}, {"text": "no id"}])
+    code = main(["index", "build", "--model", str(tiny_model_dir), "--input", str(docs), "--index",
+                 str(tmp_path / "idx")])
+    assert code == 2 and "docs.jsonl:2: missing 'id'" in capsys.readouterr().err
