@@ -3,13 +3,16 @@
 The top-level names are imported on first use, so `import bertkit.model` stays light.
 """
 __version__ = "0.1.0"
-__all__ = ["Client", "Model", "convert", "load", "__version__"]
+__all__ = ["Client", "Index", "Model", "convert", "load", "__version__"]
 
 
 def __getattr__(name: str):
     if name in ("Model", "convert", "load"):
         from bertkit import api
         return getattr(api, name)
+    if name == "Index":
+        from bertkit.search import Index
+        return Index
     if name == "Client":
         from bertkit.client import Client
         return Client

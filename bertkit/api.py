@@ -1,6 +1,7 @@
 """The Python API: one function per user action. The CLI, the server and the jobs call these."""
 from __future__ import annotations
 
+import dataclasses
 import os
 from pathlib import Path
 from typing import Any, Sequence
@@ -31,6 +32,10 @@ class Model:
             **(read_encode_defaults(checkpoint.path) if checkpoint.path else {}),
             **checkpoint.meta.get("encode", {}),
         }
+        self.whitening = None
+        if checkpoint.path is not None and "whitening" in checkpoint.meta:
+            from bertkit.embed.whitening import load_whitening
+            self.whitening = load_whitening(checkpoint.path)
 
     @property
     def device(self) -> torch.device:
@@ -38,11 +43,14 @@ class Model:
 
     def encode(self, texts: Sequence[str], batch_size: int = 32, max_length: int | None = None,
                pooling: str | None = None, layers: str = "last", normalize: bool | None = None,
-               long_texts: str = "truncate", stride: int = 128, progress: bool = False) -> np.ndarray:
+               long_texts: str = "truncate", stride: int = 128, progress: bool = False,
+               whiten: bool | None = None) -> np.ndarray:
         """One float32 vector per text, in input order: (N, C), or (N, 4C) for layers='concat-last-4'.
 
         pooling: cls | pooler | mean | max | first-last-avg | none (then a list of (T_i, C) token arrays).
         Defaults (pooling, normalize, max_length) come from the model folder, else mean / False / model limit.
+        whiten: apply the whitening saved in the folder (default: whenever pooling and layers are the ones
+        it was fitted on); it runs after pooling and before normalization.
         """
         if self.tokenizer is None:
             raise BertkitError(f"{self.path}: the model folder has no vocab.txt or tokenizer.json to encode text")
@@ -53,13 +61,34 @@ class Model:
             layers=layers,
             normalize=self.encode_defaults.get("normalize", False) if normalize is None else normalize,
             long_texts=long_texts, stride=stride, progress=progress)  # type: ignore[arg-type]
+        whitening = self._whitening_for(options, whiten)
+        normalize_after_whitening = options.normalize
+        if whitening is not None:
+            options = dataclasses.replace(options, normalize=False)
         self.last_report = EncodeReport()
         was_training = self.encoder.training
         self.encoder.eval()
         try:
-            return encode_texts(self.encoder, self.tokenizer, texts, options, self.last_report)
+            vectors = encode_texts(self.encoder, self.tokenizer, texts, options, self.last_report)
         finally:
             self.encoder.train(was_training)
+        if whitening is None:
+            return vectors
+        vectors = whitening.apply(vectors)
+        if normalize_after_whitening:
+            vectors = vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
+        return vectors.astype(np.float32, copy=False)
+
+    def _whitening_for(self, options: EncodeOptions, whiten: bool | None):
+        if self.whitening is None or whiten is False or options.pooling == "none":
+            return None
+        fitted = self.meta.get("whitening", {})
+        matches = (fitted.get("pooling", options.pooling), fitted.get("layers", "last")) == (options.pooling,
+                                                                                                 options.layers)
+        if whiten and not matches:
+            raise BertkitError(f"{self.path}: the saved whitening was fitted on pooling={fitted.get('pooling')} "
+                               f"layers={fitted.get('layers')}; encode with those, or pass whiten=False")
+        return self.whitening if matches else None
 
     def save(self, folder: str | os.PathLike) -> Path:
         return save_checkpoint(folder, self.encoder, self.tokenizer, self.heads, self.meta)

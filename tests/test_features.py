@@ -43,3 +43,23 @@ def test_max_length_over_limit_and_string_input(model):
         model.encode(["cat"], max_length=100)
     with pytest.raises(TypeError, match="list of texts"):
         model.encode("cat")
+
+
+def test_saved_whitening_is_applied_by_encode(tiny_model_dir, tmp_path):
+    import shutil
+    from bertkit.embed.whitening import fit_whitening, save_whitening
+
+    folder = tmp_path / "whitened"
+    shutil.copytree(tiny_model_dir, folder)
+    texts = [f"the cat sat on the mat {i} " + "dog " * (i % 7) for i in range(60)]
+    raw = bertkit.load(folder).encode(texts)
+    save_whitening(folder, fit_whitening([raw], dim=8), pooling="mean")
+    model = bertkit.load(folder)
+    whitened = model.encode(texts)
+    assert whitened.shape == (60, 8)
+    np.testing.assert_allclose(whitened, model.whitening.apply(raw), atol=1e-4)
+    np.testing.assert_allclose(model.encode(texts, whiten=False), raw, atol=1e-5)
+    assert model.encode(texts, pooling="cls").shape == (60, 32)        # fitted on mean: not applied to cls
+    np.testing.assert_allclose(np.linalg.norm(model.encode(texts, normalize=True), axis=1), 1.0, rtol=1e-5)
+    with pytest.raises(bertkit.api.BertkitError, match="fitted on"):
+        model.encode(texts, pooling="cls", whiten=True)

@@ -166,34 +166,15 @@ def load_whitening(folder: str | Path) -> Whitening | None:
     return Whitening(mean, kernel, int(info.get("fitted_on", 0)))
 
 
-def _encode_accepts_whiten(model) -> bool:
-    import inspect
-    return "whiten" in inspect.signature(model.encode).parameters
-
-
 def encode_unwhitened(model, texts: list[str], **options) -> np.ndarray:
     """Pooled vectors before any saved whitening (what whitening is fitted on)."""
-    if _encode_accepts_whiten(model):
-        options["whiten"] = False
-    return np.asarray(model.encode(texts, **options), dtype=np.float32)
+    return np.asarray(model.encode(texts, whiten=False, **options), dtype=np.float32)
 
 
 def encode_composed(model, texts: list[str], normalize: bool = False, **options) -> np.ndarray:
-    """The model folder's full composition: pooling -> saved whitening -> optional L2 normalization.
-
-    Model.encode applies saved whitening itself once it accepts `whiten`; until then it is applied here,
-    so documents, queries and served vectors all go through the same steps.
-    """
-    if _encode_accepts_whiten(model):
-        return np.asarray(model.encode(texts, whiten=True, normalize=normalize, **options), dtype=np.float32)
-    vectors = np.asarray(model.encode(texts, normalize=False, **options), dtype=np.float32)
-    whitening = load_whitening(model.path) if getattr(model, "path", None) else None
-    if whitening is not None:
-        vectors = whitening.apply(vectors)
-    if normalize:
-        norms = np.linalg.norm(vectors, axis=1, keepdims=True)
-        vectors = vectors / np.where(norms > 0, norms, 1.0)
-    return vectors
+    """The model folder's full composition: pooling -> saved whitening -> optional L2 normalization,
+    the same steps for documents, queries and served vectors."""
+    return np.asarray(model.encode(texts, normalize=normalize, **options), dtype=np.float32)
 
 
 def iter_corpus(path: str | Path, field: str = "text"):
