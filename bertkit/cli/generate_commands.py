@@ -1,0 +1,79 @@
+"""`bertkit generate` (text from a GPT-2-style folder, streamed) and `bertkit vocab-bpe` (byte-level BPE)."""
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser("generate", help="continue a prompt with a GPT-2-style causal LM",
+                              description="Continue a prompt with a GPT-2-style model folder (HF GPT-2 layout), "
+                                          "printing tokens as they are chosen. Greedy unless --temperature, "
+                                          "--top-k or --top-p asks for sampling.")
+    p.add_argument("--model", required=True, metavar="DIR", help="GPT-2 folder (config.json, weights, tokenizer)")
+    p.add_argument("--prompt", default="", help="text to continue (empty: start a new document)")
+    p.add_argument("--max-new-tokens", type=int, default=50, help="most tokens to add (default 50)")
+    p.add_argument("--temperature", type=float, default=None,
+                   help="0 = greedy; default 1.0 when --top-k/--top-p is given, else greedy")
+    p.add_argument("--top-k", type=int, default=None, help="sample among the k most likely tokens")
+    p.add_argument("--top-p", type=float, default=None, help="nucleus sampling: smallest set with probability p")
+    p.add_argument("--seed", type=int, default=None, help="random seed for sampling (repeatable output)")
+    p.add_argument("--no-cache", dest="use_cache", action="store_false",
+                   help="recompute the whole sequence each step instead of using the key/value cache")
+    p.add_argument("--device", default="auto", help="auto | cpu | cuda")
+    p.set_defaults(func=run_generate)
+
+    v = subparsers.add_parser("vocab-bpe", help="train a GPT-2 byte-level BPE vocab on text files",
+                              description="Train a byte-level BPE vocabulary (GPT-2 style, <|endoftext|> last) "
+                                          "on text files (UTF-8, .gz accepted) and write vocab.json, merges.txt, "
+                                          "tokenizer.json and tokenizer_config.json, as HF GPT-2 folders hold.")
+    v.add_argument("--input", nargs="+", required=True, metavar="FILE", help="text files")
+    v.add_argument("--output", required=True, metavar="DIR", help="folder to write the tokenizer files into")
+    v.add_argument("--vocab-size", type=int, default=50257, help="tokens incl. <|endoftext|> (default 50257)")
+    v.add_argument("--min-frequency", type=int, default=2, help="least count for a merge (default 2)")
+    v.add_argument("--encoding", default="utf-8", help="input file encoding")
+    v.set_defaults(func=run_vocab_bpe)
+
+
+def run_generate(args: argparse.Namespace) -> int:
+    from bertkit.checkpoints.gpt2 import load_gpt2
+    from bertkit.errors import BertkitError
+    from bertkit.generate import SamplingConfig, TextStream, generate
+    from bertkit.runtime import pick_device
+
+    if args.max_new_tokens < 0:
+        raise BertkitError(f"--max-new-tokens must be >= 0, got {args.max_new_tokens}")
+    temperature = args.temperature
+    if temperature is None:
+        temperature = 1.0 if (args.top_k is not None or args.top_p is not None) else 0.0
+    sampling = SamplingConfig(temperature=temperature, top_k=args.top_k, top_p=args.top_p)
+    checkpoint = load_gpt2(args.model)
+    tokenizer = checkpoint.tokenizer
+    if tokenizer is None:
+        raise BertkitError(f"{args.model}: no tokenizer files (tokenizer.json or vocab.json + merges.txt)")
+    model = checkpoint.model.to(pick_device(args.device))
+    prompt_ids = tokenizer.encode(args.prompt) if args.prompt else [tokenizer.eos_id]
+
+    def write(text: str) -> None:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+
+    write(args.prompt)
+    stream = TextStream(tokenizer.decode, write)
+    result = generate(model, prompt_ids, args.max_new_tokens, sampling, eos_id=tokenizer.eos_id, seed=args.seed,
+                      use_cache=args.use_cache, on_token=stream.add)
+    stream.finish()
+    write("\n")
+    print(f"bertkit: {len(result.token_ids)} tokens, stopped by {result.stop_reason}", file=sys.stderr)
+    return 0
+
+
+def run_vocab_bpe(args: argparse.Namespace) -> int:
+    from bertkit.tokenizer.bpe import train_bpe
+
+    tokenizer = train_bpe(args.input, vocab_size=args.vocab_size, min_frequency=args.min_frequency,
+                          encoding=args.encoding)
+    tokenizer.save(args.output)
+    print(f"trained a byte-level BPE vocab of {tokenizer.vocab_size} tokens on {len(args.input)} file(s) -> "
+          f"{args.output} (vocab.json, merges.txt, tokenizer.json, tokenizer_config.json)", file=sys.stderr)
+    return 0

@@ -1,0 +1,27 @@
+from bertkit.checkpoints.gpt2 import save_gpt2
+from bertkit.cli import main
+from bertkit.tokenizer.bpe import BPETokenizer
+
+
+def test_vocab_bpe_then_generate_streams_text(tmp_path, corpus_file, tiny_model, capsys):
+    assert main(["vocab-bpe", "--input", str(corpus_file), "--output", str(tmp_path / "tok"),
+                 "--vocab-size", "300", "--min-frequency", "1"]) == 0
+    tokenizer = BPETokenizer.from_folder(tmp_path / "tok")
+    assert tokenizer.vocab_size == 300
+    save_gpt2(tmp_path / "model", tiny_model, tokenizer)
+    capsys.readouterr()
+    args = ["generate", "--model", str(tmp_path / "model"), "--prompt", "the cat", "--max-new-tokens", "5"]
+    assert main(args) == 0
+    greedy = capsys.readouterr()
+    assert greedy.out.startswith("the cat") and "5 tokens" in greedy.err
+    assert main(args + ["--no-cache"]) == 0
+    assert capsys.readouterr().out == greedy.out
+    assert main(args + ["--top-k", "20", "--top-p", "0.9", "--temperature", "1.2", "--seed", "1"]) == 0
+    sampled = capsys.readouterr().out
+    assert main(args + ["--top-k", "20", "--top-p", "0.9", "--temperature", "1.2", "--seed", "1"]) == 0
+    assert capsys.readouterr().out == sampled
+
+
+def test_generate_errors_are_one_line(tmp_path, capsys):
+    assert main(["generate", "--model", str(tmp_path), "--prompt", "x"]) == 2
+    assert "config.json" in capsys.readouterr().err
