@@ -41,10 +41,10 @@ class CausalLM(nn.Module):
     def __init__(self, config: EncoderConfig, encoder: Optional[Encoder] = None):
         super().__init__()
         check_causal(config)
+        if config.pad_token_id is not None:
+            # GPT-2 has no padding token: a padding row would freeze the gradient of a real token.
+            raise ValueError("a causal LM config needs pad_token_id=None (see gpt_config)")
         self.encoder = encoder if encoder is not None else Encoder(config)
-        # GPT-2 has no padding token: padding_idx would freeze the gradient of a real token (id 0 is "!").
-        # Padded positions are masked in attention and ignored by the loss instead.
-        self.encoder.embeddings.token.padding_idx = None
 
     @property
     def config(self) -> EncoderConfig:

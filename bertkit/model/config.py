@@ -22,7 +22,7 @@ class EncoderConfig:
     hidden_dropout: float = 0.1
     attention_dropout: float = 0.1
     initializer_range: float = 0.02
-    pad_token_id: int = 0
+    pad_token_id: Optional[int] = 0   # None: no padding row (GPT-2, where id 0 is a real token)
     # RoBERTa numbers positions from pad_token_id + 1 (HF's padding_idx convention): offset 2 there.
     position_offset: int = 0
     # ALBERT: factorized embeddings (E < H, projected to H) and cross-layer parameter sharing.
@@ -73,7 +73,7 @@ PRESETS: dict[str, EncoderConfig] = {
     "bert-large": EncoderConfig(hidden_size=1024, num_layers=24, num_heads=16, intermediate_size=4096),
     "roberta-base": EncoderConfig(vocab_size=50265, type_vocab_size=1, layer_norm_eps=1e-5, pad_token_id=1,
                                   position_offset=2, max_position_embeddings=514),
-    "gpt2-small": EncoderConfig(vocab_size=50257, type_vocab_size=0, max_position_embeddings=1024,
+    "gpt2-small": EncoderConfig(vocab_size=50257, pad_token_id=None, type_vocab_size=0, max_position_embeddings=1024,
                                 activation="gelu_tanh", layer_norm_eps=1e-5, norm_position="pre",
                                 use_pooler=False, causal=True, embedding_norm=False, scaled_residual_init=True),
     "albert-base": EncoderConfig(vocab_size=30000, embedding_size=128, share_layers="all", activation="gelu_tanh",
