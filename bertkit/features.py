@@ -16,6 +16,7 @@ import numpy as np
 import torch
 
 from bertkit.model.encoder import Encoder
+from bertkit.runtime import autocast
 from bertkit.model.pooling import check_options, needs_all_layers, normalize, pool, select_layers
 from bertkit.tokenizer import Tokenizer
 from bertkit.tokenizer.padding import pad_to_tensors
@@ -83,7 +84,7 @@ def _run(encoder: Encoder, pad_id: int, input_ids: list[list[int]], options: Enc
     results: list = [None] * len(input_ids)
     all_layers = needs_all_layers(options.pooling, options.layers)
     progress = _progress(len(input_ids), options.progress)
-    with torch.inference_mode():
+    with torch.inference_mode(), autocast(device):
         for start in range(0, len(order), options.batch_size):
             rows = order[start:start + options.batch_size]
             tensors = pad_to_tensors([input_ids[i] for i in rows], pad_id)

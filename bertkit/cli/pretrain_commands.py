@@ -1,0 +1,80 @@
+"""`bertkit pretrain` and `bertkit evaluate-mlm`: thin shells over bertkit.pretrain.job."""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser(
+        "pretrain", help="pre-train (or continue pre-training) a BERT on raw text",
+        description="Pre-train a BERT on plain-text corpora (one sentence or paragraph per line, a blank line "
+                    "between documents; UTF-8, .gz accepted). Any config key can be set with "
+                    "--section.key=value, e.g. --train.lr=5e-4 --data.batch_size=64. Run under "
+                    "`torchrun --nproc_per_node=N -m bertkit pretrain ...` for several processes/GPUs.")
+    p.add_argument("--corpus", nargs="+", required=True, metavar="FILE", help="corpus text files")
+    p.add_argument("--output", required=True, metavar="DIR",
+                   help="run folder; also the saved model folder (HF BertForMaskedLM / BertForPreTraining)")
+    p.add_argument("--config", metavar="TOML", help="a preset, e.g. configs/pretrain/tiny.toml")
+    p.add_argument("--init", metavar="DIR", help="continue pre-training this checkpoint, keeping its tokenizer")
+    vocab = p.add_mutually_exclusive_group()
+    vocab.add_argument("--vocab", metavar="DIR|FILE", help="tokenizer folder or vocab.txt to use")
+    vocab.add_argument("--vocab-size", type=int, help="train a WordPiece vocab of this size on the corpus")
+    p.add_argument("--objective", choices=["mlm", "mlm+nsp", "mlm+sop"])
+    p.add_argument("--masking", choices=["token", "whole-word", "span"])
+    limit = p.add_mutually_exclusive_group()
+    limit.add_argument("--max-steps", type=int)
+    limit.add_argument("--time-budget", metavar="T", help="fit the schedule to wall-clock time: 30m, 2h, ...")
+    p.add_argument("--resume", action="store_true", help="continue the interrupted run in --output exactly")
+    p.set_defaults(func=run_pretrain, accepts_overrides=True)
+
+    e = subparsers.add_parser("evaluate-mlm", help="held-out MLM loss / accuracy / perplexity of a model",
+                              description="Mask a corpus (15%, fixed seed) and print JSON with loss, "
+                                          "mlm_accuracy, perplexity and the number of predicted tokens.")
+    e.add_argument("--model", required=True, metavar="DIR")
+    e.add_argument("--corpus", nargs="+", required=True, metavar="FILE")
+    e.add_argument("--max-length", type=int, default=128)
+    e.add_argument("--batch-size", type=int, default=32)
+    e.add_argument("--masking", choices=["token", "whole-word", "span"], default="token")
+    e.add_argument("--seed", type=int, default=0)
+    e.add_argument("--device", default="auto")
+    e.set_defaults(func=run_evaluate_mlm)
+
+
+def run_pretrain(args: argparse.Namespace) -> int:
+    from bertkit.config import load_config
+    from bertkit.pretrain.config import PretrainConfig
+    from bertkit.pretrain.job import run_pretraining
+
+    flags = []
+    if args.objective:
+        flags.append(f"data.objective={args.objective}")
+    if args.masking:
+        flags.append(f"data.masking={args.masking}")
+    if args.vocab_size:
+        flags.append(f"vocab.vocab_size={args.vocab_size}")
+    if args.max_steps is not None:
+        flags += [f"train.max_steps={args.max_steps}", "train.time_budget=none"]
+    if args.time_budget:
+        flags += [f"train.time_budget={args.time_budget}", "train.max_steps=none"]
+    if args.resume:
+        flags.append("train.resume=true")
+    config = load_config(PretrainConfig, args.config, flags + list(args.overrides))
+    result = run_pretraining(config, args.corpus, args.output, init=args.init, vocab=args.vocab)
+    summary = {"model": str(result.model_dir), "steps": result.train.steps, "stop_reason": result.train.stop_reason,
+               "last_loss": result.train.losses[-1] if result.train.losses else None, **{
+                   f"eval_{k}": v for k, v in result.train.last_eval.items()}}
+    from bertkit.train.distributed import rank
+    if rank() == 0:
+        print(json.dumps(summary))
+    return 0
+
+
+def run_evaluate_mlm(args: argparse.Namespace) -> int:
+    from bertkit.pretrain.job import evaluate_mlm_on_corpus
+
+    metrics = evaluate_mlm_on_corpus(args.model, args.corpus, args.max_length, args.batch_size, args.masking,
+                                     args.seed, args.device)
+    print(json.dumps(metrics))
+    return 0

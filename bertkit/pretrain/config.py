@@ -1,0 +1,45 @@
+"""The pre-training job's config: encoder, data/objective, vocabulary and training sections."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal, Optional
+
+from bertkit.data.shards import Segmenter
+from bertkit.model.config import PRESETS, EncoderConfig
+from bertkit.pretrain.masking import MaskingStrategy
+from bertkit.train.loop import TrainConfig
+
+Objective = Literal["mlm", "mlm+nsp", "mlm+sop"]
+
+
+@dataclass
+class DataConfig:
+    max_length: int = 128                 # tokens per instance, [CLS]/[SEP] included
+    batch_size: int = 32                  # instances per process and micro-step
+    objective: Objective = "mlm"          # mlm: RoBERTa-style packed full sentences, no pair task
+    masking: MaskingStrategy = "token"    # token | whole-word | span
+    mask_rate: float = 0.15
+    static_masking: bool = False          # True: BERT's fixed masks, dupe_factor copies of the data
+    dupe_factor: int = 10
+    short_seq_prob: float = 0.1           # nsp/sop: share of pairs aiming at a random shorter length
+    segmenter: Segmenter = "none"         # jieba: Chinese words for whole-word / span masking
+    shard_tokens: int = 16_000_000        # tokens per shard (bounds memory while building)
+    shards_dir: Optional[str] = None      # default: <output>/shards
+    heldout_fraction: float = 0.01        # instances kept out of training for evaluation
+    max_heldout_instances: int = 1000
+    eval_batch_size: int = 64
+
+
+@dataclass
+class VocabConfig:
+    vocab_size: int = 30522               # when a new WordPiece vocabulary is trained on the corpus
+    lowercase: bool = True
+
+
+@dataclass
+class PretrainConfig:
+    encoder: EncoderConfig = field(default_factory=lambda: PRESETS["bert-base"])
+    data: DataConfig = field(default_factory=DataConfig)
+    vocab: VocabConfig = field(default_factory=VocabConfig)
+    train: TrainConfig = field(default_factory=lambda: TrainConfig(lr=1e-4, warmup_ratio=0.06, max_steps=10000,
+                                                                   save_every=1000, eval_every=1000))

@@ -1,0 +1,169 @@
+"""The pre-training job: corpus -> tokenizer -> shards -> instances -> masked batches -> the training loop
+-> an HF-compatible model folder (BertForMaskedLM, or BertForPreTraining with the NSP/SOP head)."""
+from __future__ import annotations
+
+import dataclasses
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional, Sequence
+
+import numpy as np
+import torch
+
+from bertkit.checkpoints import load_checkpoint, save_checkpoint
+from bertkit.config import save_config
+from bertkit.data.shards import build_shards, open_shards, tokenizer_fingerprint
+from bertkit.errors import BertkitError
+from bertkit.pretrain.batching import PretrainingBatches, SpecialIds
+from bertkit.pretrain.config import PretrainConfig
+from bertkit.pretrain.instances import Instances, build_instances
+from bertkit.pretrain.masking import MaskingConfig
+from bertkit.pretrain.model import PretrainingModel, evaluate_mlm, pretraining_loss
+from bertkit.runtime import init_distributed, pick_device, seed_everything
+from bertkit.tokenizer import Tokenizer, train_wordpiece
+from bertkit.train import IndexedBatches, TrainResult, train
+from bertkit.train import distributed as dist_
+
+TOKENIZER_DIR = "tokenizer"
+
+
+@dataclass
+class PretrainResult:
+    model_dir: Path
+    train: TrainResult
+
+
+def _barrier() -> None:
+    if dist_.is_distributed():
+        torch.distributed.barrier()
+
+
+def _tokenizer(config: PretrainConfig, corpus: Sequence[str], output: Path, init, vocab: Optional[str]) -> Tokenizer:
+    given = None
+    if vocab is not None:
+        path = Path(vocab)
+        given = Tokenizer.from_folder(path) if path.is_dir() else Tokenizer.from_vocab_file(path)
+    if init is not None:
+        if init.tokenizer is None:
+            raise BertkitError(f"--init {init.path}: the checkpoint has no vocab.txt/tokenizer.json to keep")
+        if given is not None and tokenizer_fingerprint(given) != tokenizer_fingerprint(init.tokenizer):
+            raise BertkitError(f"--vocab {vocab} ({given.vocab_size} tokens) does not match the vocabulary of --init "
+                               f"{init.path} ({init.tokenizer.vocab_size} tokens); drop --vocab to keep the "
+                               "checkpoint's tokenizer")
+        return init.tokenizer
+    if given is not None:
+        return given
+    saved = output / TOKENIZER_DIR
+    if not (saved / "vocab.txt").is_file() and not (saved / "tokenizer.json").is_file():
+        if dist_.rank() == 0:   # train once, share through the run folder
+            train_wordpiece(list(corpus), config.vocab.vocab_size, config.vocab.lowercase).save(saved)
+        _barrier()
+    return Tokenizer.from_folder(saved)
+
+
+def prepare_data(config: PretrainConfig, corpus: Sequence[str], tokenizer: Tokenizer, shards_dir: Path,
+                 seed: int) -> tuple[list, Instances, Instances]:
+    """Shards (built by rank 0, resumable), then instances split into train and held-out."""
+    if dist_.rank() == 0:
+        build_shards(corpus, tokenizer, shards_dir, config.data.segmenter, config.data.shard_tokens)
+    _barrier()
+    shards = open_shards(shards_dir)
+    kind = {"mlm": "packed", "mlm+nsp": "nsp", "mlm+sop": "sop"}[config.data.objective]
+    instances = build_instances(shards, kind, config.data.max_length, seed, config.data.short_seq_prob)
+    if len(instances) < 2:
+        raise BertkitError(f"the corpus gives only {len(instances)} training instance(s) of max_length "
+                           f"{config.data.max_length}; add text or lower --data.max_length")
+    order = np.random.default_rng([seed, 7]).permutation(len(instances))
+    heldout = min(config.data.max_heldout_instances, int(len(instances) * config.data.heldout_fraction))
+    heldout = max(1, heldout) if config.data.heldout_fraction > 0 else 0
+    return shards, instances.take(np.sort(order[heldout:])), instances.take(np.sort(order[:heldout]))
+
+
+def _model(config: PretrainConfig, tokenizer: Tokenizer, init) -> PretrainingModel:
+    with_pair = config.data.objective != "mlm"
+    if init is not None:
+        if config.data.max_length > init.config.max_length:
+            raise BertkitError(f"--data.max_length {config.data.max_length} > the {init.config.max_length} positions "
+                               f"of --init {init.path}; lower --data.max_length")
+        model = PretrainingModel(init.config, with_pair, init.encoder, init.heads.get("mlm"), init.heads.get("pair"))
+        for key, head in model.heads().items():
+            if key not in init.heads:       # a new head starts as BERT initializes its heads
+                head.apply(model.encoder._init_weights)
+        return model
+    encoder_config = config.encoder.replace(vocab_size=tokenizer.vocab_size, pad_token_id=tokenizer.pad_id)
+    if config.data.max_length > encoder_config.max_length:
+        raise BertkitError(f"--data.max_length {config.data.max_length} > encoder.max_position_embeddings "
+                           f"{encoder_config.max_position_embeddings}; raise the latter or lower the former")
+    model = PretrainingModel(encoder_config, with_pair)
+    for head in model.heads().values():
+        head.apply(model.encoder._init_weights)
+    return model
+
+
+def run_pretraining(config: PretrainConfig, corpus: Sequence[str], output: str | Path, init: Optional[str] = None,
+                    vocab: Optional[str] = None) -> PretrainResult:
+    """Pre-train (or continue pre-training `init`) on `corpus`; the model folder is `output` itself."""
+    output = Path(output)
+    train_config = dataclasses.replace(config.train, output_dir=str(output))
+    device = pick_device(train_config.device)
+    init_distributed(device)
+    if dist_.rank() == 0:
+        output.mkdir(parents=True, exist_ok=True)
+        save_config(config, output, "pretrain_config.json")
+    _barrier()
+    checkpoint = load_checkpoint(init) if init is not None else None
+    tokenizer = _tokenizer(config, corpus, output, checkpoint, vocab)
+    seed = train_config.seed
+    shards_dir = Path(config.data.shards_dir) if config.data.shards_dir else output / "shards"
+    shards, train_set, heldout = prepare_data(config, corpus, tokenizer, shards_dir, seed)
+    specials = SpecialIds.from_tokenizer(tokenizer)
+    masking = MaskingConfig(strategy=config.data.masking, rate=config.data.mask_rate)
+    copies = config.data.dupe_factor if config.data.static_masking else 0
+    data = PretrainingBatches(shards, train_set, specials, masking, seed, copies)
+    batches = IndexedBatches(len(data), config.data.batch_size, data.make_batch, seed=seed, drop_last=True)
+    if len(batches) == 0:
+        raise BertkitError(f"{len(data)} training instances make no full batch of {config.data.batch_size} per "
+                           "process; lower --data.batch_size or add text")
+    seed_everything(seed)
+    model = _model(config, tokenizer, checkpoint)
+    evaluate = None
+    if len(heldout):
+        held = PretrainingBatches(shards, heldout, specials, masking, seed + 1, static_copies=1)  # fixed masks
+        held_batches = [held.make_batch(list(range(i, min(i + config.data.eval_batch_size, len(heldout)))), 0)
+                        for i in range(0, len(heldout), config.data.eval_batch_size)]
+
+        def evaluate(m: PretrainingModel) -> dict[str, float]:
+            return evaluate_mlm(m, held_batches, device)
+
+    meta = {"task": "pretraining", "objective": config.data.objective, "masking": config.data.masking,
+            "max_length": config.data.max_length, "init": str(init) if init else None}
+
+    def save_model(m: PretrainingModel, step: int) -> None:
+        save_checkpoint(output, m.encoder, tokenizer, m.heads(), {**meta, "step": step})
+
+    result = train(model, pretraining_loss, batches, train_config, evaluate=evaluate, on_checkpoint=save_model)
+    return PretrainResult(output, result)
+
+
+def evaluate_mlm_on_corpus(model_dir: str, corpus: Sequence[str], max_length: int = 128, batch_size: int = 32,
+                           masking: str = "token", seed: int = 0, device: str = "auto") -> dict[str, float]:
+    """MLM loss / accuracy / perplexity of a saved model on a corpus (packed instances, fixed masks)."""
+    checkpoint = load_checkpoint(model_dir)
+    if "mlm" not in checkpoint.heads:
+        raise BertkitError(f"{model_dir} has no MLM head (heads: {', '.join(checkpoint.heads) or 'none'}); "
+                           "evaluate a pre-trained (BertForMaskedLM / BertForPreTraining) folder")
+    if checkpoint.tokenizer is None:
+        raise BertkitError(f"{model_dir} has no tokenizer files (vocab.txt / tokenizer.json)")
+    max_length = min(max_length, checkpoint.config.max_length)
+    target = pick_device(device)
+    model = PretrainingModel(checkpoint.config, False, checkpoint.encoder, checkpoint.heads["mlm"]).to(target)
+    with tempfile.TemporaryDirectory(prefix="bertkit-eval-shards-") as tmp:
+        build_shards(corpus, checkpoint.tokenizer, tmp)
+        shards = open_shards(tmp)
+        instances = build_instances(shards, "packed", max_length, seed)
+        data = PretrainingBatches(shards, instances, SpecialIds.from_tokenizer(checkpoint.tokenizer),
+                                  MaskingConfig(strategy=masking), seed, static_copies=1)
+        batches = (data.make_batch(list(range(i, min(i + batch_size, len(data)))), 0)
+                   for i in range(0, len(data), batch_size))
+        return evaluate_mlm(model, batches, target)

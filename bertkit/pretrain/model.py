@@ -1,0 +1,91 @@
+"""The pre-training model (encoder + MLM head + optional NSP/SOP head) and its loss."""
+from __future__ import annotations
+
+from typing import NamedTuple, Optional
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from bertkit.model.config import EncoderConfig
+from bertkit.model.encoder import Encoder
+from bertkit.model.heads import MaskedLMHead, SentencePairHead
+from bertkit.pretrain.masking import IGNORE_INDEX
+from bertkit.train.distributed import global_sum, world_size
+
+
+class PretrainingOutput(NamedTuple):
+    mlm_logits: torch.Tensor              # (N, V): only the N masked positions
+    pair_logits: Optional[torch.Tensor]   # (B, 2) for nsp/sop, else None
+
+
+class PretrainingModel(nn.Module):
+    def __init__(self, config: EncoderConfig, with_pair_head: bool, encoder: Optional[Encoder] = None,
+                 mlm: Optional[MaskedLMHead] = None, pair: Optional[SentencePairHead] = None):
+        super().__init__()
+        self.encoder = encoder if encoder is not None else Encoder(config)
+        self.mlm = mlm if mlm is not None else MaskedLMHead(config)
+        self.pair = (pair if pair is not None else SentencePairHead(config)) if with_pair_head else None
+        if self.pair is None and self.encoder.pooler is not None:
+            # MLM alone never uses the pooler: freeze it so DDP does not wait for its gradients.
+            self.encoder.pooler.requires_grad_(False)
+
+    @property
+    def config(self) -> EncoderConfig:
+        return self.encoder.config
+
+    def heads(self) -> dict[str, nn.Module]:
+        return {"mlm": self.mlm, **({"pair": self.pair} if self.pair is not None else {})}
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, token_type_ids: torch.Tensor,
+                labels: torch.Tensor) -> PretrainingOutput:
+        out = self.encoder(input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids)
+        masked = labels != IGNORE_INDEX                                    # (B, T)
+        hidden = out.last_hidden_state[masked]                             # (N, C): the vocab projection
+        mlm_logits = self.mlm(hidden, self.encoder.embeddings.token.weight)  # runs on N rows, not B*T
+        pair_logits = self.pair(out.pooled_output) if self.pair is not None else None
+        return PretrainingOutput(mlm_logits, pair_logits)
+
+
+def pretraining_loss(model: nn.Module, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, dict[str, float]]:
+    """MLM cross-entropy averaged over the masked tokens of the *global* batch (so W ranks of batch B give
+    the same loss and gradients as one process of batch W*B), plus the NSP/SOP cross-entropy."""
+    labels = batch["labels"]
+    out: PretrainingOutput = model(batch["input_ids"], batch["attention_mask"], batch["token_type_ids"], labels)
+    targets = labels[labels != IGNORE_INDEX]
+    count = torch.tensor(float(targets.numel()), device=targets.device)
+    total = global_sum(count).clamp(min=1.0)
+    summed = F.cross_entropy(out.mlm_logits.float(), targets, reduction="sum")
+    mlm_loss = summed * world_size() / total          # DDP averages gradients over ranks
+    local = max(targets.numel(), 1)
+    metrics = {"mlm_loss": float(summed.detach()) / local,
+               "mlm_accuracy": float((out.mlm_logits.argmax(-1) == targets).float().sum()) / local,
+               "tokens": float(batch["attention_mask"].sum())}
+    loss = mlm_loss
+    if out.pair_logits is not None and "pair_labels" in batch:
+        pair_loss = F.cross_entropy(out.pair_logits.float(), batch["pair_labels"])
+        loss = loss + pair_loss
+        metrics["pair_loss"] = float(pair_loss.detach())
+        metrics["pair_accuracy"] = float((out.pair_logits.argmax(-1) == batch["pair_labels"]).float().mean())
+    return loss, metrics
+
+
+@torch.no_grad()
+def evaluate_mlm(model: PretrainingModel, batches, device: torch.device) -> dict[str, float]:
+    """Held-out MLM loss, accuracy and perplexity, reduced batch by batch: only (N, V) logits of one batch
+    exist at a time, never the whole corpus'."""
+    was_training = model.training
+    model.eval()
+    loss_sum, correct, count = 0.0, 0, 0
+    for batch in batches:
+        batch = {k: v.to(device) for k, v in batch.items()}
+        labels = batch["labels"]
+        out = model(batch["input_ids"], batch["attention_mask"], batch["token_type_ids"], labels)
+        targets = labels[labels != IGNORE_INDEX]
+        loss_sum += float(F.cross_entropy(out.mlm_logits.float(), targets, reduction="sum"))
+        correct += int((out.mlm_logits.argmax(-1) == targets).sum())
+        count += int(targets.numel())
+    model.train(was_training)
+    loss = loss_sum / max(count, 1)
+    return {"loss": loss, "mlm_accuracy": correct / max(count, 1), "perplexity": float(torch.tensor(loss).exp()),
+            "tokens": count}

@@ -1,0 +1,62 @@
+"""Run logs: one JSON line per optimizer step (and per evaluation) in log.jsonl, and a loss.png curve."""
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Optional
+
+
+class JsonlLog:
+    """Appends records to `<folder>/log.jsonl`; a resumed run keeps appending to the same file."""
+
+    def __init__(self, folder: Optional[Path], enabled: bool = True):
+        self.path = folder / "log.jsonl" if folder is not None and enabled else None
+        self._file = None
+        if self.path is not None:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._file = self.path.open("a", encoding="utf-8")
+
+    def write(self, record: dict) -> None:
+        if self._file is not None:
+            self._file.write(json.dumps(record, ensure_ascii=False, allow_nan=True) + "\n")
+            self._file.flush()
+
+    def close(self) -> None:
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+
+
+def read_log(path: Path) -> list[dict]:
+    with Path(path).open(encoding="utf-8") as handle:
+        return [json.loads(line) for line in handle if line.strip()]
+
+
+def plot_loss(log_path: Path, image_path: Path) -> Optional[str]:
+    """Draw training loss (and evaluation loss, where logged) against steps. Returns a note instead of
+    drawing when matplotlib is missing, so plotting never stops a finished run."""
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return "matplotlib is not installed; skipped loss.png (pip install 'bertkit[plot]')"
+    records = read_log(log_path)
+    # After a NaN roll-back or a resume, steps repeat: the last record for a step is the one that counted.
+    train = {r["step"]: r["loss"] for r in records if "loss" in r and "eval" not in r and "event" not in r}
+    evals = {r["step"]: r["eval"]["loss"] for r in records if isinstance(r.get("eval"), dict) and "loss" in r["eval"]}
+    fig, ax = plt.subplots(figsize=(7, 4))
+    steps = sorted(s for s in train if math.isfinite(train[s]))
+    ax.plot(steps, [train[s] for s in steps], label="train loss", linewidth=1)
+    if evals:
+        steps = sorted(evals)
+        ax.plot(steps, [evals[s] for s in steps], "o-", label="eval loss")
+    ax.set_xlabel("step")
+    ax.set_ylabel("loss")
+    ax.grid(alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(image_path, dpi=100)
+    plt.close(fig)
+    return None

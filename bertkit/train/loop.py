@@ -1,0 +1,296 @@
+"""The one training loop, shared by pre-training, fine-tuning, embedding training and distillation.
+
+A job brings a model, `loss_fn(model, batch) -> (loss, {name: float})` and a resumable batch source; the
+loop owns everything else: AdamW groups and the lr schedule, gradient accumulation and clipping, bf16
+autocast on CUDA, DDP under torchrun, periodic evaluation with best-model and early-stopping callbacks,
+log.jsonl / loss.png / a progress bar, atomic checkpoints with exact resume, and roll-back on a
+non-finite loss. loss_fn must call `model(...)` (under DDP that is the wrapper, which syncs gradients).
+"""
+from __future__ import annotations
+
+import contextlib
+import math
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+import torch
+from torch import nn
+from tqdm.auto import tqdm
+
+from bertkit.errors import BertkitError
+from bertkit.runtime import autocast, distributed_env, init_distributed, pick_device, rng_state, seed_everything, set_rng_state
+from bertkit.train import distributed as dist_
+from bertkit.train.batches import BatchSource, to_device
+from bertkit.train.checkpointing import load_state, save_state, state_path
+from bertkit.train.log import JsonlLog, plot_loss
+from bertkit.train.optim import Schedule, ScheduleName, build_optimizer, encoder_layer_of, parse_duration
+
+LossFn = Callable[[nn.Module, Any], tuple[torch.Tensor, dict[str, float]]]
+# Metrics summed (not averaged) over micro-batches and ranks; "tokens" also gives tokens/s in the log.
+SUMMED_METRICS = ("tokens",)
+
+
+@dataclass
+class TrainConfig:
+    lr: float = 5e-5
+    weight_decay: float = 0.01
+    warmup_ratio: float = 0.0               # fraction of the run; slanted_triangular's cut fraction (0 -> 0.1)
+    warmup_steps: Optional[int] = None      # overrides warmup_ratio
+    schedule: ScheduleName = "linear"
+    max_steps: Optional[int] = None         # optimizer steps; else epochs x batches per epoch
+    epochs: int = 1                         # used when neither max_steps nor time_budget is set
+    time_budget: Optional[str] = None       # "30m": the schedule is fitted to wall-clock time (Cramming)
+    grad_accum: int = 1
+    clip_norm: Optional[float] = 1.0
+    eval_every: int = 0                     # steps; 0 = at the end of each epoch
+    save_every: int = 0                     # steps; 0 = only at the end (and at step 0, for roll-back)
+    log_every: int = 1
+    seed: int = 0
+    device: str = "auto"
+    bf16: bool = True                       # autocast on CUDA only
+    layerwise_lr_decay: Optional[float] = None
+    adam_beta1: float = 0.9
+    adam_beta2: float = 0.999
+    adam_eps: float = 1e-6
+    output_dir: Optional[str] = None        # log.jsonl, loss.png, checkpoint/training_state.pt
+    resume: bool = False
+    metric_for_best: Optional[str] = None   # an evaluate() key
+    greater_is_better: Optional[bool] = None  # None: False for names containing "loss", else True
+    early_stopping_patience: Optional[int] = None  # evaluations without improvement
+    max_rollbacks: int = 3
+    rollback_lr_factor: float = 0.5
+    progress_bar: bool = True
+    find_unused_parameters: bool = False    # DDP option for models with branches unused by the loss
+
+
+@dataclass
+class TrainResult:
+    steps: int
+    epochs: int                             # completed passes over the data
+    elapsed_s: float
+    stop_reason: str                        # max_steps | time_budget | epochs | early_stopping
+    losses: list[float] = field(default_factory=list)        # per optimizer step, this call only
+    last_eval: dict[str, float] = field(default_factory=dict)
+    best_metric: Optional[float] = None
+    best_eval: dict[str, float] = field(default_factory=dict)
+    rollbacks: int = 0
+
+
+def say(message: str) -> None:
+    tqdm.write(f"bertkit: {message}", file=sys.stderr)
+
+
+def train(model: nn.Module, loss_fn: LossFn, batches: BatchSource, config: TrainConfig,
+          evaluate: Optional[Callable[[nn.Module], dict[str, float]]] = None,
+          on_best: Optional[Callable[[nn.Module, dict[str, float]], None]] = None,
+          on_epoch_start: Optional[Callable[[nn.Module, int], None]] = None,
+          on_checkpoint: Optional[Callable[[nn.Module, int], None]] = None,
+          layer_of: Callable[[str], Optional[int]] = encoder_layer_of) -> TrainResult:
+    """Train `model` in place. Callbacks get the unwrapped model and run on rank 0 only, except
+    on_epoch_start (every rank, at each epoch start and again after a resume; make it idempotent)."""
+    device = pick_device(config.device)
+    rank, world = init_distributed(device)
+    local_rank = distributed_env()[2]
+    main = rank == 0
+    seed_everything(config.seed + rank)    # dropout differs per rank; data order comes from the batch source
+    model.to(device)
+    net: nn.Module = model
+    if world > 1:
+        net = nn.parallel.DistributedDataParallel(
+            model, device_ids=[local_rank] if device.type == "cuda" else None,
+            find_unused_parameters=config.find_unused_parameters)
+    optimizer = build_optimizer(model, config.lr, config.weight_decay, (config.adam_beta1, config.adam_beta2),
+                                config.adam_eps, config.layerwise_lr_decay, layer_of)
+    total = _total_steps(config, batches)
+    schedule = Schedule(config.schedule, total, parse_duration(config.time_budget) if config.time_budget else None,
+                        config.warmup_ratio, config.warmup_steps)
+    out = Path(config.output_dir) if config.output_dir else None
+    ckpt = state_path(out) if out else None
+    greater = config.greater_is_better
+    if greater is None and config.metric_for_best:
+        greater = "loss" not in config.metric_for_best
+    run = {"epoch": 0, "best": None, "best_eval": {}, "bad_evals": 0, "rollbacks": 0}
+
+    def checkpoint() -> None:
+        rngs = dist_.gather_objects(rng_state())          # collective: every rank calls it
+        if main and ckpt is not None:
+            save_state(ckpt, {"model": model.state_dict(), "optimizer": optimizer.state_dict(),
+                              "schedule": schedule.state_dict(), "data": batches.state_dict(),
+                              "rng": rngs, "run": dict(run), "world_size": world})
+            if on_checkpoint is not None:
+                on_checkpoint(model, schedule.step)
+
+    def restore(state: dict) -> None:
+        model.load_state_dict(state["model"])
+        optimizer.load_state_dict(state["optimizer"])
+        schedule.load_state_dict(state["schedule"])
+        batches.load_state_dict(state["data"])
+        set_rng_state(state["rng"][rank] if len(state["rng"]) == world else state["rng"][0])
+        run.update(state["run"])
+
+    if config.resume:
+        state = load_state(ckpt) if ckpt is not None else None
+        if state is None:
+            raise BertkitError(f"--resume: no training state at {ckpt or '(no output_dir)'}; start without --resume")
+        restore(state)
+        if main:
+            say(f"resumed from {ckpt} at step {schedule.step}")
+    elif ckpt is not None:
+        checkpoint()                                      # the step-0 state a NaN can roll back to
+
+    log = JsonlLog(out, enabled=main)
+    bar = tqdm(total=total, initial=schedule.step, disable=not (main and config.progress_bar),
+               unit="step", dynamic_ncols=True, file=sys.stderr)
+    result = TrainResult(steps=schedule.step, epochs=run["epoch"], elapsed_s=schedule.elapsed_s, stop_reason="")
+    net.train()
+    micro, sums, started = 0, {}, time.perf_counter()
+    stop: Optional[str] = _stop_reason(config, schedule, run)
+
+    def run_eval() -> Optional[str]:
+        metrics = None
+        if main:
+            model.eval()
+            with torch.no_grad(), autocast(device, config.bf16):
+                metrics = {k: float(v) for k, v in evaluate(model).items()}
+            model.train()
+        metrics = dist_.broadcast_object(metrics)
+        result.last_eval = metrics
+        log.write({"step": schedule.step, "epoch": run["epoch"], "eval": metrics})
+        run["eval_step"] = schedule.step
+        if main:
+            bar.write(f"step {schedule.step}: " + ", ".join(f"{k} {v:.4g}" for k, v in metrics.items()), file=sys.stderr)
+        key = config.metric_for_best
+        if key is None:
+            return None
+        if key not in metrics:
+            raise BertkitError(f"metric_for_best {key!r} is not among the evaluation metrics {sorted(metrics)}")
+        value = metrics[key]
+        if run["best"] is None or (value > run["best"] if greater else value < run["best"]):
+            run.update(best=value, best_eval=metrics, bad_evals=0)
+            if main and on_best is not None:
+                on_best(model, metrics)
+            return None
+        run["bad_evals"] += 1
+        patience = config.early_stopping_patience
+        return "early_stopping" if patience is not None and run["bad_evals"] >= patience else None
+
+    while stop is None:
+        if on_epoch_start is not None:
+            on_epoch_start(model, run["epoch"])
+        rolled_back = False
+        for batch in batches:
+            micro += 1
+            sync = micro % config.grad_accum == 0
+            with (net.no_sync() if world > 1 and not sync else contextlib.nullcontext()):
+                with autocast(device, config.bf16):
+                    loss, metrics = loss_fn(net, to_device(batch, device))
+                (loss / config.grad_accum).backward()
+            for key, value in [("loss", float(loss.detach()))] + list(metrics.items()):
+                sums[key] = sums.get(key, 0.0) + float(value)
+            if not sync:
+                continue
+            keys = sorted(sums)
+            values = [sums[k] if k in SUMMED_METRICS else sums[k] / config.grad_accum for k in keys]
+            values = dict(zip(keys, dist_.mean_over_ranks(values, device)))
+            for k in SUMMED_METRICS:
+                if k in values:
+                    values[k] *= world
+            sums = {}
+            norm = torch.nn.utils.clip_grad_norm_(model.parameters(), config.clip_norm or float("inf"))
+            if not (math.isfinite(values["loss"]) and math.isfinite(float(norm))):
+                _rollback(values["loss"], schedule, optimizer, ckpt, run, config, restore, log)
+                result.rollbacks = run["rollbacks"]
+                bar.n = schedule.step
+                rolled_back = True
+                break
+            lr = schedule.apply(optimizer)
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
+            now = time.perf_counter()
+            step_s, started = now - started, now
+            schedule.step += 1
+            schedule.elapsed_s = dist_.broadcast_float(schedule.elapsed_s + step_s, device)
+            result.losses.append(values["loss"])
+            bar.update(1)
+            if main and (schedule.step % config.log_every == 0 or schedule.step == 1):
+                record = {"step": schedule.step, "epoch": run["epoch"], "lr": lr, "grad_norm": float(norm),
+                          "elapsed_s": round(schedule.elapsed_s, 3), **values}
+                if "tokens" in values:
+                    record["tokens_per_s"] = values["tokens"] / max(step_s, 1e-9)
+                log.write(record)
+                bar.set_postfix(loss=f"{values['loss']:.4f}", lr=f"{lr:.2e}", refresh=False)
+            if evaluate is not None and config.eval_every and schedule.step % config.eval_every == 0:
+                stop = run_eval()
+            if config.save_every and schedule.step % config.save_every == 0:
+                checkpoint()
+            stop = stop or _stop_reason(config, schedule, run)
+            if stop:
+                break
+        if rolled_back:
+            continue
+        if stop is None:                                   # the epoch ran to its end
+            run["epoch"] += 1
+            if evaluate is not None and not config.eval_every:
+                stop = run_eval()
+            stop = stop or _stop_reason(config, schedule, run)
+
+    if evaluate is not None and run.get("eval_step") != schedule.step:
+        stop = run_eval() or stop                         # a final evaluation of the finished model
+    if not (config.save_every and schedule.step % config.save_every == 0):
+        checkpoint()
+    bar.close()
+    log.close()
+    if main and log.path is not None:
+        note = plot_loss(log.path, out / "loss.png")
+        if note:
+            say(note)
+    result.steps, result.epochs, result.elapsed_s, result.stop_reason = schedule.step, run["epoch"], schedule.elapsed_s, stop
+    result.best_metric, result.best_eval = run["best"], run["best_eval"]
+    return result
+
+
+def _total_steps(config: TrainConfig, batches: BatchSource) -> Optional[int]:
+    if config.max_steps is not None:
+        return config.max_steps
+    if config.time_budget:
+        return None
+    try:
+        per_epoch = len(batches)  # type: ignore[arg-type]
+    except TypeError:
+        raise BertkitError("set max_steps or time_budget: the batch source has no length to count epochs") from None
+    return max(1, math.ceil(config.epochs * per_epoch / config.grad_accum))
+
+
+def _stop_reason(config: TrainConfig, schedule: Schedule, run: dict) -> Optional[str]:
+    if config.max_steps is not None and schedule.step >= config.max_steps:
+        return "max_steps"
+    if schedule.time_budget_s and schedule.elapsed_s >= schedule.time_budget_s:
+        return "time_budget"
+    if config.max_steps is None and not config.time_budget and run["epoch"] >= config.epochs:
+        return "epochs"
+    return None
+
+
+def _rollback(loss: float, schedule: Schedule, optimizer, ckpt: Optional[Path], run: dict, config: TrainConfig,
+              restore: Callable[[dict], None], log: JsonlLog) -> None:
+    """A NaN/inf loss or gradient: reload the last good state and continue with a lower lr."""
+    optimizer.zero_grad(set_to_none=True)
+    bad_step = schedule.step + 1
+    state = load_state(ckpt) if ckpt is not None else None
+    if state is None or run["rollbacks"] >= config.max_rollbacks:
+        why = "no checkpoint to roll back to (set output_dir)" if state is None else \
+            f"still not finite after {run['rollbacks']} roll-backs"
+        raise BertkitError(f"step {bad_step}: loss is {loss}; {why}; lower the lr (now x{schedule.lr_scale:g}) "
+                           "or check the data")
+    scale = schedule.lr_scale * config.rollback_lr_factor
+    rollbacks = run["rollbacks"] + 1
+    restore(state)
+    schedule.lr_scale = scale
+    run["rollbacks"] = rollbacks
+    say(f"step {bad_step}: loss is {loss}; rolled back to the checkpoint of step {schedule.step} "
+        f"and lowered the learning rate to x{scale:g} of the schedule")
+    log.write({"step": bad_step, "event": "rollback", "loss": loss, "to_step": schedule.step, "lr_scale": scale})
+

@@ -1,0 +1,103 @@
+import json
+from pathlib import Path
+
+import pytest
+
+from bertkit.cli import main
+from bertkit.pretrain import job as job_module
+from pretrain_corpus import write_corpus
+
+TINY_CONFIG = str(Path(__file__).parents[2] / "configs" / "pretrain" / "tiny.toml")
+
+TINY = ["--encoder.hidden_size=32", "--encoder.intermediate_size=64", "--encoder.num_layers=1",
+        "--encoder.max_position_embeddings=64", "--data.max_length=32", "--data.batch_size=8",
+        "--train.progress_bar=false", "--train.lr=1e-3", "--data.heldout_fraction=0.1"]
+
+
+def pretrain(args, capsys=None) -> int:
+    return main(["pretrain", "--config", TINY_CONFIG, *args, *TINY])
+
+
+def losses(folder):
+    return {r["step"]: r["loss"] for r in map(json.loads, (folder / "log.jsonl").read_text().splitlines())
+            if "lr" in r}
+
+
+def test_pretrain_cli_end_to_end_then_evaluate_and_continue(tmp_path, corpus, vocab_dir, capsys):
+    out = tmp_path / "run"
+    assert pretrain(["--corpus", str(corpus), "--output", str(out), "--vocab", str(vocab_dir), "--max-steps", "12",
+                     "--objective", "mlm+sop", "--masking", "whole-word", "--train.eval_every=6"]) == 0
+    summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert summary["steps"] == 12 and "eval_mlm_accuracy" in summary
+    for name in ("config.json", "model.safetensors", "vocab.txt", "bertkit.json", "log.jsonl", "loss.png",
+                 "pretrain_config.json", "checkpoint/training_state.pt"):
+        assert (out / name).exists(), name
+    assert json.loads((out / "config.json").read_text())["architectures"] == ["BertForPreTraining"]
+
+    assert main(["evaluate-mlm", "--model", str(out), "--corpus", str(corpus), "--max-length", "32"]) == 0
+    metrics = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert set(metrics) == {"loss", "mlm_accuracy", "perplexity", "tokens"} and metrics["tokens"] > 0
+
+    # continued pre-training keeps the checkpoint's tokenizer (no --vocab) and lowers the domain loss
+    more = tmp_path / "more"
+    assert pretrain(["--corpus", str(corpus), "--output", str(more), "--init", str(out), "--max-steps", "20",
+                     "--train.lr=3e-3"]) == 0
+    capsys.readouterr()
+    assert (more / "vocab.txt").read_text() == (out / "vocab.txt").read_text()
+    assert main(["evaluate-mlm", "--model", str(more), "--corpus", str(corpus), "--max-length", "32"]) == 0
+    after = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert after["loss"] < metrics["loss"]
+
+
+def test_kill_and_resume_continues_the_loss_curve(tmp_path, corpus, vocab_dir, monkeypatch):
+    common = ["--corpus", str(corpus), "--vocab", str(vocab_dir), "--max-steps", "40", "--train.save_every=20",
+              "--train.warmup_steps=4"]
+    assert pretrain([*common, "--output", str(tmp_path / "full")]) == 0
+
+    real_loss, calls = job_module.pretraining_loss, {"n": 0}
+
+    def killed_at_step_27(model, batch):
+        calls["n"] += 1
+        if calls["n"] == 27:
+            raise KeyboardInterrupt
+        return real_loss(model, batch)
+
+    monkeypatch.setattr(job_module, "pretraining_loss", killed_at_step_27)
+    assert pretrain([*common, "--output", str(tmp_path / "cut")]) == 130     # the CLI's "interrupted"
+    monkeypatch.setattr(job_module, "pretraining_loss", real_loss)
+    assert pretrain([*common, "--output", str(tmp_path / "cut"), "--resume"]) == 0
+    full, cut = losses(tmp_path / "full"), losses(tmp_path / "cut")
+    assert len(full) == 40
+    for step in range(21, 41):
+        assert cut[step] == pytest.approx(full[step], abs=1e-5), step
+
+
+def test_bad_input_gives_one_line_errors(tmp_path, corpus, vocab_dir, capsys):
+    empty = tmp_path / "empty.txt"
+    empty.write_text("\n\n", encoding="utf-8")
+    binary = tmp_path / "weights.txt"
+    binary.write_bytes(b"\x00\x93\xff" * 100)
+    other_vocab = tmp_path / "other_vocab.txt"
+    other_vocab.write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "a", "b"]) + "\n")
+    model = tmp_path / "model"
+    assert pretrain(["--corpus", str(corpus), "--output", str(model), "--vocab", str(vocab_dir),
+                     "--max-steps", "2"]) == 0
+    capsys.readouterr()
+    cases = [
+        (["--corpus", str(empty), "--vocab", str(vocab_dir)], "empty"),
+        (["--corpus", str(binary), "--vocab", str(vocab_dir)], "binary"),
+        (["--corpus", str(corpus), "--init", str(model), "--vocab", str(other_vocab)], "does not match the vocabulary"),
+        (["--corpus", str(tmp_path / "nope.txt"), "--vocab", str(vocab_dir)], "no such file"),
+    ]
+    for i, (args, message) in enumerate(cases):
+        assert pretrain([*args, "--output", str(tmp_path / f"bad{i}"), "--max-steps", "2"]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and err[0].startswith("bertkit: error:") and message in err[0], err
+
+
+def test_corpus_without_document_breaks_warns(tmp_path, vocab_dir, capsys):
+    flat = tmp_path / "flat.txt"
+    flat.write_text("\n".join(line for line in write_corpus(tmp_path / "c.txt").read_text().splitlines() if line))
+    with pytest.warns(UserWarning, match="no blank lines between documents"):
+        assert pretrain(["--corpus", str(flat), "--output", str(tmp_path / "o"), "--vocab", str(vocab_dir),
+                         "--max-steps", "2", "--objective", "mlm+nsp"]) == 0

@@ -1,0 +1,97 @@
+import json
+import math
+
+import pytest
+import torch
+
+from bertkit.errors import BertkitError
+from bertkit.train import TrainConfig, train
+from train_toy import ToyModel, toy_batches, toy_loss
+
+
+def fresh_model():
+    torch.manual_seed(0)
+    return ToyModel()
+
+
+def test_training_lowers_loss_and_writes_logs(tmp_path):
+    config = TrainConfig(lr=3e-3, epochs=6, warmup_ratio=0.1, output_dir=str(tmp_path), progress_bar=False)
+    result = train(fresh_model(), toy_loss, toy_batches(), config, evaluate=lambda m: {"loss": 0.0})
+    assert result.stop_reason == "epochs" and result.steps == 48 and result.epochs == 6
+    assert sum(result.losses[-8:]) < sum(result.losses[:8])
+    records = [json.loads(line) for line in (tmp_path / "log.jsonl").read_text().splitlines()]
+    steps = [r for r in records if "lr" in r]
+    assert len(steps) == 48 and "tokens_per_s" in steps[0] and steps[0]["tokens"] == 64
+    assert sum("eval" in r for r in records) == 6                       # once per epoch
+    assert (tmp_path / "checkpoint" / "training_state.pt").is_file()
+    assert (tmp_path / "loss.png").is_file()
+
+
+def test_kill_and_resume_continues_the_same_curve(tmp_path):
+    config = TrainConfig(lr=3e-3, max_steps=40, warmup_steps=4, save_every=10, progress_bar=False, seed=3)
+    full = train(fresh_model(), toy_loss, toy_batches(), TrainConfig(**{**config.__dict__, "output_dir": str(tmp_path / "a")}))
+
+    calls = {"n": 0}
+
+    def dying_loss(model, batch):
+        calls["n"] += 1
+        if calls["n"] == 26:
+            raise KeyboardInterrupt   # "killed" during step 26; the last checkpoint is step 20
+        return toy_loss(model, batch)
+
+    cut = TrainConfig(**{**config.__dict__, "output_dir": str(tmp_path / "b")})
+    with pytest.raises(KeyboardInterrupt):
+        train(fresh_model(), dying_loss, toy_batches(), cut)
+    torch.manual_seed(123)    # a different process state: resume must not depend on it
+    resumed = train(ToyModel(), toy_loss, toy_batches(), TrainConfig(**{**cut.__dict__, "resume": True}))
+    assert resumed.steps == 40 and len(resumed.losses) == 20
+    assert resumed.losses == pytest.approx(full.losses[20:], abs=1e-5)
+
+
+def test_resume_without_state_is_a_clear_error(tmp_path):
+    config = TrainConfig(max_steps=2, output_dir=str(tmp_path), resume=True, progress_bar=False)
+    with pytest.raises(BertkitError, match="no training state"):
+        train(fresh_model(), toy_loss, toy_batches(), config)
+
+
+def test_non_finite_loss_rolls_back_and_lowers_lr(tmp_path, capsys):
+    calls = {"n": 0}
+
+    def flaky_loss(model, batch):
+        calls["n"] += 1
+        loss, metrics = toy_loss(model, batch)
+        return (loss * float("nan") if calls["n"] == 7 else loss), metrics
+
+    config = TrainConfig(lr=1e-3, max_steps=12, save_every=5, output_dir=str(tmp_path), progress_bar=False)
+    result = train(fresh_model(), flaky_loss, toy_batches(), config)
+    assert result.rollbacks == 1 and result.steps == 12 and all(math.isfinite(x) for x in result.losses)
+    assert "rolled back to the checkpoint of step 5" in capsys.readouterr().err
+    log = [json.loads(line) for line in (tmp_path / "log.jsonl").read_text().splitlines()]
+    assert any(r.get("event") == "rollback" and r["lr_scale"] == 0.5 for r in log)
+
+    calls["n"] = 0
+    with pytest.raises(BertkitError, match="no checkpoint to roll back to"):
+        train(fresh_model(), flaky_loss, toy_batches(), TrainConfig(max_steps=12, progress_bar=False))
+
+
+def test_best_callback_and_early_stopping():
+    scores = iter([0.5, 0.7, 0.6, 0.65, 0.9])
+    best = []
+    config = TrainConfig(epochs=10, metric_for_best="accuracy", early_stopping_patience=2, progress_bar=False)
+    result = train(fresh_model(), toy_loss, toy_batches(), config, evaluate=lambda m: {"accuracy": next(scores)},
+                   on_best=lambda m, metrics: best.append(metrics["accuracy"]))
+    assert best == [0.5, 0.7] and result.stop_reason == "early_stopping" and result.epochs == 4
+    assert result.best_metric == 0.7
+
+
+def test_grad_accum_and_epoch_callback():
+    seen = []
+    config = TrainConfig(epochs=2, grad_accum=4, progress_bar=False)
+    result = train(fresh_model(), toy_loss, toy_batches(), config, on_epoch_start=lambda m, e: seen.append(e))
+    assert result.steps == 4 and seen == [0, 1]
+
+
+def test_time_budget_stops_the_run_and_drives_the_schedule():
+    config = TrainConfig(time_budget="0.3s", progress_bar=False)
+    result = train(fresh_model(), toy_loss, toy_batches(), config)
+    assert result.stop_reason == "time_budget" and result.steps >= 1 and result.elapsed_s >= 0.3
