@@ -115,29 +115,43 @@ def _from_dict(cls: type[T], data: dict[str, Any], where: str = "") -> T:
 
 
 def apply_overrides(config: T, overrides: list[str]) -> T:
-    """Apply `section.key=value` strings (a leading `--` is allowed) to a dataclass config."""
+    """Apply `section.key=value` strings (a leading `--` is allowed) to a dataclass config.
+
+    All overrides of a section are applied together, so checks that tie fields together (hidden_size
+    divisible by num_heads) see the final values.
+    """
+    changes: dict[str, Any] = {}
     for item in overrides:
         text = item[2:] if item.startswith("--") else item
         if "=" not in text:
             raise ConfigError(f"override {item!r} must look like --section.key=value")
         dotted, raw = text.split("=", 1)
-        config = _set(config, dotted.split("."), raw, dotted)
-    return config
+        _collect(config, dotted.split("."), raw, dotted, changes)
+    return _rebuild(config, changes, "")
 
 
-def _set(config: Any, path: list[str], raw: str, dotted: str) -> Any:
+def _collect(config: Any, path: list[str], raw: str, dotted: str, changes: dict[str, Any]) -> None:
     types_ = _field_types(type(config))
     key = path[0]
     if key not in types_:
         raise ConfigError(f"unknown key {dotted}; valid keys here: {', '.join(sorted(types_))}")
     if len(path) == 1:
-        value = _coerce(raw, types_[key], dotted)
-    else:
-        child = getattr(config, key)
-        if not dataclasses.is_dataclass(child):
-            raise ConfigError(f"{dotted}: {key} is not a section")
-        value = _set(child, path[1:], raw, dotted)
-    return dataclasses.replace(config, **{key: value})
+        changes[key] = _coerce(raw, types_[key], dotted)
+        return
+    child = getattr(config, key)
+    if not dataclasses.is_dataclass(child):
+        raise ConfigError(f"{dotted}: {key} is not a section")
+    _collect(child, path[1:], raw, dotted, changes.setdefault(key, {}))
+
+
+def _rebuild(config: Any, changes: dict[str, Any], where: str) -> Any:
+    values = {key: _rebuild(getattr(config, key), value, f"{where}{key}.")
+              if isinstance(value, dict) and dataclasses.is_dataclass(getattr(config, key)) else value
+              for key, value in changes.items()}
+    try:
+        return dataclasses.replace(config, **values)
+    except ValueError as err:
+        raise ConfigError(f"{where.rstrip('.') or 'config'}: {err}") from None
 
 
 def load_config(cls: type[T], path: str | Path | None = None, overrides: list[str] | None = None) -> T:

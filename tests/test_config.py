@@ -1,0 +1,64 @@
+from dataclasses import dataclass, field
+from typing import Literal, Optional
+
+import pytest
+
+from bertkit.config import ConfigError, apply_overrides, load_config, save_config
+from bertkit.model.config import EncoderConfig
+
+
+@dataclass
+class Optim:
+    lr: float = 1e-4
+    schedule: Literal["linear", "cosine"] = "linear"
+
+
+@dataclass
+class Job:
+    name: str = "run"
+    steps: int = 10
+    layers: list[int] = field(default_factory=lambda: [1, 2])
+    seed: Optional[int] = None
+    fast: bool = False
+    optim: Optim = field(default_factory=Optim)
+    encoder: EncoderConfig = field(default_factory=EncoderConfig)
+
+
+def test_toml_then_overrides(tmp_path):
+    path = tmp_path / "job.toml"
+    path.write_text('steps = 20\n[optim]\nlr = 3e-5\n', encoding="utf-8")
+    config = load_config(Job, path, ["--optim.schedule=cosine", "--fast=true", "--layers=4,5", "--seed=7"])
+    assert (config.steps, config.optim.lr, config.optim.schedule, config.fast, config.layers, config.seed) == (
+        20, 3e-5, "cosine", True, [4, 5], 7)
+    saved = save_config(config, tmp_path / "run")
+    assert '"lr": 3e-05' in saved.read_text()
+
+
+def test_section_overrides_are_checked_together():
+    config = apply_overrides(Job(), ["--encoder.hidden_size=64", "--encoder.num_heads=4"])
+    assert config.encoder.hidden_size == 64
+    with pytest.raises(ConfigError, match="encoder: hidden_size 70 is not divisible"):
+        apply_overrides(Job(), ["--encoder.hidden_size=70"])
+
+
+@pytest.mark.parametrize("override,message", [
+    ("--stepz=3", "unknown key stepz; valid keys here: encoder, fast, layers, name, optim, seed, steps"),
+    ("--steps=many", "steps: expected an integer"),
+    ("--optim.schedule=exp", "not one of"),
+    ("--fast=perhaps", "expected true/false"),
+    ("steps", "must look like"),
+])
+def test_bad_overrides(override, message):
+    with pytest.raises(ConfigError, match=message):
+        apply_overrides(Job(), [override])
+
+
+def test_bad_files(tmp_path):
+    with pytest.raises(ConfigError, match="does not exist"):
+        load_config(Job, tmp_path / "none.toml")
+    (tmp_path / "bad.toml").write_text("steps = [", encoding="utf-8")
+    with pytest.raises(ConfigError, match="invalid TOML"):
+        load_config(Job, tmp_path / "bad.toml")
+    (tmp_path / "unknown.toml").write_text("[optim]\nmomentum = 0.9\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match="unknown key optim.momentum"):
+        load_config(Job, tmp_path / "unknown.toml")
