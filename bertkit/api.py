@@ -90,13 +90,26 @@ class Model:
                                f"layers={fitted.get('layers')}; encode with those, or pass whiten=False")
         return self.whitening if matches else None
 
+    def predict(self, inputs: Sequence[Any], batch_size: int = 32) -> list[dict]:
+        """Predictions of the fine-tuned head: labels and scores, values, entities or answer spans with
+        character offsets. inputs: texts, (text, pair) tuples, or {"question", "context"} for QA."""
+        from bertkit.finetune.predict import predict
+        return predict(self, inputs, batch_size=batch_size)
+
     def save(self, folder: str | os.PathLike) -> Path:
         return save_checkpoint(folder, self.encoder, self.tokenizer, self.heads, self.meta)
 
 
-def load(path: str | os.PathLike, device: str | None = None) -> Model:
-    """Load a model folder (bertkit, Hugging Face BERT/RoBERTa, sentence-transformers or Google BERT)."""
-    return Model(load_checkpoint(path, device=pick_device(device)))
+def load(path: str | os.PathLike, device: str | None = None):
+    """Load a model: a folder (bertkit, Hugging Face BERT/RoBERTa, sentence-transformers or Google BERT), a
+    folder saved by `bertkit quantize` (int8 re-applied, CPU), or an ONNX export (run by onnxruntime)."""
+    from bertkit.distill.onnx_model import OnnxModel, onnx_file_of
+    from bertkit.distill.quantize import apply_saved_quantization
+
+    onnx_file = onnx_file_of(path)
+    if onnx_file is not None:
+        return OnnxModel(onnx_file)
+    return Model(apply_saved_quantization(load_checkpoint(path, device=pick_device(device))))
 
 
 def convert(source: str | os.PathLike, target: str | os.PathLike) -> Path:

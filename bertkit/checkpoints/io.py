@@ -74,10 +74,14 @@ def load_checkpoint(path: str | os.PathLike, device: str | torch.device = "cpu")
     else:
         raise CheckpointError(f"{folder}: no config.json (Hugging Face / bertkit) or bert_config.json (Google "
                               "BERT) found; is this a model folder?")
-    architectures = _read_json(folder / "config.json").get("architectures", []) if (folder / "config.json").is_file() else []
+    hf_config = _read_json(folder / "config.json") if (folder / "config.json").is_file() else {}
+    architectures = hf_config.get("architectures", [])
     split = hf.split_hf_state(raw_state, token_head="BertForTokenClassification" in architectures
                               or meta.get("task") == "ner")
     encoder = Encoder(config)
+    if hf_config.get("pruned_heads"):
+        encoder.shape_pruned({int(layer): [int(h) for h in heads]
+                              for layer, heads in hf_config["pruned_heads"].items()})
     _load_encoder_state(encoder, split.encoder, folder)
     heads = {}
     for key, state in split.heads.items():
@@ -170,6 +174,8 @@ def save_checkpoint(folder: str | os.PathLike, encoder: Encoder, tokenizer: Toke
         if key in heads:
             hf_config.update(hf.label_config(heads[key].num_labels, (meta or {}).get("labels"),
                                              (meta or {}).get("task")))
+    if encoder.pruned_heads():
+        hf_config["pruned_heads"] = {str(layer): heads for layer, heads in encoder.pruned_heads().items()}
     hf_config.update(hf_config_extra or {})
     full_meta = {"format": "bertkit", "format_version": FORMAT_VERSION,
                  "encoder": {k: getattr(config, k) for k in hf.EXTRA_FIELDS}, **(meta or {})}

@@ -14,6 +14,13 @@ from bertkit.errors import BertkitError
 COMMAND_MODULES = [
     "bertkit.cli.model_commands",    # encode, convert, quickstart
     "bertkit.cli.vocab_commands",    # vocab train
+    "bertkit.cli.finetune_commands", # finetune, evaluate, predict
+    "bertkit.cli.serve_commands",    # serve
+    "bertkit.cli.search_commands",   # index build|add|update|delete|info, search
+    "bertkit.cli.pretrain_commands", # pretrain, evaluate-mlm
+    "bertkit.cli.embed_commands",    # whiten, simcse, evaluate-embeddings, plot-embeddings
+    "bertkit.cli.compress_commands", # export-onnx, quantize, prune-heads, distill
+    "bertkit.cli.generate_commands", # generate, vocab-bpe
 ]
 
 

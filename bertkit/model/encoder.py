@@ -6,7 +6,7 @@ B = batch, T = sequence length, C = hidden size, H = heads, D = head size (C = H
 from __future__ import annotations
 
 import math
-from typing import NamedTuple, Optional
+from typing import NamedTuple, Optional, Sequence
 
 import torch
 import torch.nn.functional as F
@@ -71,20 +71,27 @@ class Embeddings(nn.Module):
 
 
 class SelfAttention(nn.Module):
-    """Multi-head self-attention with one fused QKV projection and scaled_dot_product_attention."""
+    """Multi-head self-attention with one fused QKV projection and scaled_dot_product_attention.
 
-    def __init__(self, config: EncoderConfig):
+    kept_heads: after head pruning, the original indices of the heads this layer still has; the inner
+    width is then len(kept_heads) * D instead of C.
+    """
+
+    def __init__(self, config: EncoderConfig, kept_heads: Optional[Sequence[int]] = None):
         super().__init__()
-        self.num_heads = config.num_heads
-        self.qkv = nn.Linear(config.hidden_size, 3 * config.hidden_size)
-        self.out = nn.Linear(config.hidden_size, config.hidden_size)
+        self.kept_heads = list(range(config.num_heads) if kept_heads is None else kept_heads)
+        self.num_heads = len(self.kept_heads)
+        self.head_dim = config.head_dim
+        inner = self.num_heads * self.head_dim
+        self.qkv = nn.Linear(config.hidden_size, 3 * inner)
+        self.out = nn.Linear(inner, config.hidden_size)
         self.dropout_p = config.attention_dropout
 
     def forward(self, x: torch.Tensor, mask: Optional[torch.Tensor], causal: bool, need_weights: bool,
                 past: Optional[tuple[torch.Tensor, torch.Tensor]] = None):
         """-> (output (B, T, C), attention weights or None, (keys, values) including `past`)."""
-        B, T, C = x.shape
-        q, k, v = self.qkv(x).view(B, T, 3, self.num_heads, C // self.num_heads).permute(2, 0, 3, 1, 4)  # (B, H, T, D)
+        B, T, _ = x.shape
+        q, k, v = self.qkv(x).view(B, T, 3, self.num_heads, self.head_dim).permute(2, 0, 3, 1, 4)  # (B, H, T, D)
         if past is not None:
             k, v = torch.cat([past[0], k], dim=2), torch.cat([past[1], v], dim=2)   # (B, H, T_past + T, D)
         if causal and mask is None and k.shape[2] != T:
@@ -97,7 +104,7 @@ class SelfAttention(nn.Module):
             y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p,
                                                is_causal=causal and mask is None)
             weights = None
-        y = y.transpose(1, 2).reshape(B, T, C)                  # (B, T, C)
+        y = y.transpose(1, 2).reshape(B, T, self.num_heads * self.head_dim)   # (B, T, H * D)
         return self.out(y), weights, (k, v)
 
 
@@ -169,6 +176,21 @@ class Encoder(nn.Module):
             for block in self.blocks:
                 for linear in (block.attention.out, block.ffn.down):
                     nn.init.normal_(linear.weight, std=config.initializer_range / math.sqrt(2 * config.num_layers))
+
+    def pruned_heads(self) -> dict[int, list[int]]:
+        """layer -> original indices of the heads removed by pruning (HF's `pruned_heads`)."""
+        removed = {}
+        for layer, block in enumerate(self.blocks):
+            kept = set(block.attention.kept_heads)
+            if len(kept) < self.config.num_heads:
+                removed[layer] = [h for h in range(self.config.num_heads) if h not in kept]
+        return removed
+
+    def shape_pruned(self, removed: dict[int, list[int]]) -> None:
+        """Give the listed layers attention modules of the pruned width (before loading pruned weights)."""
+        for layer, heads in removed.items():
+            kept = [h for h in range(self.config.num_heads) if h not in set(heads)]
+            self.blocks[layer].attention = SelfAttention(self.config, kept)
 
     def _init_weights(self, module: nn.Module) -> None:
         std = self.config.initializer_range

@@ -1,0 +1,140 @@
+"""Compression benchmark on the BBC news set: distillation, int8, ONNX and head pruning, one table.
+
+    python benchmarks/compress.py --data-dir DATA --work /tmp/compress [--teacher DIR] \
+        [--max-length 128] [--train-examples N] [--eval-examples N] [--epochs 3] [--json out.json]
+
+1. teacher: all-MiniLM-L6-v2 (6 layers) fine-tuned on bbc_train (skipped with --teacher DIR);
+2. student: 3 layers copied from the teacher (0, 2, 4) + its head, distilled (KD T=2, alpha=0.5);
+3. baseline: the same student trained on the gold labels only (alpha=0: no teacher signal);
+4. the teacher quantized to dynamic int8, exported to ONNX, and with 30% of its heads pruned;
+then accuracy and sentences/s of every variant on bbc_test, measured one after another in this process.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+import torch
+
+from bertkit.api import minilm_path
+from bertkit.checkpoints import load_checkpoint
+from bertkit.distill.job import DistillConfig, run_distill
+from bertkit.distill.measure import TABLE_HEADER, folder_size, load_dev_set, measure_logits, measure_module
+from bertkit.distill.onnx_export import export_onnx
+from bertkit.distill.onnx_model import OnnxModel
+from bertkit.distill.prune import load_pruned_transformers
+from bertkit.checkpoints import load_checkpoint
+from bertkit.distill.prune_job import prune_and_measure
+from bertkit.distill.quantize import load_quantized, save_quantized
+from bertkit.finetune.job import FinetuneConfig, run_finetune
+from bertkit.finetune.model import model_from_checkpoint
+
+
+def classifier(path, loader=load_checkpoint):
+    checkpoint = loader(path)
+    return model_from_checkpoint(checkpoint, "classification", checkpoint.meta.get("labels")), checkpoint
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data-dir", default="/work/shared/data")
+    parser.add_argument("--work", default="/tmp/compress-bench")
+    parser.add_argument("--teacher", help="an already fine-tuned teacher folder")
+    parser.add_argument("--max-length", type=int, default=128)
+    parser.add_argument("--train-examples", type=int)
+    parser.add_argument("--eval-examples", type=int)
+    parser.add_argument("--epochs", type=int, default=3)
+    parser.add_argument("--student-epochs", type=int, help="default: --epochs")
+    parser.add_argument("--batch-size", type=int, default=16)
+    parser.add_argument("--prune-fraction", type=float, default=0.3)
+    parser.add_argument("--rounds", type=int, default=2, help="timed rounds per variant (best kept)")
+    parser.add_argument("--json")
+    args = parser.parse_args()
+    data, work = Path(args.data_dir), Path(args.work)
+    work.mkdir(parents=True, exist_ok=True)
+    train, dev, test = (str(data / f"bbc_{s}.jsonl.gz") for s in ("train", "dev", "test"))
+    common = dict(max_length=args.max_length, max_train_examples=args.train_examples,
+                  max_dev_examples=args.eval_examples, epochs=args.epochs, batch_size=args.batch_size)
+    timings = {}
+    teacher_dir = args.teacher or str(work / "teacher")
+    if not args.teacher:
+        started = time.perf_counter()
+        run_finetune(FinetuneConfig(task="classification", model=str(minilm_path()), train=train, dev=dev,
+                                    output=teacher_dir, lr=1e-4, progress_bar=False, **common))
+        timings["teacher_finetune_s"] = time.perf_counter() - started
+    for name, alpha in (("student-distilled", 0.5), ("student-no-teacher", 0.0)):
+        started = time.perf_counter()
+        run_distill(DistillConfig(teacher=teacher_dir, student_layers=3, train=train, dev=dev,
+                                  output=str(work / name), alpha=alpha, temperature=2.0, lr=1e-4,
+                                  progress_bar=False, **{**common, "epochs": args.student_epochs or args.epochs}))
+        timings[f"{name}_train_s"] = time.perf_counter() - started
+    save_quantized(teacher_dir, work / "teacher-int8")
+    onnx_result = export_onnx(teacher_dir, work / "teacher-onnx" / "model.onnx", pooling="cls")
+    prune_report = prune_and_measure(teacher_dir, work / "teacher-pruned", dev, fraction=args.prune_fraction,
+                                     max_length=args.max_length, limit=args.eval_examples)
+
+    teacher, teacher_ckpt = classifier(teacher_dir)
+    test_set = load_dev_set(teacher_ckpt.tokenizer, teacher.label_names, test, args.max_length, args.eval_examples)
+    variants = [("teacher fp32 (6 layers)", teacher, work / "teacher" if not args.teacher else Path(teacher_dir)),
+                ("student distilled (3 layers)", classifier(work / "student-distilled")[0], work / "student-distilled"),
+                ("student no teacher (3 layers)", classifier(work / "student-no-teacher")[0], work / "student-no-teacher"),
+                ("teacher int8 dynamic", classifier(work / "teacher-int8", load_quantized)[0], None),
+                (f"teacher pruned {args.prune_fraction:.0%} heads",
+                 classifier(work / "teacher-pruned", load_checkpoint)[0], work / "teacher-pruned")]
+    onnx = OnnxModel(onnx_result.path)
+
+    def onnx_logits(texts):
+        return onnx.logits(texts, max_length=args.max_length)
+
+    # The machine is shared: measure every variant once per round, rounds interleaved, and keep each
+    # variant's fastest round (the one least disturbed by other processes).
+    best: dict[str, object] = {}
+    for round_index in range(args.rounds + 1):              # round 0 is a warm-up
+        for name, net, folder in variants:
+            row = measure_module(name, net, test_set)
+            if folder is not None:
+                row.size_bytes = (folder / "model.safetensors").stat().st_size
+            if round_index and (name not in best or row.sentences_per_s > best[name].sentences_per_s):
+                best[name] = row
+        row = measure_logits("teacher ONNX (onnxruntime)", onnx_logits, test_set,
+                             size_bytes=folder_size(onnx_result.path), params=best.get(variants[0][0], row).params)
+        if round_index and (row.name not in best or row.sentences_per_s > best[row.name].sentences_per_s):
+            best[row.name] = row
+    rows = list(best.values())
+
+    hf_pruned = load_pruned_transformers(work / "teacher-pruned")
+    ids = torch.randint(5, 1000, (2, 16))
+    ours = classifier(work / "teacher-pruned", load_checkpoint)[0].eval()
+    with torch.no_grad():
+        hf_diff = float((hf_pruned(input_ids=ids).logits - ours(ids)).abs().max())
+
+    print(f"BBC test ({len(test_set.features)} texts), max_length {args.max_length}, "
+          f"{torch.get_num_threads()} torch threads, best of {args.rounds} interleaved rounds; int8 size is its "
+          "serialized int8 state dict (the saved folder keeps fp32 weights)")
+    print(TABLE_HEADER)
+    for row in rows:
+        print(row.row())
+    t, d, b = rows[0], rows[1], rows[2]
+    summary = {"student_keeps_pct_of_teacher": 100 * d.accuracy / t.accuracy,
+               "student_speedup": d.sentences_per_s / t.sentences_per_s,
+               "distilled_minus_no_teacher_points": 100 * (d.accuracy - b.accuracy),
+               "int8_speedup": rows[3].sentences_per_s / t.sentences_per_s,
+               "int8_minus_fp32_points": 100 * (rows[3].accuracy - t.accuracy),
+               "onnx_speedup": rows[5].sentences_per_s / t.sentences_per_s,
+               "onnx_minus_fp32_points": 100 * (rows[5].accuracy - t.accuracy),
+               "onnx_max_abs_diff": onnx_result.max_abs_diff,
+               "pruned_heads_per_layer": prune_report.heads_per_layer,
+               "pruned_speedup": rows[4].sentences_per_s / t.sentences_per_s,
+               "pruned_minus_fp32_points": 100 * (rows[4].accuracy - t.accuracy),
+               "pruned_transformers_max_abs_logit_diff": hf_diff, **timings}
+    for key, value in summary.items():
+        print(f"{key}: {value:.3f}" if isinstance(value, float) else f"{key}: {value}")
+    if args.json:
+        Path(args.json).write_text(json.dumps({"rows": [vars(r) for r in rows], "summary": summary,
+                                               "args": vars(args)}, indent=2) + "\n", encoding="utf-8")
+
+
+if __name__ == "__main__":
+    main()

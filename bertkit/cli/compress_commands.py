@@ -1,0 +1,108 @@
+"""`bertkit export-onnx`, `bertkit quantize`, `bertkit prune-heads`, `bertkit distill`: thin shells over
+bertkit.distill. Each command that changes a model measures what it changed and prints it."""
+from __future__ import annotations
+
+import dataclasses
+import json
+import sys
+
+_DISTILL_FLAGS = {"teacher": str, "student": str, "student_layers": int, "task": str, "train": str, "dev": str,
+                  "output": str, "temperature": float, "alpha": float, "logit_loss": str, "hidden_weight": float,
+                  "hidden_loss": str, "attention_weight": float, "pooling": str, "epochs": int, "lr": float,
+                  "batch_size": int, "max_length": int, "max_train_examples": int, "max_dev_examples": int,
+                  "seed": int, "device": str}
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser("export-onnx", help="export a model folder to ONNX (pooling inside the graph)",
+                              description="Write an ONNX graph: input_ids, attention_mask (dynamic batch and "
+                                          "length) -> sentence vectors, plus logits for classifiers. The export is "
+                                          "compared with PyTorch at several shapes; the max abs diff is printed.")
+    p.add_argument("--model", required=True, help="model folder")
+    p.add_argument("--output", required=True, help="the .onnx file; the tokenizer is written beside it")
+    p.add_argument("--pooling", default="mean", choices=("mean", "cls", "max", "pooler"))
+    p.add_argument("--normalize", action="store_true", help="L2-normalize the vectors inside the graph")
+    p.add_argument("--opset", type=int, default=17)
+    p.set_defaults(func=_export_onnx)
+
+    p = subparsers.add_parser("quantize", help="dynamic int8 quantization of Linear layers (CPU)",
+                              description="Save a folder that loads as a dynamic-int8 model; with --dev, report "
+                                          "accuracy and sentences/s of fp32 and int8, measured in this run.")
+    p.add_argument("--model", required=True)
+    p.add_argument("--output", required=True)
+    p.add_argument("--dev", help="labelled file to measure accuracy and speed on (classification models)")
+    p.add_argument("--max-length", type=int, default=128)
+    p.add_argument("--max-dev-examples", type=int)
+    p.set_defaults(func=_quantize)
+
+    p = subparsers.add_parser("prune-heads", help="remove the least important attention heads (Michel et al.)",
+                              description="Score heads by |d loss / d head gate| on labelled data, remove a "
+                                          "fraction (or a count per layer), save, reload, and report accuracy and "
+                                          "speed before and after.")
+    p.add_argument("--model", required=True, help="a fine-tuned classification folder")
+    p.add_argument("--output", required=True)
+    p.add_argument("--dev", required=True, help="labelled file for the before/after accuracy")
+    p.add_argument("--importance-data", help="labelled file to score heads on (default: --dev)")
+    group = p.add_mutually_exclusive_group(required=True)
+    group.add_argument("--fraction", type=float, help="fraction of all heads to remove, e.g. 0.3")
+    group.add_argument("--per-layer", type=int, help="heads to remove in every layer")
+    p.add_argument("--max-length", type=int, default=128)
+    p.add_argument("--max-dev-examples", type=int)
+    p.set_defaults(func=_prune)
+
+    p = subparsers.add_parser("distill", help="train a smaller student from a fine-tuned teacher",
+                              description="Knowledge distillation on the shared training loop: logits (KD with "
+                                          "temperature, or MSE), optional hidden-state and attention losses; or "
+                                          "--task embedding to mimic the teacher's sentence vectors.")
+    p.add_argument("--teacher", required=True)
+    p.add_argument("--student", help="student model folder (same vocabulary)")
+    p.add_argument("--student-layers", type=int, help="copy every k-th teacher layer into an N-layer student")
+    p.add_argument("--task", choices=("classification", "embedding"), default="classification")
+    p.add_argument("--train", required=True)
+    p.add_argument("--dev")
+    p.add_argument("--output", required=True)
+    p.add_argument("--config", help="TOML file with DistillConfig keys")
+    for flag in ("temperature", "alpha", "hidden_weight", "attention_weight", "lr"):
+        p.add_argument("--" + flag.replace("_", "-"), type=float)
+    p.add_argument("--logit-loss", choices=("kl", "mse"))
+    p.add_argument("--hidden-loss", choices=("mse", "cosine"))
+    p.add_argument("--pooling")
+    for flag in ("epochs", "batch_size", "max_length", "max_train_examples", "max_dev_examples", "seed"):
+        p.add_argument("--" + flag.replace("_", "-"), type=int)
+    p.add_argument("--device")
+    p.set_defaults(func=_distill, accepts_overrides=True)
+
+
+def _export_onnx(args) -> int:
+    from bertkit.distill.onnx_export import export_onnx
+    result = export_onnx(args.model, args.output, args.pooling, args.normalize, args.opset)
+    print(json.dumps({"output": str(result.path), "outputs": list(result.outputs), "size_bytes": result.size_bytes,
+                      "max_abs_diff_vs_pytorch": result.max_abs_diff}, indent=2))
+    return 0
+
+
+def _quantize(args) -> int:
+    from bertkit.distill.quantize import quantize_and_measure
+    report = quantize_and_measure(args.model, args.output, args.dev, args.max_length, args.max_dev_examples)
+    print(f"bertkit: wrote {report.output} (loads as dynamic int8)", file=sys.stderr)
+    if report.fp32 is not None:
+        print("\n".join(report.lines()))
+    return 0
+
+
+def _prune(args) -> int:
+    from bertkit.distill.prune_job import prune_and_measure
+    report = prune_and_measure(args.model, args.output, args.dev, args.importance_data, args.fraction,
+                               args.per_layer, args.max_length, args.max_dev_examples)
+    print("\n".join(report.lines()))
+    return 0
+
+
+def _distill(args) -> int:
+    from bertkit.config import load_config
+    from bertkit.distill.job import DistillConfig, run_distill
+    config = load_config(DistillConfig, args.config, args.overrides)
+    flags = {name: getattr(args, name) for name in _DISTILL_FLAGS if getattr(args, name, None) is not None}
+    config = dataclasses.replace(config, **flags)
+    print(json.dumps(run_distill(config), indent=2))
+    return 0

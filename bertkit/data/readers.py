@@ -1,0 +1,202 @@
+"""Readers for text classification, pair classification and regression files.
+
+Formats (chosen by extension, after an optional .gz):
+- .jsonl / .json: one object per line, `{"text", "text_pair"?, "label"}` (`text_a`/`text_b` also accepted);
+- .tsv / .csv: Google run_classifier's `label<TAB>text[<TAB>text_pair]`, or any column order under a
+  header row naming `label` and `text` (`sentence`, `sentence1`, `text_a`) and optionally `text_pair`
+  (`sentence2`, `text_b`); one example per physical line, quotes follow CSV rules;
+- .txt: one text per line, no labels (for prediction).
+Multi-label rows give a list (JSONL) or a comma-separated field (TSV/CSV). Every problem is collected
+with its line (see bad_rows.py) so one run reports them all.
+"""
+from __future__ import annotations
+
+import csv
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal, NamedTuple, Optional, Union
+
+from bertkit.data.bad_rows import BadRowLog
+from bertkit.data.encoding import iter_lines
+from bertkit.data.labels import LabelMap
+from bertkit.errors import InputFileError
+
+LabelKind = Literal["class", "multi", "score"]
+Label = Union[str, float, tuple[str, ...]]
+
+TEXT_COLUMNS = ("text", "sentence", "sentence1", "text_a")
+PAIR_COLUMNS = ("text_pair", "sentence2", "text_b")
+
+
+class TextExample(NamedTuple):
+    text: str
+    text_pair: Optional[str]
+    label: Optional[Label]
+    line: int
+
+
+@dataclass(frozen=True)
+class ReadOptions:
+    encoding: str = "utf-8"
+    skip_bad_rows: bool = False
+    rejects_path: Optional[Path] = None
+
+
+def file_format(path: str | Path) -> str:
+    """'jsonl', 'tsv', 'csv', 'txt', 'conll' or 'squad' from the file name (a trailing .gz is ignored)."""
+    name = Path(path).name.lower()
+    if name.endswith(".gz"):
+        name = name[:-3]
+    suffix = name.rsplit(".", 1)[-1] if "." in name else ""
+    formats = {"jsonl": "jsonl", "ndjson": "jsonl", "tsv": "tsv", "csv": "csv", "txt": "txt",
+               "conll": "conll", "bio": "conll", "json": "squad"}
+    if suffix not in formats:
+        raise InputFileError(path, f"cannot tell the format from the extension {suffix!r}; "
+                             "use .jsonl, .tsv, .csv, .txt, .conll or .json (SQuAD), optionally + .gz")
+    return formats[suffix]
+
+
+def read_text_examples(path: str | Path, label_kind: LabelKind = "class", labels: Optional[LabelMap] = None,
+                       require_labels: bool = True, options: ReadOptions = ReadOptions()) -> list[TextExample]:
+    """Read a classification/regression file. `labels` (the training label map) turns unseen labels into
+    bad rows, as dev/test files must not bring new classes."""
+    path = Path(path)
+    log = BadRowLog(path, options.skip_bad_rows, options.rejects_path)
+    fmt = file_format(path)
+    if fmt == "jsonl":
+        rows = _jsonl_rows(path, options.encoding, log)
+    elif fmt in ("tsv", "csv"):
+        rows = _delimited_rows(path, "\t" if fmt == "tsv" else ",", options.encoding, log)
+    elif fmt == "txt":
+        rows = ((n, {"text": line}, line) for n, line in iter_lines(path, options.encoding) if line.strip())
+    else:
+        raise InputFileError(path, f"a {fmt} file cannot hold text-classification examples; "
+                             "use .jsonl, .tsv or .csv")
+    examples = []
+    for line_no, row, raw in rows:
+        example = _to_example(row, line_no, raw, label_kind, labels, require_labels, log)
+        if example is not None:
+            examples.append(example)
+    log.finish()
+    if not examples:
+        raise InputFileError(path, "no examples found (the file is empty or every row was rejected)")
+    return examples
+
+
+def _jsonl_rows(path: Path, encoding: str, log: BadRowLog):
+    for line_no, line in iter_lines(path, encoding):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as err:
+            log.add(line_no, "invalid JSON", f"invalid JSON: {err.msg} at column {err.colno}", line)
+            continue
+        if not isinstance(row, dict):
+            log.add(line_no, "not a JSON object", f"expected a JSON object, got {type(row).__name__}", line)
+            continue
+        for alias, name in (("text_a", "text"), ("sentence", "text"), ("text_b", "text_pair")):
+            if alias in row and name not in row:
+                row[name] = row.pop(alias)
+        yield line_no, row, line
+
+
+def _delimited_rows(path: Path, delimiter: str, encoding: str, log: BadRowLog):
+    columns: Optional[list[str]] = None
+    for line_no, line in iter_lines(path, encoding):
+        if not line.strip():
+            continue
+        try:
+            fields = next(csv.reader([line], delimiter=delimiter, strict=True))
+        except csv.Error as err:
+            log.add(line_no, "malformed quotes", f"malformed quotes ({err}); a field that starts with \" must "
+                    "end with \" and double the quotes inside it", line)
+            continue
+        if columns is None:
+            columns = _header_columns(fields)
+            if columns is not None:
+                continue
+            columns = ["label", "text", "text_pair"][:len(fields)] if len(fields) > 1 else ["text"]
+            if len(fields) > 3:
+                log.add(line_no, "wrong number of columns", f"{len(fields)} columns; without a header the "
+                        "layout is label<TAB>text[<TAB>text_pair]", line)
+                columns = None
+                continue
+        if len(fields) != len(columns):
+            log.add(line_no, "wrong number of columns",
+                    f"{len(fields)} columns where the file has {len(columns)} ({', '.join(columns)}); "
+                    "a tab or comma inside a text must be quoted", line)
+            continue
+        yield line_no, dict(zip(columns, fields)), line
+
+
+def _header_columns(fields: list[str]) -> Optional[list[str]]:
+    names = [field.strip().lower() for field in fields]
+    if not any(name in TEXT_COLUMNS for name in names):
+        return None
+    mapped = []
+    for name in names:
+        if name in TEXT_COLUMNS and "text" not in mapped:
+            mapped.append("text")
+        elif name in PAIR_COLUMNS:
+            mapped.append("text_pair")
+        else:
+            mapped.append(name)
+    return mapped
+
+
+def _to_example(row: dict, line_no: int, raw: str, label_kind: LabelKind, labels: Optional[LabelMap],
+                require_labels: bool, log: BadRowLog) -> Optional[TextExample]:
+    text, pair = row.get("text"), row.get("text_pair")
+    if text is None:
+        log.add(line_no, "missing text", f'no "text" field (fields: {", ".join(map(str, row))})', raw)
+        return None
+    if not isinstance(text, str) or (pair is not None and not isinstance(pair, str)):
+        log.add(line_no, "text is not a string", "text and text_pair must be strings", raw)
+        return None
+    if not text.strip() or (pair is not None and not pair.strip()):
+        log.add(line_no, "empty text", "empty or whitespace-only text", raw)
+        return None
+    label = row.get("label")
+    if label is None or label == "":
+        if require_labels:
+            log.add(line_no, "missing label", 'no "label" value', raw)
+            return None
+        return TextExample(text, pair, None, line_no)
+    parsed = _parse_label(label, label_kind)
+    if isinstance(parsed, str) and label_kind != "class":
+        log.add(line_no, "bad label", parsed, raw)
+        return None
+    if labels is not None and label_kind != "score":
+        unknown = [name for name in ((parsed,) if label_kind == "class" else parsed) if name not in labels]
+        if unknown:
+            known = ", ".join(labels.names[:10]) + (", ..." if len(labels) > 10 else "")
+            log.add(line_no, "unknown label", f"unknown label {unknown[0]!r} (training labels: {known})", raw)
+            return None
+    return TextExample(text, pair, parsed, line_no)
+
+
+def _parse_label(label, label_kind: LabelKind) -> Label:
+    """The label as str (class), tuple of str (multi) or float (score); for multi/score a str is an error."""
+    if label_kind == "class":
+        return str(label).strip()
+    if label_kind == "multi":
+        items = label if isinstance(label, list) else str(label).split(",")
+        names = tuple(sorted({str(item).strip() for item in items if str(item).strip()}))
+        return names if names else "multi-label row with no labels"
+    try:
+        value = float(label)
+    except (TypeError, ValueError):
+        return f"label {label!r} is not a number (regression needs numeric labels)"
+    return value if math.isfinite(value) else f"label {label!r} is not a finite number"
+
+
+def label_map_for(examples: list[TextExample], label_kind: LabelKind) -> Optional[LabelMap]:
+    """The training label map (None for regression)."""
+    if label_kind == "score":
+        return None
+    if label_kind == "multi":
+        return LabelMap.from_labels(name for ex in examples for name in ex.label)
+    return LabelMap.from_labels(ex.label for ex in examples)

@@ -1,0 +1,18 @@
+"""Compression and export: knowledge distillation, dynamic int8 quantization, head pruning, ONNX export.
+
+Each command measures what it changed (accuracy and sentences/s before and after) and prints it.
+Submodules are imported on first use, so the checkpoint loader can import bertkit.distill.prune cheaply
+(and without an import cycle through the training code).
+"""
+import importlib
+
+_EXPORTS = {"DistillConfig": "job", "run_distill": "job", "export_onnx": "onnx_export", "OnnxModel": "onnx_model",
+            "head_importance": "prune", "heads_to_prune": "prune", "prune_heads": "prune",
+            "load_quantized": "quantize", "quantize_int8": "quantize", "save_quantized": "quantize"}
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str):
+    if name not in _EXPORTS:
+        raise AttributeError(f"module 'bertkit.distill' has no attribute {name!r}")
+    return getattr(importlib.import_module(f"bertkit.distill.{_EXPORTS[name]}"), name)

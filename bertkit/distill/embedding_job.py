@@ -1,0 +1,113 @@
+"""Embedding distillation: the student's sentence vector learns the teacher's (MSE), on unlabelled texts.
+
+When the student is narrower, a learned linear map takes its vector to the teacher's width during training
+only; the saved student then encodes in its own space (mean pooling by default). The dev metric is the mean
+cosine between student and teacher vectors (through the map), higher is better.
+"""
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import NamedTuple
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from bertkit.checkpoints import save_checkpoint
+from bertkit.config import save_config
+from bertkit.data.text import read_texts
+from bertkit.finetune.batching import BucketedBatches, collate, inference_batches
+from bertkit.finetune.inference import no_targets
+from bertkit.model.pooling import normalize, pool
+from bertkit.train import TrainConfig, train
+
+
+class TextFeature(NamedTuple):
+    input_ids: list[int]
+    token_type_ids: list[int]
+
+
+class EmbeddingDistillation(nn.Module):
+    def __init__(self, student: nn.Module, projection: nn.Module | None):
+        super().__init__()
+        self.student, self.projection = student, projection
+
+    def forward(self, input_ids, attention_mask, pooling: str) -> torch.Tensor:
+        out = self.student(input_ids, attention_mask)
+        vectors = pool(out.last_hidden_state, attention_mask, pooling, pooled_output=out.pooled_output)
+        return self.projection(vectors) if self.projection is not None else vectors
+
+
+def _features(tokenizer, texts, max_length: int) -> list[TextFeature]:
+    encoded = tokenizer.encode_batch(texts, max_length=max_length)
+    return [TextFeature(ids, types) for ids, types in zip(encoded.input_ids, encoded.token_type_ids)]
+
+
+def run_embedding_distill(config, teacher_ckpt) -> dict:
+    from bertkit.distill.job import build_student
+    teacher = teacher_ckpt.encoder.eval()
+    student, tokenizer = build_student(config, teacher_ckpt)
+    width_s, width_t = student.config.hidden_size, teacher.config.hidden_size
+    model = EmbeddingDistillation(student, nn.Linear(width_s, width_t) if width_s != width_t else None)
+    train_features = _features(tokenizer, read_texts(config.train)[:config.max_train_examples], config.max_length)
+    dev_features = (_features(tokenizer, read_texts(config.dev)[:config.max_dev_examples], config.max_length)
+                    if config.dev else None)
+    pad_id = tokenizer.pad_id
+
+    def teacher_vectors(batch) -> torch.Tensor:
+        teacher.to(batch.input_ids.device)
+        with torch.no_grad():
+            out = teacher(batch.input_ids, batch.attention_mask)
+            return pool(out.last_hidden_state, batch.attention_mask, config.pooling, pooled_output=out.pooled_output)
+
+    def loss_fn(net: EmbeddingDistillation, batch):
+        loss = F.mse_loss(net(batch.input_ids, batch.attention_mask, config.pooling).float(),
+                          teacher_vectors(batch).float())
+        return loss, {"tokens": float(batch.attention_mask.sum())}
+
+    def make_batch(indices):
+        return collate([train_features[i] for i in indices], indices, pad_id, no_targets)
+
+    batches = BucketedBatches([len(f.input_ids) for f in train_features], config.batch_size, make_batch,
+                              seed=config.seed)
+
+    def evaluate(net: EmbeddingDistillation) -> dict:
+        was_training = net.training
+        net.eval()
+        cosines, errors = [], []
+        device = next(net.parameters()).device
+
+        def make_dev_batch(indices):
+            return collate([dev_features[i] for i in indices], indices, pad_id, no_targets)
+
+        with torch.no_grad():
+            for batch in inference_batches([len(f.input_ids) for f in dev_features], 64, make_dev_batch):
+                batch = batch.to(device)
+                s, t = net(batch.input_ids, batch.attention_mask, config.pooling).float(), teacher_vectors(batch).float()
+                cosines.append((normalize(s) * normalize(t)).sum(-1))
+                errors.append((s - t).pow(2).mean(-1))
+        net.train(was_training)
+        return {"cosine": float(torch.cat(cosines).mean()), "mse": float(torch.cat(errors).mean())}
+
+    output = Path(config.output)
+    meta = {"encode": {"pooling": config.pooling}, "distillation": {"teacher": str(config.teacher), "task": "embedding"}}
+
+    def save(net: EmbeddingDistillation, metrics: dict) -> None:
+        save_checkpoint(output, net.student, tokenizer, {}, {**meta, "dev_metrics": metrics})
+
+    run_dir = output / "run"
+    run_dir.mkdir(parents=True, exist_ok=True)
+    save_config(config, run_dir)
+    result = train(model, loss_fn, batches, TrainConfig(
+        lr=config.lr, warmup_ratio=config.warmup_ratio, epochs=config.epochs, seed=config.seed, device=config.device,
+        output_dir=str(run_dir), metric_for_best="cosine" if dev_features else None,
+        progress_bar=config.progress_bar, log_every=10),
+        evaluate=evaluate if dev_features else None, on_best=save if dev_features else None)
+    if not dev_features:
+        save(model, {})
+    shutil.rmtree(run_dir / "checkpoint", ignore_errors=True)
+    record = {"dev": result.best_eval or result.last_eval, "steps": result.steps, "train_seconds": result.elapsed_s}
+    (output / "metrics.json").write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+    return record

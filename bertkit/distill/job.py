@@ -1,0 +1,187 @@
+"""The distillation job: a fine-tuned teacher trains a smaller student on the shared training loop.
+
+task "classification": the student learns the teacher's logits (KD with temperature, or MSE) mixed with the
+gold labels, optionally plus hidden-state (MSE through a projection, or cosine) and attention-map losses
+over a uniform layer map. task "embedding": the student learns the teacher's sentence vectors (MSE); the
+data needs no labels. The teacher runs in eval mode under no_grad; its logits are recomputed per batch
+(dropout is off in the teacher, so they are the same every epoch).
+"""
+from __future__ import annotations
+
+import copy
+import dataclasses
+import json
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal, Optional
+
+import torch
+from torch import nn
+
+from bertkit.checkpoints import load_checkpoint, save_checkpoint
+from bertkit.config import save_config
+from bertkit.data.labels import LabelMap
+from bertkit.data.readers import ReadOptions
+from bertkit.distill import losses
+from bertkit.distill.student import same_vocabulary, student_from_teacher
+from bertkit.errors import BertkitError
+from bertkit.finetune.batching import BucketedBatches, collate
+from bertkit.finetune.model import FinetuneModel, hf_config_extra, model_from_checkpoint, model_meta, new_head
+from bertkit.finetune.tasks import TaskOptions, build_task, read_examples
+from bertkit.runtime import seed_everything
+from bertkit.train import TrainConfig, train
+
+
+@dataclass
+class DistillConfig:
+    teacher: str = ""                     # fine-tuned teacher folder (classification), or any encoder (embedding)
+    student: Optional[str] = None         # student folder; else --student-layers copies teacher layers
+    student_layers: Optional[int] = None
+    task: Literal["classification", "embedding"] = "classification"
+    train: str = ""
+    dev: Optional[str] = None
+    output: str = ""
+    temperature: float = 2.0
+    alpha: float = 0.5                    # weight of the soft (teacher) loss; 1 - alpha on the gold labels
+    logit_loss: Literal["kl", "mse"] = "kl"
+    hidden_weight: float = 0.0            # intermediate-layer losses (TinyBERT / DistilBERT); 0 = off
+    hidden_loss: Literal["mse", "cosine"] = "mse"
+    attention_weight: float = 0.0
+    pooling: str = "mean"                 # embedding task: the sentence vector both models produce
+    epochs: int = 3
+    lr: float = 5e-5
+    batch_size: int = 32
+    max_length: int = 128
+    max_train_examples: Optional[int] = None
+    max_dev_examples: Optional[int] = None
+    seed: int = 42
+    warmup_ratio: float = 0.1
+    device: str = "auto"
+    progress_bar: bool = True
+
+
+class Distillation(nn.Module):
+    """What the loop trains: the student and the hidden-state projections (dropped after training)."""
+
+    def __init__(self, student: FinetuneModel, projections: Optional[nn.ModuleList]):
+        super().__init__()
+        self.student, self.projections = student, projections
+
+
+def build_student(config: DistillConfig, teacher_ckpt) -> tuple[object, object]:
+    """-> (student encoder, student tokenizer)."""
+    if config.student:
+        ckpt = load_checkpoint(config.student)
+        if not same_vocabulary(teacher_ckpt.tokenizer, ckpt.tokenizer):
+            raise BertkitError(f"--student {config.student} has another vocabulary than the teacher; distillation "
+                               "feeds both the same token ids")
+        return ckpt.encoder, ckpt.tokenizer
+    if not config.student_layers:
+        raise BertkitError("distill needs --student DIR or --student-layers N")
+    return student_from_teacher(teacher_ckpt.encoder, config.student_layers), teacher_ckpt.tokenizer
+
+
+def run_distill(config: DistillConfig) -> dict:
+    for name in ("teacher", "train", "output"):
+        if not getattr(config, name):
+            raise BertkitError(f"distill needs --{name}")
+    seed_everything(config.seed)
+    teacher_ckpt = load_checkpoint(config.teacher)
+    if teacher_ckpt.tokenizer is None:
+        raise BertkitError(f"{config.teacher}: the teacher folder has no tokenizer")
+    if config.task == "embedding":
+        from bertkit.distill.embedding_job import run_embedding_distill
+        return run_embedding_distill(config, teacher_ckpt)
+    if teacher_ckpt.meta.get("task") != "classification" or "classifier" not in teacher_ckpt.heads:
+        raise BertkitError(f"--teacher {config.teacher} is not a fine-tuned classifier; run bertkit finetune first")
+    labels = list(teacher_ckpt.meta.get("labels") or [])
+    teacher = model_from_checkpoint(teacher_ckpt, "classification", labels).eval()
+    student_encoder, tokenizer = build_student(config, teacher_ckpt)
+    # a student cut from the teacher keeps the teacher's head (DistilBERT-style init); a given student gets a new one
+    student_head = new_head("classification", student_encoder, len(labels)) if config.student \
+        else copy.deepcopy(teacher.head)
+    student = FinetuneModel(student_encoder, student_head, "classification", labels)
+
+    read = ReadOptions()
+    known = LabelMap(tuple(labels))
+    train_examples = read_examples("classification", config.train, known, True, read)[:config.max_train_examples]
+    dev_examples = (read_examples("classification", config.dev, known, True, read)[:config.max_dev_examples]
+                    if config.dev else None)
+    task = build_task("classification", tokenizer, labels, TaskOptions(max_length=config.max_length))
+    train_features = task.encode(train_examples)
+    dev_features = task.encode(dev_examples) if dev_examples is not None else None
+
+    layer_map = losses.uniform_layer_map(student_encoder.config.num_layers, teacher_ckpt.config.num_layers) \
+        if config.hidden_weight or config.attention_weight else []
+    projections = losses.make_projections(student_encoder.config.hidden_size, teacher_ckpt.config.hidden_size,
+                                          len(layer_map)) if config.hidden_weight and config.hidden_loss == "mse" else None
+    if config.hidden_loss == "cosine" and config.hidden_weight and projections is None and \
+            student_encoder.config.hidden_size != teacher_ckpt.config.hidden_size:
+        raise BertkitError("the cosine hidden-state loss needs equal widths; use --hidden-loss mse")
+    model = Distillation(student, projections)
+    pad_id = tokenizer.pad_id
+
+    def make_batch(indices):
+        return collate([train_features[i] for i in indices], indices, pad_id, task.make_targets)
+
+    batches = BucketedBatches([len(f.input_ids) for f in train_features], config.batch_size, make_batch,
+                              seed=config.seed)
+    need_hidden, need_attn = bool(config.hidden_weight), bool(config.attention_weight)
+
+    def loss_fn(net: Distillation, batch):
+        teacher.to(batch.input_ids.device)
+        with torch.no_grad():
+            t_out = teacher.encoder(batch.input_ids, batch.attention_mask, batch.token_type_ids,
+                                    output_hidden_states=need_hidden, output_attentions=need_attn)
+            t_logits = teacher.head(_pooled(t_out))
+        s_out = net.student.encoder(batch.input_ids, batch.attention_mask, batch.token_type_ids,
+                                    output_hidden_states=need_hidden, output_attentions=need_attn)
+        s_logits = net.student.head(_pooled(s_out))
+        hard = task.loss(s_logits, batch.targets)
+        loss = losses.mixed_logit_loss(s_logits, t_logits, hard, config.alpha, config.temperature, config.logit_loss)
+        stats = {"hard": hard.item(), "tokens": float(batch.attention_mask.sum())}
+        if need_hidden:
+            hidden = (losses.hidden_cosine_loss(s_out.hidden_states, t_out.hidden_states, layer_map,
+                                                batch.attention_mask) if config.hidden_loss == "cosine" else
+                      losses.hidden_mse_loss(s_out.hidden_states, t_out.hidden_states, layer_map, net.projections,
+                                             batch.attention_mask))
+            loss = loss + config.hidden_weight * hidden
+            stats["hidden"] = hidden.item()
+        if need_attn:
+            attention = losses.attention_mse_loss(s_out.attentions, t_out.attentions, layer_map, batch.attention_mask)
+            loss = loss + config.attention_weight * attention
+            stats["attention"] = attention.item()
+        return loss, stats
+
+    output = Path(config.output)
+    meta_extra = {"distillation": {"teacher": str(config.teacher), **{k: v for k, v in dataclasses.asdict(config).items()
+                                   if k in ("temperature", "alpha", "logit_loss", "hidden_weight", "hidden_loss",
+                                            "attention_weight", "student_layers")}}}
+
+    def save(net: Distillation, metrics: dict) -> None:
+        save_checkpoint(output, net.student.encoder, tokenizer, {"classifier": net.student.head},
+                        model_meta(net.student, {**meta_extra, "dev_metrics": metrics}), hf_config_extra(net.student))
+
+    evaluate = None
+    if dev_features is not None:
+        def evaluate(net: Distillation):
+            return task.evaluate(net.student, dev_features, dev_examples)
+
+    run_dir = output / "run"
+    run_dir.mkdir(parents=True, exist_ok=True)
+    save_config(config, run_dir)
+    result = train(model, loss_fn, batches, TrainConfig(
+        lr=config.lr, warmup_ratio=config.warmup_ratio, epochs=config.epochs, seed=config.seed, device=config.device,
+        output_dir=str(run_dir), metric_for_best=task.main_metric if evaluate else None,
+        progress_bar=config.progress_bar, log_every=10), evaluate=evaluate, on_best=save if evaluate else None)
+    if evaluate is None:
+        save(model, {})
+    shutil.rmtree(run_dir / "checkpoint", ignore_errors=True)
+    record = {"dev": result.best_eval or result.last_eval, "steps": result.steps, "train_seconds": result.elapsed_s}
+    (output / "metrics.json").write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+    return record
+
+
+def _pooled(out) -> torch.Tensor:
+    return out.pooled_output if out.pooled_output is not None else out.last_hidden_state[:, 0]

@@ -1,0 +1,150 @@
+"""Export a model folder to one ONNX file: token ids in, pooled (optionally L2-normalized) vectors out.
+
+Pooling and normalization are inside the graph, so an ONNX runtime needs no bertkit code: only the
+tokenizer, which is written beside the .onnx file (vocab.txt / tokenizer.json). When the folder holds a
+classification head, the graph has a second output, the head's logits, so `predict` runs on ONNX too.
+Batch and sequence axes are dynamic. The export is checked against PyTorch at several shapes before the
+command reports success; the largest absolute difference is part of the result.
+"""
+from __future__ import annotations
+
+import json
+import os
+import warnings
+from pathlib import Path
+from typing import NamedTuple, Optional, Sequence
+
+import numpy as np
+import torch
+from torch import nn
+
+from bertkit.checkpoints import load_checkpoint
+from bertkit.errors import BertkitError
+from bertkit.model.encoder import Encoder
+from bertkit.model.pooling import normalize, pool
+
+EXPORT_POOLINGS = ("mean", "cls", "max", "pooler")
+# (batch, sequence length) pairs the export is compared with PyTorch at; they differ from the trace shape.
+CHECK_SHAPES = ((1, 3), (2, 17), (5, 64), (3, 128))
+TOLERANCE = 1e-3
+
+
+class ExportedGraph(nn.Module):
+    """encoder -> pool -> (normalize); plus classifier logits when there is a classifier head."""
+
+    def __init__(self, encoder: Encoder, pooling: str, normalized: bool, classifier: Optional[nn.Module] = None):
+        super().__init__()
+        if pooling not in EXPORT_POOLINGS:
+            raise BertkitError(f"--pooling {pooling!r} cannot be exported; choose one of {', '.join(EXPORT_POOLINGS)}")
+        if pooling == "pooler" and encoder.pooler is None:
+            raise BertkitError("this model has no pooler; export with --pooling cls or mean")
+        self.encoder, self.pooling, self.normalized, self.classifier = encoder, pooling, normalized, classifier
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor):
+        # attention_bias always carries the mask: the encoder's "nothing padded -> no mask" shortcut is a
+        # Python branch that tracing would freeze to whatever the example batch happened to be.
+        bias = attention_mask.bool()[:, None, None, :]
+        out = self.encoder(input_ids, attention_bias=bias)
+        vectors = pool(out.last_hidden_state, attention_mask, self.pooling, pooled_output=out.pooled_output)
+        if self.normalized:
+            vectors = normalize(vectors)
+        if self.classifier is None:
+            return vectors
+        pooled = out.pooled_output if out.pooled_output is not None else out.last_hidden_state[:, 0]
+        return vectors, self.classifier(pooled)
+
+
+class ExportResult(NamedTuple):
+    path: Path
+    max_abs_diff: float              # largest |onnx - torch| over CHECK_SHAPES, all outputs
+    outputs: tuple[str, ...]
+    size_bytes: int
+
+
+def export_onnx(model_dir: str | os.PathLike, output: str | os.PathLike, pooling: str = "mean",
+                normalized: bool = False, opset: int = 17, check: bool = True) -> ExportResult:
+    checkpoint = load_checkpoint(model_dir)
+    encoder = checkpoint.encoder.float().eval()
+    classifier = checkpoint.heads.get("classifier")
+    graph = ExportedGraph(encoder, pooling, normalized, classifier.eval() if classifier is not None else None).eval()
+    output = Path(output)
+    if output.suffix != ".onnx":
+        raise BertkitError(f"--output {output}: name the file *.onnx (the tokenizer is written beside it)")
+    output.parent.mkdir(parents=True, exist_ok=True)
+    names = ("embeddings", "logits") if classifier is not None else ("embeddings",)
+    example = _example_inputs(encoder.config.vocab_size, 2, 8)
+    example[1][1, 5:] = 0                                          # a padded row in the trace
+    axes = {"input_ids": {0: "batch", 1: "sequence"}, "attention_mask": {0: "batch", 1: "sequence"}}
+    axes.update({name: {0: "batch"} for name in names})
+    tmp = output.with_name(output.name + ".tmp")
+    with torch.no_grad(), warnings.catch_warnings():
+        # Tracer warnings flag shape-dependent Python (the reshapes); the shape checks below are the real test.
+        warnings.simplefilter("ignore", torch.jit.TracerWarning)
+        torch.onnx.export(graph, example, str(tmp), input_names=["input_ids", "attention_mask"],
+                          output_names=list(names), dynamic_axes=axes, opset_version=opset, dynamo=False)
+    _write_metadata(tmp, {"pooling": pooling, "normalize": normalized, "max_length": encoder.config.max_length,
+                          "task": checkpoint.meta.get("task"), "labels": checkpoint.meta.get("labels"),
+                          "source": str(model_dir)})
+    diff = max_abs_difference(graph, tmp, encoder.config.vocab_size) if check else float("nan")
+    if check and not diff <= TOLERANCE:
+        tmp.unlink(missing_ok=True)
+        raise BertkitError(f"the ONNX export differs from PyTorch by {diff:.2e} (> {TOLERANCE}); not written")
+    os.replace(tmp, output)
+    if checkpoint.tokenizer is not None and not _has_tokenizer(output.parent):
+        checkpoint.tokenizer.save(output.parent)
+    return ExportResult(output, diff, names, output.stat().st_size)
+
+
+def max_abs_difference(graph: nn.Module, onnx_path: Path, vocab_size: int,
+                       shapes: Sequence[tuple[int, int]] = CHECK_SHAPES) -> float:
+    """Run PyTorch and onnxruntime on random ids with some padded rows at each (batch, length) shape."""
+    session = make_session(onnx_path)
+    worst = 0.0
+    limit = graph.encoder.config.max_length
+    for batch, length in shapes:
+        length = min(length, limit)
+        ids, mask = _example_inputs(vocab_size, batch, length, seed=batch * 1000 + length)
+        if batch > 1:
+            mask[-1, max(1, length // 2):] = 0
+        with torch.no_grad():
+            expected = graph(ids, mask)
+        expected = expected if isinstance(expected, tuple) else (expected,)
+        got = session.run(None, {"input_ids": ids.numpy(), "attention_mask": mask.numpy()})
+        for e, g in zip(expected, got):
+            worst = max(worst, float(np.abs(e.numpy() - g).max()))
+    return worst
+
+
+def make_session(path: str | os.PathLike, threads: Optional[int] = None):
+    try:
+        import onnxruntime as ort
+    except ImportError:
+        raise BertkitError("running ONNX files needs onnxruntime: pip install 'bertkit[onnx]'") from None
+    options = ort.SessionOptions()
+    if threads:
+        options.intra_op_num_threads = threads
+    return ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+
+
+def read_metadata(path: str | os.PathLike) -> dict:
+    session = make_session(path)
+    raw = session.get_modelmeta().custom_metadata_map.get("bertkit")
+    return json.loads(raw) if raw else {}
+
+
+def _write_metadata(path: Path, meta: dict) -> None:
+    import onnx
+    model = onnx.load(str(path))
+    entry = model.metadata_props.add()
+    entry.key, entry.value = "bertkit", json.dumps(meta)
+    onnx.save(model, str(path))
+
+
+def _example_inputs(vocab_size: int, batch: int, length: int, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+    generator = torch.Generator().manual_seed(seed)
+    ids = torch.randint(5, vocab_size, (batch, length), generator=generator)
+    return ids, torch.ones(batch, length, dtype=torch.long)
+
+
+def _has_tokenizer(folder: Path) -> bool:
+    return (folder / "tokenizer.json").is_file() or (folder / "vocab.txt").is_file()

@@ -1,0 +1,93 @@
+"""OnnxModel: `encode` (and `predict` for classifiers) over an exported .onnx file through onnxruntime.
+
+Same call signature as bertkit.api.Model.encode; pooling and normalization were fixed at export time and
+live in the graph, so asking for another pooling is an error rather than a silent mismatch.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Optional, Sequence
+
+import numpy as np
+
+from bertkit.distill.onnx_export import make_session, read_metadata
+from bertkit.errors import BertkitError
+from bertkit.tokenizer import Tokenizer
+from bertkit.tokenizer.padding import pad_to_tensors
+
+
+def onnx_file_of(path: str | os.PathLike) -> Optional[Path]:
+    """The .onnx file `path` names, or model.onnx inside the folder `path`; None when there is none."""
+    path = Path(path)
+    if path.suffix == ".onnx" and path.is_file():
+        return path
+    if path.is_dir() and (path / "model.onnx").is_file() and not (path / "config.json").is_file():
+        return path / "model.onnx"
+    return None
+
+
+class OnnxModel:
+    def __init__(self, path: str | os.PathLike, threads: Optional[int] = None):
+        self.path = Path(path)
+        if not self.path.is_file():
+            raise BertkitError(f"{self.path}: no such ONNX file")
+        self.session = make_session(self.path, threads)
+        self.meta = read_metadata(self.path)
+        folder = self.path.parent
+        if not ((folder / "tokenizer.json").is_file() or (folder / "vocab.txt").is_file()):
+            raise BertkitError(f"{folder}: no vocab.txt or tokenizer.json beside {self.path.name}; "
+                               "export again with bertkit export-onnx, which writes them")
+        self.tokenizer = Tokenizer.from_folder(folder)
+        self.output_names = [o.name for o in self.session.get_outputs()]
+        self.label_names: list[str] = list(self.meta.get("labels") or [])
+
+    @property
+    def pooling(self) -> str:
+        return self.meta.get("pooling", "mean")
+
+    def _run(self, texts: Sequence[str], batch_size: int, max_length: Optional[int]) -> list[np.ndarray]:
+        if isinstance(texts, str):
+            raise TypeError("encode expects a list of texts, not one string; wrap it: encode([text])")
+        texts = list(texts)
+        limit = int(self.meta.get("max_length") or 512)
+        batch = self.tokenizer.encode_batch(texts, max_length=min(max_length or limit, limit))
+        order = np.argsort([-len(ids) for ids in batch.input_ids], kind="stable")   # pad each batch less
+        results: list[list[np.ndarray]] = [[None] * len(texts) for _ in self.output_names]
+        for start in range(0, len(order), batch_size):
+            rows = order[start:start + batch_size]
+            tensors = pad_to_tensors([batch.input_ids[i] for i in rows], self.tokenizer.pad_id)
+            outputs = self.session.run(None, {"input_ids": tensors["input_ids"].numpy(),
+                                              "attention_mask": tensors["attention_mask"].numpy()})
+            for k, values in enumerate(outputs):
+                for row, value in zip(rows, values):
+                    results[k][row] = value
+        width = [o.shape[-1] for o in self.session.get_outputs()]
+        return [np.stack(r).astype(np.float32) if texts else np.zeros((0, w if isinstance(w, int) else 0), np.float32)
+                for r, w in zip(results, width)]
+
+    def encode(self, texts: Sequence[str], batch_size: int = 32, max_length: Optional[int] = None,
+               pooling: Optional[str] = None, layers: str = "last", normalize: Optional[bool] = None,
+               long_texts: str = "truncate", stride: int = 128, progress: bool = False) -> np.ndarray:
+        if pooling not in (None, self.pooling):
+            raise BertkitError(f"{self.path} was exported with pooling {self.pooling!r}; export again with "
+                               f"--pooling {pooling} to encode that way")
+        if layers != "last" or long_texts != "truncate":
+            raise BertkitError("ONNX models encode the last layer with truncation only")
+        vectors = self._run(texts, batch_size, max_length)[0]
+        if normalize and not self.meta.get("normalize"):
+            vectors = vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
+        return vectors
+
+    def logits(self, texts: Sequence[str], batch_size: int = 32, max_length: Optional[int] = None) -> np.ndarray:
+        if "logits" not in self.output_names:
+            raise BertkitError(f"{self.path} has no classifier output; export a fine-tuned classification model")
+        return self._run(texts, batch_size, max_length)[1]
+
+    def predict(self, texts: Sequence[str], batch_size: int = 32) -> list[dict]:
+        logits = self.logits(texts, batch_size)
+        probs = np.exp(logits - logits.max(-1, keepdims=True))
+        probs /= probs.sum(-1, keepdims=True)
+        names = self.label_names or [str(i) for i in range(probs.shape[1])]
+        return [{"label": names[int(p.argmax())], "score": float(p.max()),
+                 "scores": {n: float(x) for n, x in zip(names, p)}} for p in probs]

@@ -1,0 +1,69 @@
+"""The pruning job: score heads on labelled data, remove the least important, save, reload, measure.
+
+Saved folders list `pruned_heads` in config.json; load_checkpoint shapes the encoder from it.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional
+
+from bertkit.checkpoints import load_checkpoint, save_checkpoint
+from bertkit.distill.measure import TABLE_HEADER, Measurement, load_dev_set, measure_module
+from bertkit.distill.prune import (attention_heads, head_importance, heads_to_prune,
+                                   prune_heads, pruned_heads_record)
+from bertkit.errors import BertkitError
+from bertkit.finetune.batching import collate
+from bertkit.finetune.model import hf_config_extra, model_from_checkpoint, model_meta
+
+
+@dataclass
+class PruneReport:
+    output: Path
+    removed: dict[int, list[int]]       # layer -> positions removed among that layer's heads
+    heads_per_layer: list[int]          # heads left per layer
+    before: Measurement
+    after: Measurement
+
+    def lines(self) -> list[str]:
+        speedup = self.after.sentences_per_s / max(self.before.sentences_per_s, 1e-9)
+        return [TABLE_HEADER, self.before.row(), self.after.row(),
+                f"heads per layer after pruning: {self.heads_per_layer}",
+                f"pruned / full speed: {speedup:.2f}x; accuracy change "
+                f"{100 * (self.after.accuracy - self.before.accuracy):+.2f} points (same run)"]
+
+
+def prune_and_measure(model_dir: str | os.PathLike, output: str | os.PathLike, dev: str,
+                      importance_data: Optional[str] = None, fraction: Optional[float] = None,
+                      per_layer: Optional[int] = None, max_length: int = 128, limit: Optional[int] = None,
+                      batch_size: int = 16) -> PruneReport:
+    checkpoint = load_checkpoint(model_dir)
+    task_name = checkpoint.meta.get("task", "classification")
+    if task_name not in ("classification", "pair-classification"):
+        raise BertkitError(f"pruning scores heads with the classification loss; {model_dir} is a {task_name!r} model")
+    net = model_from_checkpoint(checkpoint, task_name, checkpoint.meta.get("labels"))
+    dev_set = load_dev_set(checkpoint.tokenizer, net.label_names, dev, max_length, limit, task_name)
+    scoring = dev_set if importance_data is None else load_dev_set(
+        checkpoint.tokenizer, net.label_names, importance_data, max_length, limit, task_name)
+    measure_module("full", net, dev_set)                     # warm-up: first calls pay allocation
+    before = measure_module("full", net, dev_set)
+    features, pad = scoring.features, checkpoint.tokenizer.pad_id
+    batches = [collate(features[i:i + batch_size], list(range(i, min(i + batch_size, len(features)))), pad,
+                       scoring.task.make_targets) for i in range(0, len(features), batch_size)]
+
+    def loss_of(model, batch):
+        return scoring.task.loss(model(batch.input_ids, batch.attention_mask, batch.token_type_ids), batch.targets)
+
+    importance = head_importance(net, net.encoder, batches, loss_of)
+    removed = heads_to_prune(importance, fraction, per_layer, attention_heads(net.encoder))
+    prune_heads(net.encoder, removed)
+    extra = {**hf_config_extra(net), "pruned_heads": pruned_heads_record(net.encoder)}
+    meta = model_meta(net, {k: v for k, v in checkpoint.meta.items() if k not in ("task", "labels")})
+    meta["pruning"] = {"method": "head importance (Michel et al. 2019)", "pruned_from": str(model_dir),
+                       "importance": importance.tolist()}
+    save_checkpoint(output, net.encoder, checkpoint.tokenizer, {net.head_key: net.head}, meta, extra)
+    reloaded = load_checkpoint(output)
+    after_net = model_from_checkpoint(reloaded, task_name, reloaded.meta.get("labels"))
+    after = measure_module(f"pruned ({sum(map(len, removed.values()))} heads)", after_net, dev_set)
+    return PruneReport(Path(output), removed, attention_heads(after_net.encoder), before, after)

@@ -1,0 +1,57 @@
+"""Students: a shallower copy of the teacher initialized from its layers (DistilBERT), or any config.
+
+Copying every k-th layer (plus the embeddings, pooler and task head) starts the student close to the
+teacher's function; DistilBERT reports this initialization matters more than the loss choice.
+"""
+from __future__ import annotations
+
+import copy
+from typing import Optional, Sequence
+
+from torch import nn
+
+from bertkit.model.encoder import Encoder
+
+
+def every_kth_layer(teacher_layers: int, student_layers: int) -> list[int]:
+    """Teacher layers 0, k, 2k, ... (k = teacher / student, rounded down), as DistilBERT takes one in two."""
+    if not 0 < student_layers <= teacher_layers:
+        raise ValueError(f"a student needs 1..{teacher_layers} layers, got {student_layers}")
+    k = teacher_layers // student_layers
+    return [i * k for i in range(student_layers)]
+
+
+def student_from_teacher(teacher: Encoder, num_layers: int, layers: Optional[Sequence[int]] = None) -> Encoder:
+    """A new Encoder of `num_layers` blocks: embeddings, the chosen blocks and the pooler copied from the teacher."""
+    layers = list(layers) if layers is not None else every_kth_layer(teacher.config.num_layers, num_layers)
+    if len(layers) != num_layers:
+        raise ValueError(f"{len(layers)} teacher layers given for a {num_layers}-layer student")
+    if len({id(b) for b in teacher.blocks}) != len(teacher.blocks):
+        raise ValueError("the teacher shares layers (ALBERT); build the student from a config instead")
+    config = teacher.config.replace(num_layers=num_layers)
+    student = Encoder(config)
+    student.embeddings.load_state_dict(teacher.embeddings.state_dict())
+    # deepcopy keeps the block's own type (a pruned teacher's smaller attention included)
+    student.blocks = nn.ModuleList(copy.deepcopy(teacher.blocks[i]) for i in layers)
+    if teacher.pooler is not None and student.pooler is not None:
+        student.pooler.load_state_dict(teacher.pooler.state_dict())
+    if teacher.final_norm is not None and student.final_norm is not None:
+        student.final_norm.load_state_dict(teacher.final_norm.state_dict())
+    return student.to(next(teacher.parameters()).device).train(teacher.training)
+
+
+def copy_head(head: nn.Module) -> nn.Module:
+    return copy.deepcopy(head)
+
+
+def parameter_count(module: nn.Module) -> int:
+    return sum(p.numel() for p in module.parameters())
+
+
+def same_vocabulary(teacher_tokenizer, student_tokenizer) -> bool:
+    if teacher_tokenizer is None or student_tokenizer is None:
+        return False
+    if teacher_tokenizer.vocab_size != student_tokenizer.vocab_size:
+        return False
+    probe = range(0, teacher_tokenizer.vocab_size, max(1, teacher_tokenizer.vocab_size // 500))
+    return all(teacher_tokenizer.id_to_token(i) == student_tokenizer.id_to_token(i) for i in probe)

@@ -1,0 +1,157 @@
+"""Sequence-level tasks: classification (single texts and pairs, multi-class or multi-label) and regression.
+
+Rows are `[CLS] text [SEP] (text_pair [SEP])`. Texts over max_length are truncated explicitly
+(longest_first, as BERT's run_classifier, or head+tail for single texts) and the count is reported.
+Losses: cross-entropy (multi-class), binary cross-entropy per label (multi-label), MSE (regression).
+"""
+from __future__ import annotations
+
+import sys
+from typing import NamedTuple, Optional, Sequence, Union
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from bertkit.data.readers import TextExample
+from bertkit.errors import BertkitError
+from bertkit.finetune.inference import forward_features, stack
+from bertkit.finetune.metrics import classification_metrics, multilabel_metrics, regression_metrics
+
+MULTI_LABEL_THRESHOLD = 0.5   # sigmoid probability above which a label is predicted
+
+
+class SequenceFeature(NamedTuple):
+    input_ids: list[int]
+    token_type_ids: list[int]
+    label: Union[int, float, list[float], None]
+
+
+class SequenceTask:
+    """task: classification | pair-classification | multi-label | regression."""
+
+    def __init__(self, task: str, tokenizer, label_names: Sequence[str], max_length: int,
+                 long_texts: str = "truncate"):
+        if long_texts not in ("truncate", "head+tail"):
+            raise BertkitError(f"long_texts {long_texts!r} is not one of truncate, head+tail")
+        self.task, self.tokenizer, self.max_length, self.long_texts = task, tokenizer, max_length, long_texts
+        self.label_names = list(label_names)
+        self.label_index = {name: i for i, name in enumerate(self.label_names)}
+
+    @property
+    def num_labels(self) -> int:
+        return 1 if self.task == "regression" else len(self.label_names)
+
+    @property
+    def main_metric(self) -> str:
+        return {"regression": "spearman", "multi-label": "micro_f1"}.get(self.task, "accuracy")
+
+    def encode(self, examples: Sequence[TextExample], quiet: bool = False) -> list[SequenceFeature]:
+        texts = [ex.text for ex in examples]
+        pairs = [ex.text_pair or "" for ex in examples] if any(ex.text_pair for ex in examples) else None
+        if self.long_texts == "head+tail" and pairs is None:
+            rows, truncated = self._head_and_tail(texts)
+        else:
+            encoded = self.tokenizer.encode_batch(texts, pairs=pairs, max_length=self.max_length,
+                                                  truncation="longest_first")
+            rows, truncated = list(zip(encoded.input_ids, encoded.token_type_ids)), sum(encoded.truncated)
+        if truncated and not quiet:
+            how = "kept their head and tail" if self.long_texts == "head+tail" and pairs is None else \
+                "were truncated (longest_first)"
+            print(f"bertkit: {truncated} of {len(texts)} texts were longer than max_length {self.max_length} "
+                  f"tokens and {how}", file=sys.stderr)
+        return [SequenceFeature(list(ids), list(types), self._target(ex.label)) for (ids, types), ex in zip(rows, examples)]
+
+    def _head_and_tail(self, texts: Sequence[str]) -> tuple[list, int]:
+        """Sun et al. 2019 ("How to Fine-Tune BERT for Text Classification?"): the first quarter of the budget
+        from the start of a long text and the rest from its end beats keeping only the start."""
+        encoded = self.tokenizer.encode_batch(texts, max_length=None, truncation=None)
+        budget = self.max_length - 2
+        head = budget // 4
+        rows, truncated = [], 0
+        for ids in encoded.input_ids:
+            body = ids[1:-1]
+            if len(body) > budget:
+                body = body[:head] + body[len(body) - (budget - head):]
+                truncated += 1
+            row = [ids[0], *body, ids[-1]]
+            rows.append((row, [0] * len(row)))
+        return rows, truncated
+
+    def _target(self, label) -> Union[int, float, list[float], None]:
+        if label is None:
+            return None
+        if self.task == "regression":
+            return float(label)
+        if self.task == "multi-label":
+            hot = [0.0] * len(self.label_names)
+            for name in label:
+                hot[self.label_index[name]] = 1.0
+            return hot
+        return self.label_index[label]
+
+    def make_targets(self, features: Sequence[SequenceFeature], length: int) -> torch.Tensor:
+        labels = [f.label for f in features]
+        if self.task == "classification" or self.task == "pair-classification":
+            return torch.tensor(labels, dtype=torch.long)
+        return torch.tensor(labels, dtype=torch.float)
+
+    def loss(self, logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        logits = logits.float()
+        if self.task == "regression":
+            return F.mse_loss(logits.squeeze(-1), targets)
+        if self.task == "multi-label":
+            return F.binary_cross_entropy_with_logits(logits, targets)
+        return F.cross_entropy(logits, targets)
+
+    def evaluate(self, model, features: Sequence[SequenceFeature], examples: Sequence[TextExample],
+                 batch_size: int = 64) -> dict[str, float]:
+        logits = stack(forward_features(model, features, self.tokenizer.pad_id, batch_size))
+        labels = [f.label for f in features]
+        if self.task == "regression":
+            return regression_metrics(labels, logits[:, 0])
+        if self.task == "multi-label":
+            return multilabel_metrics(np.array(labels), _sigmoid(logits) > MULTI_LABEL_THRESHOLD)
+        return classification_metrics(labels, logits.argmax(-1), self.num_labels)
+
+    def predict(self, model, features: Sequence[SequenceFeature], examples=None, batch_size: int = 64) -> list[dict]:
+        logits = stack(forward_features(model, features, self.tokenizer.pad_id, batch_size))
+        if self.task == "regression":
+            return [{"score": float(row[0])} for row in logits]
+        if self.task == "multi-label":
+            probs = _sigmoid(logits)
+            return [{"labels": [self.label_names[j] for j in np.flatnonzero(row > MULTI_LABEL_THRESHOLD)],
+                     "scores": {n: float(p) for n, p in zip(self.label_names, row)}} for row in probs]
+        probs = _softmax(logits)
+        return [{"label": self.label_names[int(row.argmax())], "score": float(row.max()),
+                 "scores": {n: float(p) for n, p in zip(self.label_names, row)}} for row in probs]
+
+
+def _sigmoid(x: np.ndarray) -> np.ndarray:
+    return 1.0 / (1.0 + np.exp(-x))
+
+
+def _softmax(x: np.ndarray) -> np.ndarray:
+    e = np.exp(x - x.max(axis=-1, keepdims=True))
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+def examples_from_inputs(items: Sequence[Union[str, tuple[str, str], list]]) -> list[TextExample]:
+    """API inputs: texts, or (text, text_pair) pairs."""
+    examples = []
+    for i, item in enumerate(items):
+        if isinstance(item, str):
+            examples.append(TextExample(item, None, None, i))
+        elif isinstance(item, (tuple, list)) and len(item) == 2:
+            examples.append(TextExample(str(item[0]), str(item[1]), None, i))
+        else:
+            raise TypeError(f"input {i}: expected a text or a (text, text_pair) pair, got {type(item).__name__}")
+    return examples
+
+
+def label_kind_for(task: str) -> str:
+    return {"regression": "score", "multi-label": "multi"}.get(task, "class")
+
+
+def optional_label_names(task: str, names: Optional[Sequence[str]]) -> list[str]:
+    return [] if task == "regression" else list(names or [])

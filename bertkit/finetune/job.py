@@ -1,0 +1,204 @@
+"""The fine-tuning job: read, encode, train on the shared loop, keep the best model, write the run record.
+
+Defaults are BERT's fine-tuning recipe (Devlin et al. 2019, appendix A.3): batch 32, lr in 2e-5..5e-5,
+3 epochs, 10% linear warm-up then linear decay, weight decay 0.01. ULMFiT options (Howard & Ruder 2018):
+layer-wise lr decay, the slanted triangular schedule, gradual unfreezing.
+
+`output` is the best model's folder (an HF-compatible checkpoint with the head and label names), with
+metrics.json beside the weights and the run record in output/run/: the effective config, package versions,
+the loop's log.jsonl and loss curve.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import platform
+import shutil
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal, Optional
+
+import torch
+
+from bertkit.checkpoints import load_checkpoint, save_checkpoint
+from bertkit.config import save_config
+from bertkit.data.labels import LabelMap
+from bertkit.data.readers import ReadOptions
+from bertkit.errors import BertkitError
+from bertkit.finetune.batching import BucketedBatches, collate
+from bertkit.finetune.model import FinetuneModel, check_saved_task, hf_config_extra, model_from_checkpoint, model_meta
+from bertkit.finetune.tasks import TaskOptions, build_task, label_names_from, read_examples
+from bertkit.runtime import pick_device, seed_everything
+from bertkit.train import TrainConfig, train
+
+Task = Literal["classification", "pair-classification", "multi-label", "regression", "ner", "qa"]
+
+
+@dataclass
+class FinetuneConfig:
+    task: Task = "classification"
+    model: str = ""                       # model folder to start from (bertkit, HF or Google BERT)
+    train: str = ""
+    dev: Optional[str] = None
+    output: str = ""
+    epochs: int = 3
+    lr: float = 3e-5
+    batch_size: int = 32
+    eval_batch_size: int = 64
+    max_length: int = 128                 # QA: 384 is BERT's SQuAD setting
+    seed: int = 42
+    warmup_ratio: float = 0.1
+    weight_decay: float = 0.01
+    schedule: Literal["linear", "cosine", "constant", "slanted_triangular"] = "linear"
+    clip_norm: Optional[float] = 1.0
+    grad_accum: int = 1
+    eval_every: int = 0                   # steps; 0 = after every epoch
+    metric: Optional[str] = None          # metric that picks the best model; None = the task's main one
+    early_stopping_patience: Optional[int] = None
+    layerwise_lr_decay: Optional[float] = None
+    gradual_unfreezing: bool = False      # epoch k trains the head and the top k layers
+    bucket_by_length: bool = True
+    max_train_examples: Optional[int] = None   # first N rows only (quick runs, subsets)
+    max_dev_examples: Optional[int] = None
+    encoding: str = "utf-8"
+    skip_bad_rows: bool = False
+    device: str = "auto"
+    resume: bool = False                  # continue an interrupted run from output/run/checkpoint
+    # auto: bf16 autocast on CUDA, fp32 on CPU; bf16: also on CPU (fast on CPUs with AMX / avx512_bf16)
+    precision: Literal["auto", "fp32", "bf16"] = "auto"
+    progress_bar: bool = True
+    options: TaskOptions = field(default_factory=TaskOptions)
+
+
+@dataclass
+class FinetuneResult:
+    output: Path
+    metrics: dict                         # best dev metrics (or final train-set stats without dev)
+    train_seconds: float                  # optimizer steps only (no evaluation or saving)
+    epochs: int
+    steps: int
+    stop_reason: str
+
+
+def run_finetune(config: FinetuneConfig) -> FinetuneResult:
+    for name in ("model", "train", "output"):
+        if not getattr(config, name):
+            raise BertkitError(f"finetune needs --{name}")
+    options = dataclasses.replace(config.options, max_length=config.max_length)
+    seed_everything(config.seed)
+    checkpoint = load_checkpoint(config.model)
+    check_saved_task(checkpoint, config.task)
+    if checkpoint.tokenizer is None:
+        raise BertkitError(f"{config.model}: the model folder has no vocab.txt or tokenizer.json")
+    if config.max_length > checkpoint.config.max_length:
+        raise BertkitError(f"--max-length {config.max_length} > the {checkpoint.config.max_length} positions of "
+                           f"{config.model}; lower it (long inputs are windowed for ner/qa, truncated otherwise)")
+    read = ReadOptions(config.encoding, config.skip_bad_rows, Path(config.output + ".rejects.jsonl")
+                       if config.skip_bad_rows else None)
+    train_examples = read_examples(config.task, config.train, None, True, read)[:config.max_train_examples]
+    label_names = label_names_from(config.task, train_examples)
+    dev_examples = None
+    if config.dev:
+        dev_read = dataclasses.replace(read, rejects_path=Path(config.output + ".dev.rejects.jsonl")
+                                       if config.skip_bad_rows else None)
+        known = LabelMap(tuple(label_names)) if label_names is not None else None
+        dev_examples = read_examples(config.task, config.dev, known, True, dev_read)[:config.max_dev_examples]
+    model = model_from_checkpoint(checkpoint, config.task, label_names)
+    task = build_task(config.task, checkpoint.tokenizer, model.label_names, options, train_examples)
+    if config.task == "qa":
+        options = dataclasses.replace(options, with_negative=task.with_negative)
+    train_features = task.encode(train_examples)
+    dev_features = task.encode(dev_examples) if dev_examples is not None else None
+    pad_id = checkpoint.tokenizer.pad_id
+
+    def make_batch(indices: list[int]):
+        return collate([train_features[i] for i in indices], indices, pad_id, task.make_targets)
+
+    batches = BucketedBatches([len(f.input_ids) for f in train_features], config.batch_size, make_batch,
+                              seed=config.seed, bucket=config.bucket_by_length)
+
+    cpu_bf16 = config.precision == "bf16" and pick_device(config.device).type == "cpu"
+
+    def loss_fn(net, batch):
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=cpu_bf16):  # the loop autocasts on CUDA
+            logits = net(batch.input_ids, batch.attention_mask, batch.token_type_ids)
+        return task.loss(logits, batch.targets), {"tokens": float(batch.attention_mask.sum())}
+
+    output = Path(config.output)
+    run_dir = output / "run"
+    meta_extra = {"task_options": dataclasses.asdict(options), "finetuned_from": str(config.model)}
+    metric = config.metric or task.main_metric
+
+    def save(net: FinetuneModel, metrics: dict) -> None:
+        save_checkpoint(output, net.encoder, checkpoint.tokenizer, {net.head_key: net.head},
+                        model_meta(net, {**meta_extra, "dev_metrics": metrics}), hf_config_extra(net))
+        _write_json(output / "metrics.json", {"dev": metrics, "metric_for_best": metric})
+
+    evaluate = None
+    if dev_features is not None:
+        def evaluate(net):
+            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=cpu_bf16):
+                return task.evaluate(net, dev_features, dev_examples, config.eval_batch_size)
+
+    train_config = TrainConfig(
+        lr=config.lr, weight_decay=config.weight_decay, warmup_ratio=config.warmup_ratio,
+        schedule=config.schedule, epochs=config.epochs, grad_accum=config.grad_accum, clip_norm=config.clip_norm,
+        eval_every=config.eval_every, seed=config.seed, device=config.device, bf16=config.precision != "fp32",
+        layerwise_lr_decay=config.layerwise_lr_decay, output_dir=str(run_dir), resume=config.resume,
+        metric_for_best=metric if evaluate is not None else None,
+        early_stopping_patience=config.early_stopping_patience, progress_bar=config.progress_bar,
+        log_every=10)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    save_config(config, run_dir)
+    _write_json(run_dir / "versions.json", package_versions())
+    unfreeze = _gradual_unfreezing if config.gradual_unfreezing else None
+    started = time.perf_counter()
+    result = train(model, loss_fn, batches, train_config, evaluate=evaluate,
+                   on_best=save if evaluate is not None else None, on_epoch_start=unfreeze)
+    wall = time.perf_counter() - started
+    for param in model.parameters():
+        param.requires_grad_(True)
+    if evaluate is None:
+        save(model, {})
+    shutil.rmtree(run_dir / "checkpoint", ignore_errors=True)   # resume state; the best model is `output`
+    metrics = result.best_eval or result.last_eval
+    record = {"dev": metrics, "metric_for_best": metric, "train_seconds": result.elapsed_s,
+              "wall_seconds": wall, "epochs": result.epochs, "steps": result.steps,
+              "stop_reason": result.stop_reason, "train_examples": len(train_examples),
+              "train_features": len(train_features)}
+    _write_json(output / "metrics.json", record)
+    return FinetuneResult(output, metrics, result.elapsed_s, result.epochs, result.steps, result.stop_reason)
+
+
+def _gradual_unfreezing(model: FinetuneModel, epoch: int) -> None:
+    """ULMFiT: epoch 0 trains only the head (and pooler), each later epoch one more block from the top; the
+    embeddings join with the last block. Frozen parameters get no gradient, so AdamW leaves them as they are."""
+    blocks = list(model.encoder.blocks)
+    trainable = set()
+    for block in blocks[len(blocks) - min(epoch, len(blocks)):]:
+        trainable.update(id(p) for p in block.parameters())
+    if epoch >= len(blocks):
+        trainable.update(id(p) for p in model.encoder.embeddings.parameters())
+    frozen_part = [*model.encoder.embeddings.parameters(), *(p for b in blocks for p in b.parameters())]
+    for param in frozen_part:
+        param.requires_grad_(id(param) in trainable)
+
+
+def package_versions() -> dict[str, str]:
+    versions = {"python": sys.version.split()[0], "platform": platform.platform(), "torch": torch.__version__}
+    for name in ("bertkit", "numpy", "tokenizers", "safetensors", "transformers"):
+        try:
+            from importlib.metadata import version
+            versions[name] = version(name)
+        except Exception:  # not installed: nothing to record
+            continue
+    return versions
+
+
+def _write_json(path: Path, value: dict) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(value, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    tmp.replace(path)

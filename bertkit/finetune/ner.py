@@ -1,0 +1,148 @@
+"""Token classification (NER): word-level tags on sub-word tokens, and sliding windows for long sentences.
+
+Each word's tag goes on its first sub-token; the other sub-tokens are ignored by the loss (-100) and by
+prediction (as in BERT's paper, section 5.3). Words are joined by spaces and tokenized once, and each
+sub-token is mapped back to its word by character offsets, so any WordPiece tokenizer works.
+A sentence longer than max_length becomes overlapping windows (never cut); at prediction each word takes
+its tag from the window where it sits farthest from an edge, i.e. with the most context on both sides.
+"""
+from __future__ import annotations
+
+import bisect
+import re
+from typing import NamedTuple, Optional, Sequence
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from bertkit.data.ner_readers import TaggedSentence
+from bertkit.errors import BertkitError
+from bertkit.finetune.entity_metrics import entities, entity_scores
+from bertkit.finetune.inference import forward_features
+
+IGNORE = -100
+# Raw text for prediction: CJK characters one word each (as Chinese NER data is tagged), else runs of
+# word characters, else single punctuation marks.
+_CJK = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
+_WORD = re.compile(rf"[{_CJK}]|[^\W{_CJK}]+|[^\w\s]")
+
+
+class NERFeature(NamedTuple):
+    input_ids: list[int]
+    token_type_ids: list[int]
+    labels: list[int]          # tag id at each word's first sub-token, IGNORE elsewhere
+    word_ids: list[int]        # word index at each first sub-token, -1 elsewhere
+    sentence: int              # index of the sentence this window belongs to
+    window_start: int          # position of the window's first sub-token within the sentence
+
+
+def split_words(text: str) -> tuple[list[str], list[tuple[int, int]]]:
+    spans = [m.span() for m in _WORD.finditer(text)]
+    return [text[a:b] for a, b in spans], spans
+
+
+class NERTask:
+    task = "ner"
+    main_metric = "f1"
+
+    def __init__(self, tokenizer, label_names: Sequence[str], max_length: int, stride: Optional[int] = None):
+        self.tokenizer, self.max_length = tokenizer, max_length
+        self.label_names = list(label_names)
+        self.label_index = {name: i for i, name in enumerate(self.label_names)}
+        window = max_length - 2
+        self.stride = stride if stride is not None else window // 4   # overlap between windows, in sub-tokens
+        if window < 2 or not 0 <= self.stride < window:
+            raise BertkitError(f"NER windows need max_length >= 4 and 0 <= stride < max_length - 2; got "
+                             f"max_length={max_length}, stride={self.stride}")
+
+    @property
+    def num_labels(self) -> int:
+        return len(self.label_names)
+
+    def encode(self, sentences: Sequence[TaggedSentence]) -> list[NERFeature]:
+        texts, starts = [], []
+        for sentence in sentences:
+            offsets, position = [], 0
+            for word in sentence.tokens:
+                offsets.append(position)
+                position += len(word) + 1
+            texts.append(" ".join(sentence.tokens))
+            starts.append(offsets)
+        encoded = self.tokenizer.encode_batch(texts, max_length=None, truncation=None)
+        cls_id, sep_id = self.tokenizer.cls_id, self.tokenizer.sep_id
+        window, step = self.max_length - 2, self.max_length - 2 - self.stride
+        features = []
+        for index, (sentence, ids, offsets) in enumerate(zip(sentences, encoded.input_ids, encoded.offsets)):
+            ids, offsets = ids[1:-1], offsets[1:-1]                 # drop [CLS] / [SEP]
+            word_ids, previous = [], -1
+            for start, _ in offsets:
+                word = bisect.bisect_right(starts[index], start) - 1
+                word_ids.append(word if word != previous else -1)  # only a word's first sub-token
+                previous = word
+            tags = sentence.tags
+            labels = [self.label_index[tags[w]] if w >= 0 and tags is not None else IGNORE for w in word_ids]
+            begin = 0
+            while True:
+                end = min(begin + window, len(ids))
+                features.append(NERFeature([cls_id, *ids[begin:end], sep_id], [0] * (end - begin + 2),
+                                           [IGNORE, *labels[begin:end], IGNORE],
+                                           [-1, *word_ids[begin:end], -1], index, begin))
+                if end >= len(ids):
+                    break
+                begin += step
+        return features
+
+    def make_targets(self, features: Sequence[NERFeature], length: int) -> torch.Tensor:
+        out = torch.full((len(features), length), IGNORE, dtype=torch.long)
+        for i, f in enumerate(features):
+            out[i, :len(f.labels)] = torch.as_tensor(f.labels)
+        return out
+
+    def loss(self, logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        return F.cross_entropy(logits.float().flatten(0, 1), targets.flatten(), ignore_index=IGNORE)
+
+    def predict_tags(self, model, features: Sequence[NERFeature], sentences: Sequence[TaggedSentence],
+                     batch_size: int = 64) -> list[list[str]]:
+        """One tag per word; words the tokenizer dropped entirely (e.g. control characters) get O."""
+        outputs = forward_features(model, features, self.tokenizer.pad_id, batch_size)
+        best: list[dict[int, tuple[int, int]]] = [{} for _ in sentences]   # word -> (edge distance, tag id)
+        for feature, logits in zip(features, outputs):
+            predicted = logits.argmax(-1)
+            last = len(feature.input_ids) - 1
+            for position, word in enumerate(feature.word_ids):
+                if word < 0:
+                    continue
+                distance = min(position, last - position)
+                current = best[feature.sentence].get(word)
+                if current is None or distance > current[0]:
+                    best[feature.sentence][word] = (distance, int(predicted[position]))
+        return [[self.label_names[found[w][1]] if w in found else "O" for w in range(len(sentence.tokens))]
+                for sentence, found in zip(sentences, best)]
+
+    def evaluate(self, model, features, sentences, batch_size: int = 64) -> dict[str, float]:
+        predicted = self.predict_tags(model, features, sentences, batch_size)
+        scores = entity_scores([s.tags for s in sentences], predicted)
+        flat = {k: v for k, v in scores.items() if k != "per_type"}
+        for entity_type, values in scores["per_type"].items():
+            flat[f"{entity_type}_f1"] = values["f1"]
+        gold = [t for s in sentences for t in s.tags]
+        flat["token_accuracy"] = float(np.mean([g == p for g, p in zip(gold, [t for s in predicted for t in s])]))
+        return flat
+
+    def predict(self, model, features, sentences, batch_size: int = 64,
+                char_spans: Optional[list[list[tuple[int, int]]]] = None,
+                texts: Optional[list[str]] = None) -> list[dict]:
+        """Per sentence: its tags and entities (word span, and character span into the raw text when given)."""
+        results = []
+        for i, (sentence, tags) in enumerate(zip(sentences, self.predict_tags(model, features, sentences, batch_size))):
+            found = []
+            for entity in entities(tags):
+                item = {"type": entity.type, "start_word": entity.start, "end_word": entity.end + 1,
+                        "text": " ".join(sentence.tokens[entity.start:entity.end + 1])}
+                if char_spans is not None and texts is not None:
+                    start, end = char_spans[i][entity.start][0], char_spans[i][entity.end][1]
+                    item.update(start=start, end=end, text=texts[i][start:end])
+                found.append(item)
+            results.append({"tokens": sentence.tokens, "tags": tags, "entities": found})
+        return results

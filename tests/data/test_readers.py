@@ -1,0 +1,179 @@
+"""Bad-input tests for the classification, NER and SQuAD readers: every problem names file and line."""
+from __future__ import annotations
+
+import gzip
+import json
+
+import pytest
+
+from bertkit.data.labels import LabelMap
+from bertkit.data.ner_readers import read_tagged_sentences
+from bertkit.data.readers import ReadOptions, label_map_for, read_text_examples
+from bertkit.data.squad import read_squad
+from bertkit.errors import InputFileError
+
+
+def write(path, text: str, encoding: str = "utf-8"):
+    path.write_bytes(text.encode(encoding))
+    return path
+
+
+# --- classification: JSONL / TSV / CSV --------------------------------------------------------------------
+
+def test_jsonl_text_pairs_and_labels(tmp_path):
+    rows = [{"text": "a b", "label": "x"}, {"text_a": "c", "text_b": "d", "label": 1}]
+    path = write(tmp_path / "train.jsonl", "\n".join(json.dumps(r) for r in rows) + "\n\n")
+    examples = read_text_examples(path)
+    assert [(e.text, e.text_pair, e.label, e.line) for e in examples] == [("a b", None, "x", 1), ("c", "d", "1", 2)]
+    assert label_map_for(examples, "class").names == ("1", "x")
+
+
+def test_google_tsv_without_header_and_gzip(tmp_path):
+    path = tmp_path / "train.tsv.gz"
+    path.write_bytes(gzip.compress("pos\tgood film\tp1\nneg\tbad film\tpair text\n".encode()))
+    examples = read_text_examples(path)
+    assert examples[0] == ("good film", "p1", "pos", 1)
+    assert examples[1] == ("bad film", "pair text", "neg", 2)
+
+
+def test_header_row_in_any_column_order_and_bom(tmp_path):
+    path = tmp_path / "train.tsv"
+    path.write_bytes("\ufeffsentence\tlabel\nhello\t1\n".encode("utf-8"))
+    assert read_text_examples(path) == [("hello", None, "1", 2)]
+    csv_path = write(tmp_path / "train.csv", 'label,text,text_pair\nyes,"a, b","say ""hi"""\n')
+    assert read_text_examples(csv_path) == [("a, b", 'say "hi"', "yes", 2)]
+
+
+def test_unbalanced_quotes_in_tsv_are_reported_with_lines_and_counts(tmp_path):
+    path = write(tmp_path / "train.tsv", 'pos\tfine\nneg\t"broken text\npos\tok "inner" quotes\nneg\t"x" y\n')
+    with pytest.raises(InputFileError) as err:
+        read_text_examples(path)
+    message = str(err.value)
+    assert f"{path}:2" in message and "2 x malformed quotes" in message and "line 2, 4" in message
+    assert "--skip-bad-rows" in message
+
+
+def test_skip_bad_rows_writes_rejects(tmp_path):
+    path = write(tmp_path / "train.tsv", 'pos\tfine\nneg\t"broken\nneg\t \npos\tgood\n')
+    rejects = tmp_path / "rejects.jsonl"
+    examples = read_text_examples(path, options=ReadOptions(skip_bad_rows=True, rejects_path=rejects))
+    assert [e.text for e in examples] == ["fine", "good"]
+    lines = [json.loads(line) for line in rejects.read_text(encoding="utf-8").splitlines()]
+    assert [r["line"] for r in lines] == [2, 3] and "quotes" in lines[0]["reason"]
+
+
+def test_unknown_labels_in_dev_are_counted(tmp_path):
+    train = read_text_examples(write(tmp_path / "train.jsonl", '{"text": "a", "label": "pos"}\n'
+                                                               '{"text": "b", "label": "neg"}\n'))
+    labels = label_map_for(train, "class")
+    dev = write(tmp_path / "dev.jsonl", '{"text": "a", "label": "pos"}\n{"text": "b", "label": "neutral"}\n'
+                                         '{"text": "c", "label": "neutral"}\n{"text": "d", "label": "POS"}\n')
+    with pytest.raises(InputFileError) as err:
+        read_text_examples(dev, labels=labels)
+    message = str(err.value)
+    assert "3 bad row(s)" in message and "3 x unknown label" in message and "line 2, 3, 4" in message
+    assert "'neutral'" in message and "training labels: neg, pos" in message
+
+
+def test_empty_texts_missing_labels_and_bad_json(tmp_path):
+    path = write(tmp_path / "d.jsonl", '{"text": "  ", "label": "a"}\n{"text": "x"}\n{"text": "y", "label": "a"\n'
+                                       '["not", "object"]\n{"text": "fine", "label": "a"}\n')
+    with pytest.raises(InputFileError) as err:
+        read_text_examples(path)
+    for kind in ("empty text", "missing label", "invalid JSON", "not a JSON object"):
+        assert kind in str(err.value)
+
+
+def test_regression_and_multilabel_labels(tmp_path):
+    path = write(tmp_path / "sts.tsv", "4.5\ta\tb\nnan\tc\td\nhigh\te\tf\n")
+    with pytest.raises(InputFileError, match="2 bad row"):
+        read_text_examples(path, "score")
+    good = read_text_examples(write(tmp_path / "ok.tsv", "4.5\ta\tb\n"), "score")
+    assert good[0].label == 4.5
+    multi = read_text_examples(write(tmp_path / "m.jsonl", '{"text": "a", "label": ["y", "x"]}\n'
+                                                           '{"text": "b", "label": "z,x"}\n'), "multi")
+    assert [e.label for e in multi] == [("x", "y"), ("x", "z")]
+    assert label_map_for(multi, "multi").names == ("x", "y", "z")
+
+
+def test_gbk_bytes_give_a_clear_error_and_read_with_encoding(tmp_path):
+    path = write(tmp_path / "zh.tsv", "pos\t很好的电影\nneg\t太差了\n", encoding="gbk")
+    with pytest.raises(InputFileError) as err:
+        read_text_examples(path)
+    message = str(err.value)
+    assert message.startswith(f"{path}:1:") and "--encoding gb18030" in message
+    examples = read_text_examples(path, options=ReadOptions(encoding="gb18030"))
+    assert [e.text for e in examples] == ["很好的电影", "太差了"]
+
+
+def test_wrong_column_count_and_unknown_extension(tmp_path):
+    path = write(tmp_path / "t.tsv", "label\ttext\npos\ta\tb\n")
+    with pytest.raises(InputFileError, match="wrong number of columns"):
+        read_text_examples(path)
+    with pytest.raises(InputFileError, match="extension"):
+        read_text_examples(write(tmp_path / "t.xlsx", "x"))
+    with pytest.raises(InputFileError, match="not found"):
+        read_text_examples(tmp_path / "missing.jsonl")
+
+
+# --- NER ---------------------------------------------------------------------------------------------------
+
+def test_ner_jsonl_and_conll_agree(tmp_path):
+    jsonl = write(tmp_path / "n.jsonl", json.dumps({"tokens": ["江", "泽", "民"], "tags": ["B-PER", "I-PER", "I-PER"]})
+                  + "\n" + json.dumps({"tokens": ["在", "北", "京"], "tags": ["O", "B-LOC", "I-LOC"]}) + "\n")
+    conll = write(tmp_path / "n.conll", "-DOCSTART- O\n\n江 B-PER\n泽 I-PER\n民 I-PER\n\n在 O\n北\tB-LOC\n京 I-LOC\n")
+    a, b = read_tagged_sentences(jsonl), read_tagged_sentences(conll)
+    assert [(s.tokens, s.tags) for s in a] == [(s.tokens, s.tags) for s in b]
+    assert [s.line for s in b] == [3, 7]
+    assert LabelMap.from_tags(t for s in a for t in s.tags).names == ("O", "B-LOC", "I-LOC", "B-PER", "I-PER")
+
+
+def test_ner_token_tag_mismatch_is_reported(tmp_path):
+    jsonl = write(tmp_path / "n.jsonl", '{"tokens": ["a", "b"], "tags": ["O"]}\n{"tokens": ["a"], "tags": ["O"]}\n')
+    with pytest.raises(InputFileError) as err:
+        read_tagged_sentences(jsonl)
+    assert f"{jsonl}:1" in str(err.value) and "2 tokens but 1 tags" in str(err.value)
+    conll = write(tmp_path / "n.conll", "a O\nb\nc O\n\nd O\n")
+    with pytest.raises(InputFileError, match="token/tag count mismatch"):
+        read_tagged_sentences(conll)
+
+
+def test_ner_unknown_and_invalid_tags(tmp_path):
+    path = write(tmp_path / "dev.jsonl", '{"tokens": ["a"], "tags": ["B-MISC"]}\n{"tokens": ["b"], "tags": ["PER"]}\n')
+    with pytest.raises(InputFileError) as err:
+        read_tagged_sentences(path, tags=LabelMap(("O", "B-PER", "I-PER")))
+    assert "unknown tag 'B-MISC'" in str(err.value) and "bad tag" in str(err.value)
+
+
+# --- SQuAD ---------------------------------------------------------------------------------------------------
+
+def squad(qas, context="Alice went to Paris in May."):
+    return json.dumps({"version": "2.0", "data": [{"title": "t", "paragraphs": [{"context": context, "qas": qas}]}]})
+
+
+def test_squad_reads_v1_and_v2(tmp_path):
+    path = write(tmp_path / "s.json", squad([
+        {"id": "q1", "question": "Where?", "answers": [{"text": "Paris", "answer_start": 14}]},
+        {"id": "q2", "question": "Who else?", "answers": [], "is_impossible": True}]))
+    examples = read_squad(path)
+    assert examples[0].answers[0] == ("Paris", 14) and examples[1].is_impossible and not examples[1].answers
+
+
+def test_squad_offsets_that_do_not_match_the_context(tmp_path):
+    path = write(tmp_path / "s.json", squad([
+        {"id": "q1", "question": "Where?", "answers": [{"text": "Paris", "answer_start": 13}]},
+        {"id": "q2", "question": "When?", "answers": [{"text": "May", "answer_start": 23}]}]))
+    with pytest.raises(InputFileError) as err:
+        read_squad(path)
+    message = str(err.value)
+    assert "1 x answer offset does not match context" in message and "question q1" in message
+    assert "' Pari'" in message
+    kept = read_squad(path, options=ReadOptions(skip_bad_rows=True, rejects_path=tmp_path / "r.jsonl"))
+    assert [e.id for e in kept] == ["q2"]
+
+
+def test_squad_invalid_json_names_the_line(tmp_path):
+    path = write(tmp_path / "s.json", '{"version": "1.1",\n "data": [\n}')
+    with pytest.raises(InputFileError) as err:
+        read_squad(path)
+    assert f"{path}:3" in str(err.value)
