@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import NamedTuple, Optional
 
 from bertkit.data.bad_rows import BadRowLog
-from bertkit.data.encoding import iter_lines
+from bertkit.data.text import iter_lines
 from bertkit.data.labels import LabelMap
 from bertkit.data.readers import ReadOptions, file_format
 from bertkit.errors import InputFileError

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Literal, NamedTuple, Optional, Union
 
 from bertkit.data.bad_rows import BadRowLog
-from bertkit.data.encoding import iter_lines
+from bertkit.data.text import iter_lines
 from bertkit.data.labels import LabelMap
 from bertkit.errors import InputFileError
 

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from bertkit.data.bad_rows import BadRowLog
-from bertkit.data.encoding import read_text
+from bertkit.data.text import read_text
 from bertkit.data.readers import ReadOptions
 from bertkit.errors import InputFileError
 

@@ -5,6 +5,7 @@ which reads them.
 """
 from __future__ import annotations
 
+import codecs
 import gzip
 import json
 from pathlib import Path
@@ -22,7 +23,7 @@ def _suffix(path: Path) -> str:
 def check_readable(path: str | Path, suffixes: tuple[str, ...] = TEXT_SUFFIXES) -> Path:
     path = Path(path)
     if not path.exists():
-        raise InputFileError(path, "no such file")
+        raise InputFileError(path, "file not found")
     if path.is_dir():
         raise InputFileError(path, "is a folder; pass a file")
     if _suffix(path).lower() not in suffixes:
@@ -37,34 +38,58 @@ def _open_binary(path: Path):
     return open(path, "rb")
 
 
+def normalize_encoding(encoding: str) -> str:
+    try:
+        return codecs.lookup(encoding).name
+    except LookupError:
+        raise InputFileError("--encoding", f"unknown encoding {encoding!r}; use utf-8 or gb18030") from None
+
+
 def iter_lines(path: str | Path, encoding: str = "utf-8") -> Iterator[tuple[int, str]]:
-    """Yield (line_number, line without its newline), 1-based. A UTF-8 BOM is dropped."""
+    """Yield (line_number, line without its newline), 1-based, streaming. A UTF-8 BOM is dropped.
+
+    Splits on b"\\n" only, which never occurs inside a GB18030 multi-byte character, so one split serves both.
+    """
     path = Path(path)
+    encoding = normalize_encoding(encoding)
+    if not path.is_file():
+        raise InputFileError(path, "is a folder; pass a file" if path.is_dir() else "file not found")
     try:
         with _open_binary(path) as raw:
             for number, data in enumerate(raw, start=1):
-                if number == 1 and b"\x00" in data[:1024]:
-                    raise InputFileError(path, "looks like a binary file (NUL bytes), not text")
-                try:
-                    line = data.decode(encoding)
-                except UnicodeDecodeError as err:
-                    hint = (" The file looks GB18030/GBK-encoded: pass encoding gb18030 (--encoding gb18030)."
-                            if _decodes_as_gb18030(data) else "")
-                    raise InputFileError(path, f"invalid {encoding} bytes at column {err.start + 1}.{hint}",
-                                         line=number) from None
                 if number == 1:
-                    line = line.removeprefix("\ufeff")
-                yield number, line.rstrip("\r\n")
+                    if b"\x00" in data[:1024]:
+                        raise InputFileError(path, "looks like a binary file (NUL bytes), not text")
+                    if data.startswith(codecs.BOM_UTF8) and encoding == "utf-8":
+                        data = data[len(codecs.BOM_UTF8):]
+                yield number, _decode_line(data.rstrip(b"\r\n"), encoding, path, number)
     except (OSError, EOFError, gzip.BadGzipFile) as err:
         raise InputFileError(path, f"cannot read: {err}") from None
 
 
-def _decodes_as_gb18030(data: bytes) -> bool:
+def _decode_line(data: bytes, encoding: str, path: Path, number: int) -> str:
     try:
-        data.decode("gb18030")
-        return True
+        return data.decode(encoding)
+    except UnicodeDecodeError as err:
+        if encoding == "utf-8" and _looks_like_gb18030(data):
+            hint = "the bytes look like GBK/GB18030 Chinese text; pass --encoding gb18030"
+        else:
+            hint = "pass --encoding with the file's real encoding (e.g. gb18030, latin-1)"
+        raise InputFileError(path, f"invalid {encoding} bytes at column {err.start + 1}; {hint}",
+                             line=number) from None
+
+
+def _looks_like_gb18030(data: bytes) -> bool:
+    try:
+        text = data.decode("gb18030")
     except UnicodeDecodeError:
         return False
+    return any("\u4e00" <= ch <= "\u9fff" for ch in text)
+
+
+def read_text(path: str | Path, encoding: str = "utf-8") -> str:
+    """The whole file as one string (JSON documents such as SQuAD), with the same error reporting."""
+    return "\n".join(line for _, line in iter_lines(path, encoding))
 
 
 def read_texts(path: str | Path, field: str = "text", encoding: str = "utf-8") -> list[str]:

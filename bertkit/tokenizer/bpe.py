@@ -124,7 +124,7 @@ def train_bpe(files: Sequence[str | Path], vocab_size: int = 50257, min_frequenc
         raise BertkitError("no input files given for BPE training")
     for path in paths:
         if not path.is_file():
-            raise BertkitError(f"{path}: no such file (give UTF-8 text files, .gz accepted)")
+            raise BertkitError(f"{path}: file not found (give UTF-8 text files, .gz accepted)")
     alphabet = pre_tokenizers.ByteLevel.alphabet()
     if vocab_size <= len(alphabet) + 1:
         raise BertkitError(f"vocab_size {vocab_size} leaves no room for merges after the {len(alphabet)} byte "

@@ -82,7 +82,7 @@ class _Corpus:
 def _check_file(path: str | Path) -> Path:
     path = Path(path)
     if not path.exists():
-        raise InputFileError(path, "no such file")
+        raise InputFileError(path, "file not found")
     if path.is_dir():
         raise InputFileError(path, "is a folder; pass text files (one sentence or paragraph per line)")
     return path

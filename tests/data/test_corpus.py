@@ -46,7 +46,7 @@ def test_binary_and_missing_files_are_one_line_errors(tmp_path):
     binary.write_bytes(b"\x00\x01\x02\xff\xfe" * 50)
     with pytest.raises(BertkitError, match="binary"):
         list(iter_documents([binary]))
-    with pytest.raises(BertkitError, match="no such file"):
+    with pytest.raises(BertkitError, match="file not found"):
         list(iter_documents([tmp_path / "missing.txt"]))
     with pytest.raises(BertkitError, match="no corpus files"):
         list(iter_documents([]))

@@ -25,7 +25,7 @@ def test_save_and_load_folder_both_ways(bpe, tmp_path):
 
 
 def test_errors_name_the_problem(tmp_path):
-    with pytest.raises(BertkitError, match="no such file"):
+    with pytest.raises(BertkitError, match="file not found"):
         train_bpe([tmp_path / "missing.txt"], vocab_size=300)
     (tmp_path / "a.txt").write_text("abc\n", encoding="utf-8")
     with pytest.raises(BertkitError, match="vocab_size"):

@@ -87,7 +87,7 @@ def test_bad_input_gives_one_line_errors(tmp_path, corpus, vocab_dir, capsys):
         (["--corpus", str(empty), "--vocab", str(vocab_dir)], "empty"),
         (["--corpus", str(binary), "--vocab", str(vocab_dir)], "binary"),
         (["--corpus", str(corpus), "--init", str(model), "--vocab", str(other_vocab)], "does not match the vocabulary"),
-        (["--corpus", str(tmp_path / "nope.txt"), "--vocab", str(vocab_dir)], "no such file"),
+        (["--corpus", str(tmp_path / "nope.txt"), "--vocab", str(vocab_dir)], "file not found"),
     ]
     for i, (args, message) in enumerate(cases):
         assert pretrain([*args, "--output", str(tmp_path / f"bad{i}"), "--max-steps", "2"]) == 2

@@ -66,7 +66,7 @@ def test_cased_training_keeps_case(corpus_files):
 
 
 def test_bad_inputs(corpus_files, tmp_path):
-    with pytest.raises(InputFileError, match="missing.txt: no such file"):
+    with pytest.raises(InputFileError, match="missing.txt: file not found"):
         train_wordpiece([tmp_path / "missing.txt"], vocab_size=100, num_unused=0)
     (tmp_path / "blank.txt").write_text("\n  \n", encoding="utf-8")
     with pytest.raises(BertkitError, match="corpus is empty"):
