@@ -25,7 +25,6 @@ from bertkit.distill.measure import TABLE_HEADER, folder_size, load_dev_set, mea
 from bertkit.distill.onnx_export import export_onnx
 from bertkit.distill.onnx_model import OnnxModel
 from bertkit.distill.prune import load_pruned_transformers
-from bertkit.checkpoints import load_checkpoint
 from bertkit.distill.prune_job import prune_and_measure
 from bertkit.distill.quantize import load_quantized, save_quantized
 from bertkit.finetune.job import FinetuneConfig, run_finetune

@@ -11,7 +11,6 @@ import argparse
 import gzip
 import json
 import random
-import sys
 import time
 from pathlib import Path
 

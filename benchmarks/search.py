@@ -120,7 +120,7 @@ def main() -> None:
     result["recall_at_1_diff"] = abs(ours["recall_at_1"] - reference["recall_at_1"])
     result["same_recall_within_0.005"] = result["recall_at_1_diff"] <= 0.005
     print(json.dumps(result, indent=2))
-    print(f"\n| pipeline | recall@1 | indexing docs/s | queries/s |\n|---|---:|---:|---:|")
+    print("\n| pipeline | recall@1 | indexing docs/s | queries/s |\n|---|---:|---:|---:|")
     for name, label in (("bertkit", "bertkit index build + search (CLI)"),
                         ("reference", "sentence-transformers + faiss.IndexFlatIP")):
         r = result[name]

@@ -18,6 +18,7 @@ from torch import nn
 from bertkit.checkpoints import save_checkpoint
 from bertkit.config import save_config
 from bertkit.data.text import read_texts
+from bertkit.distill.student import build_student
 from bertkit.finetune.batching import BucketedBatches, collate, inference_batches
 from bertkit.finetune.inference import no_targets
 from bertkit.model.pooling import normalize, pool
@@ -46,9 +47,8 @@ def _features(tokenizer, texts, max_length: int) -> list[TextFeature]:
 
 
 def run_embedding_distill(config, teacher_ckpt) -> dict:
-    from bertkit.distill.job import build_student
     teacher = teacher_ckpt.encoder.eval()
-    student, tokenizer = build_student(config, teacher_ckpt)
+    student, tokenizer = build_student(config.student, config.student_layers, teacher_ckpt)
     width_s, width_t = student.config.hidden_size, teacher.config.hidden_size
     model = EmbeddingDistillation(student, nn.Linear(width_s, width_t) if width_s != width_t else None)
     train_features = _features(tokenizer, read_texts(config.train)[:config.max_train_examples], config.max_length)

@@ -24,7 +24,7 @@ from bertkit.config import save_config
 from bertkit.data.labels import LabelMap
 from bertkit.data.readers import ReadOptions
 from bertkit.distill import losses
-from bertkit.distill.student import same_vocabulary, student_from_teacher
+from bertkit.distill.student import build_student
 from bertkit.errors import BertkitError
 from bertkit.finetune.batching import BucketedBatches, collate
 from bertkit.finetune.model import FinetuneModel, hf_config_extra, model_from_checkpoint, model_meta, new_head
@@ -69,19 +69,6 @@ class Distillation(nn.Module):
         self.student, self.projections = student, projections
 
 
-def build_student(config: DistillConfig, teacher_ckpt) -> tuple[object, object]:
-    """-> (student encoder, student tokenizer)."""
-    if config.student:
-        ckpt = load_checkpoint(config.student)
-        if not same_vocabulary(teacher_ckpt.tokenizer, ckpt.tokenizer):
-            raise BertkitError(f"--student {config.student} has another vocabulary than the teacher; distillation "
-                               "feeds both the same token ids")
-        return ckpt.encoder, ckpt.tokenizer
-    if not config.student_layers:
-        raise BertkitError("distill needs --student DIR or --student-layers N")
-    return student_from_teacher(teacher_ckpt.encoder, config.student_layers), teacher_ckpt.tokenizer
-
-
 def run_distill(config: DistillConfig) -> dict:
     for name in ("teacher", "train", "output"):
         if not getattr(config, name):
@@ -97,7 +84,7 @@ def run_distill(config: DistillConfig) -> dict:
         raise BertkitError(f"--teacher {config.teacher} is not a fine-tuned classifier; run bertkit finetune first")
     labels = list(teacher_ckpt.meta.get("labels") or [])
     teacher = model_from_checkpoint(teacher_ckpt, "classification", labels).eval()
-    student_encoder, tokenizer = build_student(config, teacher_ckpt)
+    student_encoder, tokenizer = build_student(config.student, config.student_layers, teacher_ckpt)
     # a student cut from the teacher keeps the teacher's head (DistilBERT-style init); a given student gets a new one
     student_head = new_head("classification", student_encoder, len(labels)) if config.student \
         else copy.deepcopy(teacher.head)
@@ -163,10 +150,8 @@ def run_distill(config: DistillConfig) -> dict:
         save_checkpoint(output, net.student.encoder, tokenizer, {"classifier": net.student.head},
                         model_meta(net.student, {**meta_extra, "dev_metrics": metrics}), hf_config_extra(net.student))
 
-    evaluate = None
-    if dev_features is not None:
-        def evaluate(net: Distillation):
-            return task.evaluate(net.student, dev_features, dev_examples)
+    def evaluate(net: Distillation):
+        return task.evaluate(net.student, dev_features, dev_examples)
 
     run_dir = output / "run"
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -174,7 +159,8 @@ def run_distill(config: DistillConfig) -> dict:
     result = train(model, loss_fn, batches, TrainConfig(
         lr=config.lr, warmup_ratio=config.warmup_ratio, epochs=config.epochs, seed=config.seed, device=config.device,
         output_dir=str(run_dir), metric_for_best=task.main_metric if evaluate else None,
-        progress_bar=config.progress_bar, log_every=10), evaluate=evaluate, on_best=save if evaluate else None)
+        progress_bar=config.progress_bar, log_every=10),
+        evaluate=evaluate if dev_features is not None else None, on_best=save if dev_features is not None else None)
     if evaluate is None:
         save(model, {})
     shutil.rmtree(run_dir / "checkpoint", ignore_errors=True)

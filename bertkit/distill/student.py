@@ -10,6 +10,8 @@ from typing import Optional, Sequence
 
 from torch import nn
 
+from bertkit.checkpoints import load_checkpoint
+from bertkit.errors import BertkitError
 from bertkit.model.encoder import Encoder
 
 
@@ -55,3 +57,17 @@ def same_vocabulary(teacher_tokenizer, student_tokenizer) -> bool:
         return False
     probe = range(0, teacher_tokenizer.vocab_size, max(1, teacher_tokenizer.vocab_size // 500))
     return all(teacher_tokenizer.id_to_token(i) == student_tokenizer.id_to_token(i) for i in probe)
+
+
+def build_student(student_dir: Optional[str], student_layers: Optional[int], teacher) -> tuple[Encoder, object]:
+    """-> (student encoder, tokenizer): a given student folder (same vocabulary as the teacher checkpoint),
+    or every k-th layer of the teacher."""
+    if student_dir:
+        student = load_checkpoint(student_dir)
+        if not same_vocabulary(teacher.tokenizer, student.tokenizer):
+            raise BertkitError(f"--student {student_dir} has another vocabulary than the teacher; distillation "
+                               "feeds both the same token ids")
+        return student.encoder, student.tokenizer
+    if not student_layers:
+        raise BertkitError("distill needs --student DIR or --student-layers N")
+    return student_from_teacher(teacher.encoder, student_layers), teacher.tokenizer
