@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
 
+from bertkit.data.text import iter_lines
 from bertkit.errors import InputFileError
 
 _LINES_SHOWN = 3
@@ -62,3 +63,20 @@ class BadRowLog:
                                       "row": row.row}, ensure_ascii=False) + "\n")
         print(f"bertkit: {self.path}: skipped {self.summary()}; rejects written to {target}", file=sys.stderr)
         return len(self.rows)
+
+
+def jsonl_objects(path: Path, encoding: str, log: BadRowLog):
+    """(line number, JSON object, raw line) for each non-blank line; invalid JSON and non-object lines are
+    logged as bad rows and skipped."""
+    for line_no, line in iter_lines(path, encoding):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as err:
+            log.add(line_no, "invalid JSON", f"invalid JSON: {err.msg} at column {err.colno}", line)
+            continue
+        if not isinstance(row, dict):
+            log.add(line_no, "not a JSON object", f"expected a JSON object, got {type(row).__name__}", line)
+            continue
+        yield line_no, row, line

@@ -6,11 +6,10 @@ sentence is the line of its first token.
 """
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import NamedTuple, Optional
 
-from bertkit.data.bad_rows import BadRowLog
+from bertkit.data.bad_rows import BadRowLog, jsonl_objects
 from bertkit.data.text import iter_lines
 from bertkit.data.labels import LabelMap
 from bertkit.data.readers import ReadOptions, file_format
@@ -47,16 +46,9 @@ def read_tagged_sentences(path: str | Path, tags: Optional[LabelMap] = None, req
 
 
 def _jsonl_sentences(path: Path, encoding: str, log: BadRowLog):
-    for line_no, line in iter_lines(path, encoding):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as err:
-            log.add(line_no, "invalid JSON", f"invalid JSON: {err.msg} at column {err.colno}", line)
-            continue
-        tokens = row.get("tokens") if isinstance(row, dict) else None
-        tags = row.get("tags", row.get("ner_tags")) if isinstance(row, dict) else None
+    for line_no, row, line in jsonl_objects(path, encoding, log):
+        tokens = row.get("tokens")
+        tags = row.get("tags", row.get("ner_tags"))
         if not isinstance(tokens, list) or not all(isinstance(t, str) for t in tokens):
             log.add(line_no, "missing tokens", 'expected {"tokens": [strings], "tags": [strings]}', line)
             continue

@@ -12,13 +12,12 @@ with its line (see bad_rows.py) so one run reports them all.
 from __future__ import annotations
 
 import csv
-import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, NamedTuple, Optional, Union
 
-from bertkit.data.bad_rows import BadRowLog
+from bertkit.data.bad_rows import BadRowLog, jsonl_objects
 from bertkit.data.text import iter_lines
 from bertkit.data.labels import LabelMap
 from bertkit.errors import InputFileError
@@ -86,17 +85,7 @@ def read_text_examples(path: str | Path, label_kind: LabelKind = "class", labels
 
 
 def _jsonl_rows(path: Path, encoding: str, log: BadRowLog):
-    for line_no, line in iter_lines(path, encoding):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as err:
-            log.add(line_no, "invalid JSON", f"invalid JSON: {err.msg} at column {err.colno}", line)
-            continue
-        if not isinstance(row, dict):
-            log.add(line_no, "not a JSON object", f"expected a JSON object, got {type(row).__name__}", line)
-            continue
+    for line_no, row, line in jsonl_objects(path, encoding, log):
         for alias, name in (("text_a", "text"), ("sentence", "text"), ("text_b", "text_pair")):
             if alias in row and name not in row:
                 row[name] = row.pop(alias)
