@@ -92,6 +92,21 @@ def read_text(path: str | Path, encoding: str = "utf-8") -> str:
     return "\n".join(line for _, line in iter_lines(path, encoding))
 
 
+def iter_jsonl(path: str | Path, encoding: str = "utf-8") -> Iterator[tuple[int, dict]]:
+    """(line number, JSON object) for each non-blank line of a .jsonl file; invalid JSON or a line that is not
+    an object stops with the file and line."""
+    for number, line in iter_lines(path, encoding):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as err:
+            raise InputFileError(path, f"invalid JSON ({err.msg} at column {err.colno})", line=number) from None
+        if not isinstance(row, dict):
+            raise InputFileError(path, f"expected a JSON object, got {type(row).__name__}", line=number)
+        yield number, row
+
+
 def read_texts(path: str | Path, field: str = "text", encoding: str = "utf-8") -> list[str]:
     """Texts from a .txt file (one per line) or .jsonl (one object per line, `field` holds the text).
 
@@ -99,19 +114,14 @@ def read_texts(path: str | Path, field: str = "text", encoding: str = "utf-8") -
     file is an error.
     """
     path = check_readable(path, (".txt", ".jsonl"))
+    if _suffix(path).lower() != ".jsonl":
+        texts = [line for _, line in iter_lines(path, encoding)]
+        if not texts:
+            raise InputFileError(path, "is empty; expected one text per line")
+        return texts
     texts: list[str] = []
-    is_jsonl = _suffix(path).lower() == ".jsonl"
-    for number, line in iter_lines(path, encoding):
-        if not is_jsonl:
-            texts.append(line)
-            continue
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as err:
-            raise InputFileError(path, f"invalid JSON ({err.msg} at column {err.colno})", line=number) from None
-        if not isinstance(row, dict) or field not in row:
+    for number, row in iter_jsonl(path, encoding):
+        if field not in row:
             raise InputFileError(path, f"missing field {field!r}", line=number)
         if not isinstance(row[field], str):
             raise InputFileError(path, f"field {field!r} must be a string, got {type(row[field]).__name__}",
@@ -122,4 +132,4 @@ def read_texts(path: str | Path, field: str = "text", encoding: str = "utf-8") -
     return texts
 
 
-__all__ = ["check_readable", "iter_lines", "read_texts"]
+__all__ = ["check_readable", "iter_jsonl", "iter_lines", "read_text", "read_texts"]

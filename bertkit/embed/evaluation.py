@@ -6,7 +6,6 @@ documents.
 """
 from __future__ import annotations
 
-import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Sequence
@@ -102,20 +101,10 @@ def pair_similarities(vectors_a: np.ndarray, vectors_b: np.ndarray) -> np.ndarra
 # -- files ---------------------------------------------------------------------------------------------
 
 def read_jsonl(path: str | Path) -> list[tuple[int, dict]]:
-    from bertkit.data.text import check_readable, iter_lines
+    from bertkit.data.text import check_readable, iter_jsonl
 
     path = check_readable(path, (".jsonl",))
-    rows = []
-    for number, line in iter_lines(path):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as err:
-            raise InputFileError(path, f"invalid JSON ({err.msg} at column {err.colno})", line=number) from None
-        if not isinstance(row, dict):
-            raise InputFileError(path, "expected a JSON object", line=number)
-        rows.append((number, row))
+    rows = list(iter_jsonl(path))
     if not rows:
         raise InputFileError(path, "is empty")
     return rows

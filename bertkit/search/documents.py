@@ -5,7 +5,6 @@ A documents file is JSONL (optionally .gz): one object per line with `id` (strin
 """
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,19 +24,11 @@ class Document:
 
 
 def read_documents(path: str | Path, require_text: bool = True) -> Iterator[Document]:
-    from bertkit.data.text import check_readable, iter_lines
+    from bertkit.data.text import check_readable, iter_jsonl
 
     path = check_readable(path, (".jsonl",))
     seen: set[str] = set()
-    for number, line in iter_lines(path):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as err:
-            raise InputFileError(path, f"invalid JSON ({err.msg} at column {err.colno})", line=number) from None
-        if not isinstance(row, dict):
-            raise InputFileError(path, "expected a JSON object with 'id' and 'text'", line=number)
+    for number, row in iter_jsonl(path):
         doc_id = row.pop("id", None)
         if not isinstance(doc_id, (str, int)) or isinstance(doc_id, bool) or str(doc_id) == "":
             raise InputFileError(path, "missing 'id' (a non-empty string or integer)", line=number)
