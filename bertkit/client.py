@@ -96,16 +96,17 @@ class Client:
         return self._status["limits"]
 
     # --- calls -------------------------------------------------------------------------------------------
-    def _chunks(self, texts: Sequence[str]) -> list[list[str]]:
+    def _chunks(self, texts: Sequence[Any]) -> list[list[Any]]:
         """Slices within the published per-request text count and (with room for JSON) byte size."""
         if isinstance(texts, str):
             raise TypeError("pass a list of texts, not one string: encode([text])")
         max_texts = int(self.limits["max_request_texts"])
         max_bytes = int(self.limits["max_request_bytes"]) // 2
-        chunks: list[list[str]] = [[]]
+        chunks: list[list[Any]] = [[]]
         size = 0
         for text in texts:
-            length = len(text.encode("utf-8")) + 16
+            parts = text.values() if isinstance(text, dict) else [text]
+            length = sum(len(str(part).encode("utf-8")) + 16 for part in parts)
             if chunks[-1] and (len(chunks[-1]) >= max_texts or size + length > max_bytes):
                 chunks.append([])
                 size = 0
@@ -130,10 +131,17 @@ class Client:
             return np.zeros((0, dimension), dtype=np.float32)
         return np.stack(parts).astype(np.float32, copy=False)
 
-    def predict(self, texts: Sequence[str], truncate: bool = False) -> list[dict]:
-        """One prediction per text from the served model's fine-tuned head (see POST /predict)."""
+    def predict(self, texts: Sequence[Any], truncate: bool = False) -> list[dict]:
+        """One prediction per text from the served model's fine-tuned head (see POST /predict).
+
+        A question-answering model takes {"question", "context"} dicts or (question, context) pairs and gives
+        {"answer", "start", "end", "score", "null_score"} per item, offsets into the context.
+        """
+        if isinstance(texts, (str, dict)):
+            raise TypeError("pass a list of inputs, not one: predict([item])")
+        items = [{"question": t[0], "context": t[1]} if isinstance(t, (tuple, list)) else t for t in texts]
         out: list[dict] = []
-        for chunk in self._chunks(texts):
+        for chunk in self._chunks(items):
             out.extend(self._request("POST", "/predict", {"texts": chunk, "truncate": truncate})["predictions"])
         return out
 

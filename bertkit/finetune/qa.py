@@ -97,6 +97,10 @@ class QATask:
     def decode(self, model, features: Sequence[QAFeature], examples: Sequence[QAExample],
                batch_size: int = 64) -> list[dict]:
         outputs = forward_features(model, features, self.tokenizer.pad_id, batch_size)
+        return self.answers(examples, features, outputs)
+
+    def answers(self, examples: Sequence[QAExample], features: Sequence[QAFeature], outputs: Sequence) -> list[dict]:
+        """Per-window (start, end) logits -> the best answer of each example over all its windows."""
         by_example: list[list[int]] = [[] for _ in examples]
         for i, feature in enumerate(features):
             by_example[feature.example].append(i)

@@ -147,7 +147,7 @@ def create_app(service: EmbeddingService) -> FastAPI:
 
     @app.post("/predict", response_model=schemas.PredictResponse,
               responses={**ERRORS, 409: {"model": schemas.ErrorResponse, "description": "no fine-tuned head"}},
-              summary="Labels, values or entities from the model's fine-tuned head")
+              summary="Labels, values, entities or answers from the model's fine-tuned head")
     async def predict(body: schemas.PredictRequest):
         predictions, truncated = await service.predict(body.texts, body.truncate)
         return json_response({"task": runner.task, "predictions": predictions, "truncated": truncated})

@@ -1,11 +1,20 @@
-"""Head outputs -> what /predict answers: labels with probabilities, values, or entity spans in the text."""
+"""Head outputs -> what /predict answers: labels with probabilities, values, entity spans in the text, or
+answers to questions (extractive QA) with character offsets into the context."""
 from __future__ import annotations
 
-from typing import Sequence
+from dataclasses import replace
+from typing import Any, NamedTuple, Optional, Sequence
 
 import numpy as np
+import torch
 
+from bertkit.data.squad import QAExample
 from bertkit.finetune.entity_metrics import entities
+from bertkit.finetune.qa import QAFeature, QATask
+from bertkit.finetune.tasks import TaskOptions, build_task
+from bertkit.runtime import autocast
+from bertkit.serve.inputs import MAX_ERRORS_SHOWN, PAIR_SEPARATOR, InputRejected, TokenSequence
+from bertkit.serve.runner import NonFiniteResult, pad_batch
 
 
 def _softmax(logits: np.ndarray) -> np.ndarray:
@@ -46,3 +55,80 @@ def describe_entities(logits: np.ndarray, offsets: Sequence[tuple[int, int]], te
         found.append({"type": entity.type, "text": text[start:end], "start": int(start), "end": int(end),
                       "score": round(score, 6)})
     return {"entities": found}
+
+
+# --- extractive QA -----------------------------------------------------------------------------------------
+# Windows, n-best decoding and no-answer are bertkit.finetune.qa's (what `bertkit predict` runs); this part only
+# feeds it: question/context items in, windows through the server's batcher, answers with character offsets out.
+
+class PreparedQuestions(NamedTuple):
+    examples: list[QAExample]
+    features: list[QAFeature]          # document-stride windows; feature.example indexes `examples`
+    truncated: list[int]               # items whose question was cut to the model's question limit
+
+
+def question_answering(runner) -> tuple[Optional[QATask], Any]:
+    """(QA task, head) when the served folder was fine-tuned for extractive QA, else (None, None)."""
+    if runner.task != "qa" or runner.heads.get("qa") is None:
+        return None, None
+    saved = runner.meta.get("task_options") or {}
+    options = TaskOptions(**{k: v for k, v in saved.items() if k in TaskOptions.__dataclass_fields__})
+    # A window longer than the position table would fail every batch it lands in; the model's limit wins.
+    options = replace(options, max_length=min(options.max_length, runner.max_length))
+    return build_task("qa", runner.tokenizer, [], options), runner.heads["qa"].eval()
+
+
+def qa_examples(texts: Sequence[Any]) -> list[QAExample]:
+    """{"question", "context"} items or "question ||| context" strings -> examples; InputRejected names the bad
+    ones (empty or whitespace-only question or context, a string without the separator)."""
+    examples, errors = [], []
+    for index, item in enumerate(texts):
+        if isinstance(item, str):
+            if PAIR_SEPARATOR not in item:
+                errors.append(f'texts[{index}] is a plain text; this model answers questions: send {{"question": '
+                              f'..., "context": ...}} or "question {PAIR_SEPARATOR} context"')
+                continue
+            # As /encode reads pairs: both sides stripped, so offsets count from the context's first character.
+            question, context = (part.strip() for part in item.split(PAIR_SEPARATOR, 1))
+        else:
+            question, context = item.question, item.context
+        for name, value in (("question", question), ("context", context)):
+            if not value.strip():
+                errors.append(f"texts[{index}] has an empty or whitespace-only {name}; send some text")
+        examples.append(QAExample(str(index), question.strip(), context, (), False))
+    if errors:
+        more = f" (and {len(errors) - MAX_ERRORS_SHOWN} more)" if len(errors) > MAX_ERRORS_SHOWN else ""
+        raise InputRejected("; ".join(errors[:MAX_ERRORS_SHOWN]) + more)
+    return examples
+
+
+def prepare_questions(tokenizer, examples: Sequence[QAExample], task: QATask, truncate: bool) -> PreparedQuestions:
+    """Cut contexts into windows. Contexts may be any length; a question over the task's question limit is
+    refused (naming it) unless `truncate`, as over-long texts are on every other endpoint."""
+    limit = min(task.max_question_length, task.max_length // 2)     # QATask.encode's cut, in tokens
+    questions = tokenizer.encode_batch([ex.question for ex in examples], max_length=None, truncation=None)
+    over = [(i, len(ids) - 2) for i, ids in enumerate(questions.input_ids) if len(ids) - 2 > limit]
+    if over and not truncate:
+        raise InputRejected("; ".join(
+            f"texts[{i}] has a question of {n} tokens, more than this model's question limit of {limit}; "
+            "shorten it or send \"truncate\": true" for i, n in over[:MAX_ERRORS_SHOWN]))
+    return PreparedQuestions(list(examples), task.encode(examples), [i for i, _ in over])
+
+
+def qa_logits(runner, head, windows: list[TokenSequence]) -> list[tuple[np.ndarray, np.ndarray] | NonFiniteResult]:
+    """Start and end logits per window, cut to its length. Runs in the batcher's worker threads."""
+    batch = pad_batch(windows, runner.tokenizer.pad_id, runner.device)
+    with torch.inference_mode(), autocast(runner.device):
+        hidden = runner.encoder(batch.input_ids, attention_mask=batch.attention_mask,
+                                token_type_ids=batch.token_type_ids).last_hidden_state
+        start, end = (logits.float().cpu().numpy() for logits in head(hidden))
+    rows = [(start[i, :len(w.input_ids)], end[i, :len(w.input_ids)]) for i, w in enumerate(windows)]
+    return [row if np.isfinite(row[0]).all() and np.isfinite(row[1]).all() else NonFiniteResult("answer")
+            for row in rows]
+
+
+def describe_answers(task: QATask, prepared: PreparedQuestions, outputs: Sequence[tuple]) -> list[dict]:
+    """Window logits -> per item {"answer", "start", "end", "score", "null_score"}, offsets into the context;
+    no answer (v2.0 models, or no valid span) is answer "" with start and end null."""
+    return [{key: best[key] for key in ("answer", "start", "end", "score", "null_score")}
+            for best in task.answers(prepared.examples, prepared.features, outputs)]

@@ -89,17 +89,42 @@ class TokenizeResponse(BaseModel):
     max_length: int
 
 
+class QuestionInput(Strict):
+    question: str = Field(..., description="the question (not empty); cut to the model's question limit only "
+                                           "with truncate: true")
+    context: str = Field(..., description="the text to find the answer in (not empty), any length: a long one "
+                                          "is read in overlapping windows")
+
+
 class PredictRequest(Strict):
-    texts: list[str] = Field(..., description=f'texts ("first ||| second" for pair tasks). {EMPTY_DOC}.')
-    truncate: bool = Field(False, description=TRUNCATE_DOC)
+    texts: list[Union[str, QuestionInput]] = Field(
+        ..., description='texts ("first ||| second" for pair tasks). For a question-answering model: '
+                         '{"question", "context"} objects, or "question ||| context" strings (both sides '
+                         f"stripped); an empty question or context is refused with 422 naming its index. {EMPTY_DOC}.")
+    truncate: bool = Field(False, description=TRUNCATE_DOC + "; for QA it applies to questions only (contexts "
+                                                             "are never cut)")
+
+
+class Answer(BaseModel):
+    """One /predict result of a question-answering model."""
+    answer: str = Field(..., description='the answer, context[start:end]; "" when there is none')
+    start: Optional[int] = Field(..., description="character offset of the answer in the context; null when "
+                                                  "there is no answer")
+    end: Optional[int] = Field(..., description="character offset just past the answer; null when there is none")
+    score: Optional[float] = Field(..., description="start + end logit of the answer span (a logit sum, not a "
+                                                    "probability); null when no span was valid")
+    null_score: float = Field(..., description="start + end logit of [CLS], the no-answer score: a model trained "
+                                               "with unanswerable questions (SQuAD v2.0) answers \"\" when it beats "
+                                               "score by more than its null_threshold")
 
 
 class PredictResponse(BaseModel):
     task: str
-    predictions: list[dict[str, Any]] = Field(
+    predictions: list[Union[Answer, dict[str, Any]]] = Field(
         ..., description="per text: {label, score, scores} for classification, {labels, scores} for "
-                         "multi-label, {value} for regression, {entities: [{type, text, start, end}]} for NER")
-    truncated: list[int] = Field(default_factory=list)
+                         "multi-label, {value} for regression, {entities: [{type, text, start, end}]} for NER, "
+                         "{answer, start, end, score, null_score} (Answer) for question answering")
+    truncated: list[int] = Field(default_factory=list, description="indices of texts (QA: questions) that were cut")
 
 
 class SearchRequest(Strict):

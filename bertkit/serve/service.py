@@ -12,11 +12,13 @@ from typing import Any, Optional, Sequence
 
 import numpy as np
 
+from bertkit.data.squad import QAExample
 from bertkit.errors import BertkitError
 from bertkit.serve.batching import CPU_BATCH_OVERHEAD_TOKENS, GPU_BATCH_OVERHEAD_TOKENS, Batcher, QueueFull
 from bertkit.serve.config import ServeConfig
-from bertkit.serve.inputs import InputRejected, PreparedTexts, prepare_texts
-from bertkit.serve.predictions import describe_entities, describe_sequence
+from bertkit.serve.inputs import InputRejected, PreparedTexts, TokenSequence, prepare_texts
+from bertkit.serve.predictions import (describe_answers, describe_entities, describe_sequence, prepare_questions,
+                                       qa_examples, qa_logits, question_answering)
 from bertkit.serve.runner import SERVED_POOLINGS, EmbedItem, ModelRunner, NonFiniteResult
 from bertkit.serve.search import SearchIndex
 from bertkit.serve.stats import ServerStats
@@ -26,10 +28,21 @@ DEFAULT_SEARCH_K = 10
 # Up to this many characters a request is tokenized on the event loop (tens of microseconds in the Rust
 # tokenizer); larger ones go to a thread so that one big request cannot stall everyone's I/O.
 INLINE_TOKENIZE_CHARS = 4096
+# Up to this many QA windows the answers are decoded on the event loop; more go to a thread (the n-best
+# search is a Python loop over every window).
+INLINE_DECODE_WINDOWS = 16
+
+
+def _chars(item) -> int:
+    if isinstance(item, str):
+        return len(item)
+    if isinstance(item, QAExample):
+        return len(item.question) + len(item.context)
+    return 8 * len(item)      # a token or token-id list
 
 
 def _size(items: Sequence) -> int:
-    return sum(len(item) if isinstance(item, str) else 8 * len(item) for item in items)
+    return sum(_chars(item) for item in items)
 
 
 class ServiceError(Exception):
@@ -49,8 +62,19 @@ class EmbeddingService:
                                f"{runner.max_length}-token limit, so a long text would fit no batch; raise it")
         overhead = config.batch_overhead_tokens or (
             GPU_BATCH_OVERHEAD_TOKENS if runner.device.type == "cuda" else CPU_BATCH_OVERHEAD_TOKENS)
-        self.batcher = Batcher(runner.run_batch, config.max_batch_tokens, config.max_queued_texts,
+        self.qa_task, self.qa_head = question_answering(runner)
+        self.batcher = Batcher(self._run_batch, config.max_batch_tokens, config.max_queued_texts,
                                config.workers, config.max_batch_size, overhead)
+
+    def _run_batch(self, kind: str, payloads: list) -> list:
+        """The batcher's worker-thread entry: QA windows run here, everything else in the runner."""
+        if kind == "qa":
+            return qa_logits(self.runner, self.qa_head, payloads)
+        return self.runner.run_batch(kind, payloads)
+
+    @property
+    def can_predict(self) -> bool:
+        return self.runner.head is not None or self.qa_task is not None
 
     def close(self) -> None:
         self.batcher.close()
@@ -122,12 +146,19 @@ class EmbeddingService:
         return await self.embed(prepared, pooling, normalize)
 
     # --- fine-tuned heads --------------------------------------------------------------------------------
-    async def predict(self, texts: list[str], truncate: bool) -> tuple[list[dict], list[int]]:
+    async def predict(self, texts: list, truncate: bool) -> tuple[list[dict], list[int]]:
+        """texts: strings, or for QA also question/context items (anything with .question and .context)."""
+        if self.qa_task is not None:
+            return await self.answer(texts, truncate)
         if self.runner.head is None:
             raise ServiceError(409, "this model has no fine-tuned head to predict with (bertkit.json task: "
                                     f"{self.runner.task!r}); serve a folder saved by `bertkit finetune` with "
-                                    "a classification, regression or NER head, or use /encode for vectors")
+                                    "a classification, regression, NER or QA head, or use /encode for vectors")
         self.check_count(len(texts))
+        objects = [i for i, text in enumerate(texts) if not isinstance(text, str)]
+        if objects:
+            raise ServiceError(422, f"texts[{objects[0]}] is a question/context object, but this model was "
+                                    f"fine-tuned for {self.runner.task!r}, not question answering; send texts")
         prepared = await self.prepare(prepare_texts, texts, self.runner.max_length, truncate,
                                       allow_pairs=self.runner.task != "ner")
         if self.runner.task == "ner":
@@ -147,6 +178,33 @@ class EmbeddingService:
         else:
             predictions = [describe_sequence(o, self.runner.task, self.runner.label_names) for o in outputs]
         return predictions, prepared.truncated
+
+    async def answer(self, texts: list, truncate: bool) -> tuple[list[dict], list[int]]:
+        """Extractive QA: every document-stride window of every context goes through the batcher as one item,
+        so long contexts are batched with everyone else's texts; answers come back per item."""
+        self.check_count(len(texts))
+        try:
+            examples = qa_examples(texts)
+        except InputRejected as rejected:
+            raise ServiceError(422, str(rejected)) from None
+        prepared = await self.prepare(prepare_questions, examples, self.qa_task, truncate)
+        windows = [TokenSequence(f.input_ids, f.token_type_ids) for f in prepared.features]
+        if len(windows) > self.config.max_queued_texts:   # it would get "busy" forever: say what to change
+            raise ServiceError(413, f"the contexts of this request make {len(windows)} windows of up to "
+                                    f"{self.qa_task.max_length} tokens, more than this server queues at once "
+                                    f"(max_queued_texts {self.config.max_queued_texts} in GET /status); send "
+                                    "shorter contexts or fewer questions per request")
+        outputs = await self._queue("qa", windows, [len(w.input_ids) for w in windows])
+        if any(isinstance(o, NonFiniteResult) for o in outputs):
+            self.stats.non_finite += 1
+            raise ServiceError(422, "the model produced non-finite scores for this request; the checkpoint "
+                                    "may be damaged")
+        self.stats.texts += len(examples)
+        if len(windows) <= INLINE_DECODE_WINDOWS:
+            answers = describe_answers(self.qa_task, prepared, outputs)
+        else:
+            answers = await asyncio.to_thread(describe_answers, self.qa_task, prepared, outputs)
+        return answers, prepared.truncated
 
     # --- search ------------------------------------------------------------------------------------------
     async def search(self, query: str, k: Optional[int], filter: Optional[dict]) -> tuple[list, bool]:
@@ -173,7 +231,7 @@ class EmbeddingService:
             "model": {"name": self.model_name, "dimension": runner.dimension, "max_length": runner.max_length,
                       "default_pooling": runner.default_pooling, "default_normalize": runner.default_normalize,
                       "poolings": list(SERVED_POOLINGS), "task": runner.task,
-                      "labels": runner.label_names, "predict": runner.head is not None,
+                      "labels": runner.label_names, "predict": self.can_predict,
                       "device": str(runner.device)},
             "limits": {"max_request_texts": config.max_request_texts,
                        "max_tokens_per_text": runner.max_length,
