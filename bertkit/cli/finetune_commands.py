@@ -2,6 +2,8 @@
 
 finetune settings come from FinetuneConfig defaults, then `--config FILE.toml`, then the flags below, then
 `--key=value` / `--options.key=value` overrides for everything else (e.g. --options.doc_stride=64).
+`--task seq2seq` (UniLM) and `--template` (PET / P-tuning) run the jobs in bertkit.generate, with their own
+configs (Seq2SeqConfig, PromptConfig); evaluate / predict recognise their folders by bertkit.json's task.
 """
 from __future__ import annotations
 
@@ -9,7 +11,10 @@ import argparse
 import json
 import sys
 
+from bertkit.errors import BertkitError
 from bertkit.finetune.model import TASKS
+
+SEQ2SEQ, PROMPT = "seq2seq", "prompt-classification"   # tasks of the bertkit.generate jobs
 
 # flag -> FinetuneConfig field, for the flags every user needs; the rest go through --key=value overrides.
 _FLAGS = {"task": str, "model": str, "train": str, "dev": str, "output": str, "epochs": int, "lr": float,
@@ -22,10 +27,12 @@ def register(subparsers) -> None:
     p = subparsers.add_parser("finetune", help="fine-tune a model on labeled data (classification, NER, QA...)",
                               description="Train a task head (and the encoder) on a labeled file; writes the best "
                                           "model folder to --output, with metrics.json and run/ (config, versions, log).")
-    p.add_argument("--task", choices=TASKS)
+    p.add_argument("--task", choices=TASKS + (SEQ2SEQ,),
+                   help="seq2seq: UniLM sequence-to-sequence on {source, target} (or text_a, text_b) JSONL pairs, "
+                        "from a folder with an MLM head")
     p.add_argument("--model", help="model folder to start from")
     p.add_argument("--train", help="training file: .jsonl/.tsv/.csv (classification), .jsonl/.conll (ner), "
-                                   "SQuAD .json (qa); .gz allowed")
+                                   "SQuAD .json (qa), pairs .jsonl (seq2seq); .gz allowed")
     p.add_argument("--dev", help="dev file, evaluated every epoch (or --eval-every steps); picks the best model")
     p.add_argument("--output", help="folder for the best model")
     p.add_argument("--config", help="TOML file with FinetuneConfig keys")
@@ -47,12 +54,23 @@ def register(subparsers) -> None:
     p.add_argument("--max-train-examples", type=int, help="use only the first N training rows")
     p.add_argument("--max-dev-examples", type=int, help="use only the first N dev rows")
     p.add_argument("--device", help="cpu, cuda or auto")
+    prompt = p.add_argument_group("prompt-based classification (PET / P-tuning; --task classification, a model "
+                                  "with an MLM head; --epochs 0 = zero-shot: evaluate on --dev and save)")
+    prompt.add_argument("--template", help='cloze pattern with {text} and [MASK] once each, e.g. "{text} It was '
+                                           '[MASK]."; [P] slots hold learned vectors with --ptuning')
+    prompt.add_argument("--verbalizer", help="label=word pairs, one vocabulary token per word, e.g. "
+                                             "pos=great,neg=terrible")
+    prompt.add_argument("--ptuning", action="store_true", default=None,
+                        help="P-tuning: learn continuous prompt vectors for the template's [P] slots")
+    prompt.add_argument("--freeze-encoder", action="store_true", default=None,
+                        help="with --ptuning: train only the prompt vectors")
     p.set_defaults(func=run_finetune_command, accepts_overrides=True)
 
     p = subparsers.add_parser("evaluate", help="score a fine-tuned model on a labeled file (JSON metrics)")
     p.add_argument("--model", required=True)
     p.add_argument("--data", required=True)
-    p.add_argument("--task", choices=TASKS, help="fail unless the model was fine-tuned for this task")
+    p.add_argument("--task", choices=TASKS + (SEQ2SEQ, PROMPT),
+                   help="fail unless the model was fine-tuned for this task")
     p.add_argument("--encoding", default="utf-8")
     p.add_argument("--batch-size", type=int, default=64)
     p.set_defaults(func=run_evaluate_command)
@@ -61,35 +79,91 @@ def register(subparsers) -> None:
     p.add_argument("--model", required=True)
     p.add_argument("--input", required=True, help=".jsonl/.tsv/.csv/.txt, .conll, or SQuAD .json")
     p.add_argument("--output", required=True, help="output .jsonl")
-    p.add_argument("--task", choices=TASKS, help="fail unless the model was fine-tuned for this task")
+    p.add_argument("--task", choices=TASKS + (SEQ2SEQ, PROMPT),
+                   help="fail unless the model was fine-tuned for this task")
     p.add_argument("--encoding", default="utf-8")
     p.add_argument("--batch-size", type=int, default=64)
+    p.add_argument("--max-new-tokens", type=int, default=64, help="seq2seq models: most tokens to generate per row")
     p.set_defaults(func=run_predict_command)
+
+
+def _given_flags(args: argparse.Namespace) -> dict:
+    given = {name: getattr(args, name) for name in _FLAGS if getattr(args, name) is not None}
+    for flag in ("gradual_unfreezing", "skip_bad_rows", "ptuning", "freeze_encoder"):
+        if getattr(args, flag):
+            given[flag] = True
+    for flag in ("template", "verbalizer"):
+        if getattr(args, flag) is not None:
+            given[flag] = getattr(args, flag)
+    return given
+
+
+def _job(given: dict):
+    """The config and runner for the task: FinetuneConfig, or a bertkit.generate job's config."""
+    prompt_flags = [f for f in ("template", "verbalizer", "ptuning", "freeze_encoder") if f in given]
+    if given.get("task") == SEQ2SEQ:
+        if prompt_flags:
+            raise BertkitError(f"--{prompt_flags[0].replace('_', '-')} is for prompt-based classification, not "
+                               "--task seq2seq")
+        from bertkit.generate.seq2seq_job import Seq2SeqConfig, run_seq2seq_finetune
+        return Seq2SeqConfig, run_seq2seq_finetune, "--task seq2seq"
+    if prompt_flags:
+        if given.get("task", "classification") != "classification":
+            raise BertkitError(f"--{prompt_flags[0].replace('_', '-')} (prompt-based classification) works with "
+                               f"--task classification, not --task {given['task']}")
+        from bertkit.generate.prompt_job import PromptConfig, run_prompt_finetune
+        return PromptConfig, run_prompt_finetune, "--template (prompt-based classification)"
+    from bertkit.finetune.job import FinetuneConfig, run_finetune
+    return FinetuneConfig, run_finetune, None
 
 
 def run_finetune_command(args: argparse.Namespace) -> int:
     import dataclasses
 
     from bertkit.config import apply_overrides, load_config
-    from bertkit.finetune.job import FinetuneConfig, run_finetune
 
-    config = load_config(FinetuneConfig, args.config, [])
-    given = {name: getattr(args, name) for name in _FLAGS if getattr(args, name) is not None}
-    for flag in ("gradual_unfreezing", "skip_bad_rows"):
-        if getattr(args, flag):
-            given[flag] = True
+    given = _given_flags(args)
+    cls, run, job_name = _job(given)
+    if job_name is not None:
+        given.pop("task", None)
+        fields = {f.name for f in dataclasses.fields(cls)}
+        unsupported = [name for name in given if name not in fields]
+        if unsupported:
+            raise BertkitError(f"--{unsupported[0].replace('_', '-')} is not supported with {job_name}")
+    config = load_config(cls, args.config, [])
     config = dataclasses.replace(config, **given)
     config = apply_overrides(config, args.overrides)
-    result = run_finetune(config)
+    result = run(config)
     print(json.dumps({"output": str(result.output), "dev": result.metrics, "epochs": result.epochs,
                       "steps": result.steps, "train_seconds": round(result.train_seconds, 1)}, indent=2))
     return 0
 
 
+def _generate_job_task(args: argparse.Namespace):
+    """SEQ2SEQ or PROMPT when args.model is such a folder (checking --task against it), else None."""
+    from bertkit.generate.finetune_config import saved_task
+
+    task = saved_task(args.model)
+    if task not in (SEQ2SEQ, PROMPT):
+        return None
+    accepted = {SEQ2SEQ: (SEQ2SEQ,), PROMPT: (PROMPT, "classification")}[task]
+    if args.task is not None and args.task not in accepted:
+        raise BertkitError(f"{args.model} was fine-tuned for {task!r}, not {args.task!r}")
+    return task
+
+
 def run_evaluate_command(args: argparse.Namespace) -> int:
     from bertkit.finetune.predict import evaluate_file
 
-    metrics = evaluate_file(args.model, args.data, args.encoding, args.batch_size, args.task)
+    task = _generate_job_task(args)
+    if task == SEQ2SEQ:
+        from bertkit.generate.seq2seq_job import evaluate_seq2seq_file
+        metrics = evaluate_seq2seq_file(args.model, args.data, args.encoding, args.batch_size)
+    elif task == PROMPT:
+        from bertkit.generate.prompt_job import evaluate_prompt_file
+        metrics = evaluate_prompt_file(args.model, args.data, args.encoding, args.batch_size)
+    else:
+        metrics = evaluate_file(args.model, args.data, args.encoding, args.batch_size, args.task)
     print(json.dumps(metrics, indent=2, ensure_ascii=False))
     return 0
 
@@ -97,6 +171,14 @@ def run_evaluate_command(args: argparse.Namespace) -> int:
 def run_predict_command(args: argparse.Namespace) -> int:
     from bertkit.finetune.predict import predict_file
 
-    count = predict_file(args.model, args.input, args.output, args.encoding, args.batch_size, args.task)
+    task = _generate_job_task(args)
+    if task == SEQ2SEQ:
+        from bertkit.generate.seq2seq_job import predict_seq2seq_file
+        count = predict_seq2seq_file(args.model, args.input, args.output, args.encoding, args.max_new_tokens)
+    elif task == PROMPT:
+        from bertkit.generate.prompt_job import predict_prompt_file
+        count = predict_prompt_file(args.model, args.input, args.output, args.encoding, args.batch_size)
+    else:
+        count = predict_file(args.model, args.input, args.output, args.encoding, args.batch_size, args.task)
     print(f"bertkit: wrote {count} predictions to {args.output}", file=sys.stderr)
     return 0

@@ -1,4 +1,5 @@
-"""`bertkit generate` (text from a GPT-2-style folder, streamed) and `bertkit vocab-bpe` (byte-level BPE)."""
+"""`bertkit generate` (text from a GPT-2-style folder, streamed; or, with --source, the target of a UniLM seq2seq
+folder) and `bertkit vocab-bpe` (byte-level BPE)."""
 from __future__ import annotations
 
 import argparse
@@ -6,12 +7,16 @@ import sys
 
 
 def register(subparsers) -> None:
-    p = subparsers.add_parser("generate", help="continue a prompt with a GPT-2-style causal LM",
+    p = subparsers.add_parser("generate", help="continue a prompt with a GPT-2-style causal LM (or --source: seq2seq)",
                               description="Continue a prompt with a GPT-2-style model folder (HF GPT-2 layout), "
                                           "printing tokens as they are chosen. Greedy unless --temperature, "
-                                          "--top-k or --top-p asks for sampling.")
-    p.add_argument("--model", required=True, metavar="DIR", help="GPT-2 folder (config.json, weights, tokenizer)")
-    p.add_argument("--prompt", default="", help="text to continue (empty: start a new document)")
+                                          "--top-k or --top-p asks for sampling. With --source, decode the "
+                                          "target of a folder from `bertkit finetune --task seq2seq` (UniLM, "
+                                          "greedy, key/value cache); `bertkit predict` does it for a file.")
+    p.add_argument("--model", required=True, metavar="DIR",
+                   help="GPT-2 folder (config.json, weights, tokenizer), or a seq2seq folder with --source")
+    p.add_argument("--prompt", default=None, help="text to continue (empty: start a new document)")
+    p.add_argument("--source", default=None, help="seq2seq folders: the source text to generate a target for")
     p.add_argument("--max-new-tokens", type=int, default=50, help="most tokens to add (default 50)")
     p.add_argument("--temperature", type=float, default=None,
                    help="0 = greedy; default 1.0 when --top-k/--top-p is given, else greedy")
@@ -43,6 +48,12 @@ def run_generate(args: argparse.Namespace) -> int:
 
     if args.max_new_tokens < 0:
         raise BertkitError(f"--max-new-tokens must be >= 0, got {args.max_new_tokens}")
+    if args.source is not None:
+        return run_seq2seq_generate(args)
+    from bertkit.generate.finetune_config import saved_task
+    if saved_task(args.model) == "seq2seq":
+        raise BertkitError(f"{args.model} is a seq2seq model: give --source TEXT instead of --prompt")
+    args.prompt = args.prompt or ""
     temperature = args.temperature
     if temperature is None:
         temperature = 1.0 if (args.top_k is not None or args.top_p is not None) else 0.0
@@ -65,6 +76,21 @@ def run_generate(args: argparse.Namespace) -> int:
     stream.finish()
     write("\n")
     print(f"bertkit: {len(result.token_ids)} tokens, stopped by {result.stop_reason}", file=sys.stderr)
+    return 0
+
+
+def run_seq2seq_generate(args: argparse.Namespace) -> int:
+    from bertkit.errors import BertkitError
+    from bertkit.generate.seq2seq_job import Seq2SeqGenerator
+
+    if args.prompt is not None:
+        raise BertkitError("--prompt continues a GPT-2 model's text and --source decodes a seq2seq model: give one")
+    sampling = [f for f, v in (("--temperature", args.temperature), ("--top-k", args.top_k), ("--top-p", args.top_p))
+                if v is not None]
+    if sampling:
+        raise BertkitError(f"{sampling[0]}: seq2seq decoding is greedy (no sampling); drop it")
+    generator = Seq2SeqGenerator(args.model, args.device)
+    print(generator.decode([args.source], args.max_new_tokens, args.use_cache)[0])
     return 0
 
 

@@ -1,4 +1,5 @@
-"""`bertkit pretrain` and `bertkit evaluate-mlm`: thin shells over bertkit.pretrain.job."""
+"""`bertkit pretrain` and `bertkit evaluate-mlm`: thin shells over bertkit.pretrain.job (BERT) and
+bertkit.generate.pretrain_job (`--arch gpt`)."""
 from __future__ import annotations
 
 import argparse
@@ -7,21 +8,28 @@ import json
 
 def register(subparsers) -> None:
     p = subparsers.add_parser(
-        "pretrain", help="pre-train (or continue pre-training) a BERT on raw text",
-        description="Pre-train a BERT on plain-text corpora (one sentence or paragraph per line, a blank line "
-                    "between documents; UTF-8, .gz accepted). Any config key can be set with "
+        "pretrain", help="pre-train (or continue pre-training) a BERT or a GPT on raw text",
+        description="Pre-train a BERT (MLM) or, with --arch gpt, a GPT-2-style causal LM on plain-text corpora "
+                    "(one sentence or paragraph per line, a blank line between documents; UTF-8, .gz accepted). "
+                    "GPT output is an HF GPT-2 folder for `bertkit generate`. Any config key can be set with "
                     "--section.key=value, e.g. --train.lr=5e-4 --data.batch_size=64. Run under "
                     "`torchrun --nproc_per_node=N -m bertkit pretrain ...` for several processes/GPUs.")
+    p.add_argument("--arch", choices=["bert", "gpt"], default="bert",
+                   help="bert: masked LM (default); gpt: GPT-2-style causal LM with a byte-level BPE vocab")
     p.add_argument("--corpus", nargs="+", required=True, metavar="FILE", help="corpus text files")
     p.add_argument("--output", required=True, metavar="DIR",
-                   help="run folder; also the saved model folder (HF BertForMaskedLM / BertForPreTraining)")
-    p.add_argument("--config", metavar="TOML", help="a preset, e.g. configs/pretrain/tiny.toml")
+                   help="run folder; also the saved model folder (HF BertForMaskedLM / BertForPreTraining, "
+                        "or GPT2LMHeadModel with --arch gpt)")
+    p.add_argument("--config", metavar="TOML",
+                   help="a preset, e.g. configs/pretrain/tiny.toml (bert) or configs/pretrain/gpt-tiny.toml (gpt)")
     p.add_argument("--init", metavar="DIR", help="continue pre-training this checkpoint, keeping its tokenizer")
     vocab = p.add_mutually_exclusive_group()
-    vocab.add_argument("--vocab", metavar="DIR|FILE", help="tokenizer folder or vocab.txt to use")
-    vocab.add_argument("--vocab-size", type=int, help="train a WordPiece vocab of this size on the corpus")
-    p.add_argument("--objective", choices=["mlm", "mlm+nsp", "mlm+sop"])
-    p.add_argument("--masking", choices=["token", "whole-word", "span"])
+    vocab.add_argument("--vocab", metavar="DIR|FILE",
+                       help="tokenizer folder or vocab.txt to use (gpt: a folder with a byte-level BPE tokenizer)")
+    vocab.add_argument("--vocab-size", type=int,
+                       help="train a vocab of this size on the corpus (WordPiece; byte-level BPE for gpt)")
+    p.add_argument("--objective", choices=["mlm", "mlm+nsp", "mlm+sop"], help="bert only")
+    p.add_argument("--masking", choices=["token", "whole-word", "span"], help="bert only")
     limit = p.add_mutually_exclusive_group()
     limit.add_argument("--max-steps", type=int)
     limit.add_argument("--time-budget", metavar="T", help="fit the schedule to wall-clock time: 30m, 2h, ...")
@@ -41,16 +49,8 @@ def register(subparsers) -> None:
     e.set_defaults(func=run_evaluate_mlm)
 
 
-def run_pretrain(args: argparse.Namespace) -> int:
-    from bertkit.config import load_config
-    from bertkit.pretrain.config import PretrainConfig
-    from bertkit.pretrain.job import run_pretraining
-
+def _limit_flags(args: argparse.Namespace) -> list[str]:
     flags = []
-    if args.objective:
-        flags.append(f"data.objective={args.objective}")
-    if args.masking:
-        flags.append(f"data.masking={args.masking}")
     if args.vocab_size:
         flags.append(f"vocab.vocab_size={args.vocab_size}")
     if args.max_steps is not None:
@@ -59,12 +59,62 @@ def run_pretrain(args: argparse.Namespace) -> int:
         flags += [f"train.time_budget={args.time_budget}", "train.max_steps=none"]
     if args.resume:
         flags.append("train.resume=true")
-    config = load_config(PretrainConfig, args.config, flags + list(args.overrides))
+    return flags
+
+
+def _load(cls, args: argparse.Namespace, flags: list[str]):
+    """The job config; a --config preset written for the other --arch gets a hint instead of a bare key error."""
+    from bertkit.config import ConfigError, load_config
+
+    try:
+        return load_config(cls, args.config, flags + list(args.overrides))
+    except ConfigError as err:
+        if not args.config:
+            raise
+        presets = {"bert": "configs/pretrain/tiny.toml", "gpt": "configs/pretrain/gpt-tiny.toml"}
+        other = "gpt" if args.arch == "bert" else "bert"
+        raise ConfigError(f"{err} (is {args.config} a preset for --arch {other}? --arch {args.arch} takes presets "
+                          f"such as {presets[args.arch]})") from None
+
+
+def run_pretrain(args: argparse.Namespace) -> int:
+    if args.arch == "gpt":
+        return run_pretrain_gpt(args)
+    from bertkit.pretrain.config import PretrainConfig
+    from bertkit.pretrain.job import run_pretraining
+
+    flags = []
+    if args.objective:
+        flags.append(f"data.objective={args.objective}")
+    if args.masking:
+        flags.append(f"data.masking={args.masking}")
+    config = _load(PretrainConfig, args, flags + _limit_flags(args))
     result = run_pretraining(config, args.corpus, args.output, init=args.init, vocab=args.vocab)
     summary = {"model": str(result.model_dir), "steps": result.train.steps, "stop_reason": result.train.stop_reason,
                "last_loss": result.train.losses[-1] if result.train.losses else None, **{
                    f"eval_{k}": v for k, v in result.train.last_eval.items()}}
     from bertkit.train.distributed import rank
+    if rank() == 0:
+        print(json.dumps(summary))
+    return 0
+
+
+def run_pretrain_gpt(args: argparse.Namespace) -> int:
+    from bertkit.errors import BertkitError
+    from bertkit.generate.pretrain_job import GPTPretrainConfig, run_gpt_pretraining
+    from bertkit.train.distributed import rank
+
+    for flag, value in (("--objective", args.objective), ("--masking", args.masking)):
+        if value:
+            raise BertkitError(f"{flag} {value} is a masked-LM (BERT) setting; --arch gpt always trains next-token "
+                               f"prediction on whole documents: drop {flag}")
+    config = _load(GPTPretrainConfig, args, _limit_flags(args))
+    result = run_gpt_pretraining(config, args.corpus, args.output, init=args.init, vocab=args.vocab)
+    summary = {"model": str(result.model_dir), "arch": "gpt", "steps": result.train.steps,
+               "stop_reason": result.train.stop_reason,
+               "last_loss": result.train.losses[-1] if result.train.losses else None,
+               **{f"eval_{k}": v for k, v in result.train.last_eval.items()},
+               "unigram_perplexity": result.unigram_perplexity}
     if rank() == 0:
         print(json.dumps(summary))
     return 0

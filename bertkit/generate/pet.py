@@ -96,14 +96,17 @@ class PETClassifier(nn.Module):
     """Encoder + MLM head scored at [MASK] on the verbalizer's words: (B, num_labels) logits."""
 
     def __init__(self, encoder: nn.Module, mlm_head: nn.Module, tokenizer, pattern: Pattern, verbalizer: Verbalizer,
-                 max_length: int = 256):
+                 max_length: int = 256, prompt_ids: Sequence[int] = ()):
+        """prompt_ids fill the template's [P] slots: a saved P-tuning model keeps its learned prompt vectors in
+        those reserved tokens' embedding rows, so it runs as a plain PETClassifier."""
         super().__init__()
         self.encoder, self.mlm = encoder, mlm_head
+        self._prompt_ids = tuple(prompt_ids)
         self.tokenizer, self.pattern, self.verbalizer, self.max_length = tokenizer, pattern, verbalizer, max_length
         self.register_buffer("label_token_ids", torch.tensor(verbalizer.token_ids), persistent=False)
 
     def prompt_token_ids(self) -> tuple[int, ...]:
-        return ()
+        return self._prompt_ids
 
     def encode(self, texts: Sequence[str]) -> dict[str, torch.Tensor]:
         ids = self.pattern.encode(self.tokenizer, texts, min(self.max_length, self.encoder.config.max_length),

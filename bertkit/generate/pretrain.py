@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import Callable, Optional, Sequence
 
 import numpy as np
 import torch
@@ -109,10 +109,12 @@ class GPTTrainConfig:
 
 
 def train_causal_lm(model: CausalLM, train_stream: np.ndarray, heldout_stream: Optional[np.ndarray],
-                    config: GPTTrainConfig) -> TrainResult:
-    """Pre-train `model` in place on the shared loop; evaluations report held-out loss and perplexity."""
+                    config: GPTTrainConfig,
+                    on_checkpoint: Optional[Callable[[CausalLM, int], None]] = None) -> TrainResult:
+    """Pre-train `model` in place on the shared loop; evaluations report held-out loss and perplexity.
+    on_checkpoint(model, step) runs with each loop checkpoint (save the model folder there)."""
     batches = block_batches(train_stream, config.block_size, config.batch_size, seed=config.train.seed)
     evaluate = None
     if heldout_stream is not None:
         evaluate = lambda m: heldout_perplexity(m, heldout_stream, config.block_size, config.eval_batch_size)
-    return train(model, causal_lm_loss, batches, config.train, evaluate=evaluate)
+    return train(model, causal_lm_loss, batches, config.train, evaluate=evaluate, on_checkpoint=on_checkpoint)

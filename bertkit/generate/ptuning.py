@@ -47,6 +47,14 @@ class PTuningClassifier(PETClassifier):
         is_prompt = slot.sum(dim=-1, keepdim=True)                                  # (B, T, 1)
         return output * (1 - is_prompt) + slot @ self.prompt.to(output.dtype)
 
+    @torch.no_grad()
+    def store_prompt_in_embeddings(self) -> None:
+        """Write the learned vectors into the reserved tokens' embedding rows. The hook then changes nothing
+        (it swaps in the same values), and a plain PETClassifier given prompt_ids=prompt_token_ids() on this
+        encoder computes exactly what this model does: the saved encoder folder carries the prompt."""
+        weight = self.encoder.embeddings.token.weight
+        weight[self.prompt_lookup] = self.prompt.detach().to(weight.dtype)
+
     def remove_hook(self) -> None:
         """Detach from the encoder, which then embeds the reserved ids as ordinary tokens again."""
         self._hook.remove()

@@ -5,7 +5,6 @@ import torch
 
 from bertkit.checkpoints.gpt2 import load_gpt2, save_gpt2
 from bertkit.errors import CheckpointError
-from bertkit.generate import CausalLM
 
 transformers = pytest.importorskip("transformers")
 

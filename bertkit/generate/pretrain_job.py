@@ -1,0 +1,172 @@
+"""The GPT pre-training job behind `bertkit pretrain --arch gpt`: corpus -> byte-level BPE (trained on the
+corpus unless given) -> one token stream of whole documents -> fixed-length blocks -> the shared training
+loop with next-token loss -> an HF GPT-2 folder that `bertkit generate` and transformers.GPT2LMHeadModel load.
+
+The output folder is both the run folder (log.jsonl, loss.png, checkpoint/, pretrain_config.json) and the
+model folder (config.json, model.safetensors, vocab.json, merges.txt, tokenizer.json), as for BERT.
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Optional, Sequence
+
+import numpy as np
+import torch
+
+from bertkit.config import save_config
+from bertkit.errors import BertkitError
+from bertkit.generate.model import CausalLM, gpt_config
+from bertkit.generate.pretrain import (GPTTrainConfig, split_documents, tokenize_documents, train_causal_lm,
+                                       unigram_perplexity)
+from bertkit.runtime import init_distributed, pick_device, seed_everything
+from bertkit.train import TrainConfig, TrainResult
+from bertkit.train import distributed as dist_
+
+TOKENIZER_DIR = "tokenizer"
+
+
+@dataclass
+class GPTEncoderConfig:
+    """The GPT-2 shape; everything else (pre-LN, learned positions, tied head) is fixed by gpt_config."""
+    hidden_size: int = 768
+    num_layers: int = 12
+    num_heads: int = 12
+    max_position_embeddings: int = 1024
+    intermediate_size: Optional[int] = None   # None: 4 x hidden_size, as GPT-2
+    dropout: float = 0.1                      # GPT-2's resid/embd/attn dropout
+
+
+@dataclass
+class GPTDataConfig:
+    block_size: int = 128                 # tokens per training row (<= encoder.max_position_embeddings)
+    batch_size: int = 16                  # rows per process and micro-step
+    eval_batch_size: int = 32
+    heldout_fraction: float = 0.01        # whole documents kept out for held-out perplexity
+    max_documents: Optional[int] = None   # read only the first N documents of the corpus
+
+
+@dataclass
+class GPTVocabConfig:
+    vocab_size: int = 50257               # when a byte-level BPE vocabulary is trained on the corpus
+    min_frequency: int = 2
+
+
+@dataclass
+class GPTPretrainConfig:
+    encoder: GPTEncoderConfig = field(default_factory=GPTEncoderConfig)
+    data: GPTDataConfig = field(default_factory=GPTDataConfig)
+    vocab: GPTVocabConfig = field(default_factory=GPTVocabConfig)
+    # GPT-2 / GPT-3 optimizer settings: weight decay 0.1, beta2 0.95.
+    train: TrainConfig = field(default_factory=lambda: TrainConfig(
+        lr=6e-4, warmup_ratio=0.05, schedule="cosine", weight_decay=0.1, adam_beta2=0.95, max_steps=10000,
+        save_every=1000, eval_every=1000))
+
+
+@dataclass
+class GPTPretrainResult:
+    model_dir: Path
+    train: TrainResult
+    unigram_perplexity: Optional[float]   # the baseline on the same held-out targets
+
+
+def _barrier() -> None:
+    if dist_.is_distributed():
+        torch.distributed.barrier()
+
+
+def _tokenizer(config: GPTPretrainConfig, corpus: Sequence[str], output: Path, vocab: Optional[str], init_tokenizer):
+    from bertkit.tokenizer.bpe import BPETokenizer, train_bpe
+
+    if vocab is not None:
+        given = BPETokenizer.from_folder(vocab)
+        if init_tokenizer is not None and given.backend.get_vocab() != init_tokenizer.backend.get_vocab():
+            raise BertkitError(f"--vocab {vocab} differs from the vocabulary of --init; drop --vocab to keep the "
+                               "checkpoint's tokenizer")
+        return given
+    if init_tokenizer is not None:
+        return init_tokenizer
+    saved = output / TOKENIZER_DIR
+    if not (saved / "tokenizer.json").is_file():
+        if dist_.rank() == 0:   # train once, share through the run folder (also what --resume reuses)
+            train_bpe(list(corpus), vocab_size=config.vocab.vocab_size,
+                      min_frequency=config.vocab.min_frequency).save(saved)
+        _barrier()
+    return BPETokenizer.from_folder(saved)
+
+
+def check_shape(config: GPTPretrainConfig, init_positions: Optional[int]) -> None:
+    """Settings that cannot work, refused before the (slow) vocabulary training and tokenization."""
+    block, shape = config.data.block_size, config.encoder
+    if init_positions is not None and block > init_positions:
+        raise BertkitError(f"--data.block_size {block} > the {init_positions} positions of --init; lower it")
+    if init_positions is None and block > shape.max_position_embeddings:
+        raise BertkitError(f"--data.block_size {block} > encoder.max_position_embeddings "
+                           f"{shape.max_position_embeddings}; raise the latter or lower the former")
+    if init_positions is None and shape.hidden_size % shape.num_heads:
+        raise BertkitError(f"encoder.hidden_size {shape.hidden_size} is not a multiple of encoder.num_heads "
+                           f"{shape.num_heads}")
+    if block < 1 or config.data.batch_size < 1:
+        raise BertkitError("--data.block_size and --data.batch_size must be >= 1")
+
+
+def _model(config: GPTPretrainConfig, vocab_size: int, init_model: Optional[CausalLM]) -> CausalLM:
+    if init_model is not None:
+        return init_model
+    shape = config.encoder
+    return CausalLM(gpt_config(vocab_size=vocab_size, hidden_size=shape.hidden_size, num_layers=shape.num_layers,
+                               num_heads=shape.num_heads, max_position_embeddings=shape.max_position_embeddings,
+                               intermediate_size=shape.intermediate_size, hidden_dropout=shape.dropout,
+                               attention_dropout=shape.dropout))
+
+
+def run_gpt_pretraining(config: GPTPretrainConfig, corpus: Sequence[str], output: str | Path,
+                        init: Optional[str] = None, vocab: Optional[str] = None) -> GPTPretrainResult:
+    """Pre-train a GPT (or continue pre-training the GPT-2 folder `init`) on `corpus`; the model folder is
+    `output` itself, saved at every checkpoint and at the end."""
+    from bertkit.checkpoints.gpt2 import load_gpt2, save_gpt2
+
+    output = Path(output)
+    train_config = dataclasses.replace(config.train, output_dir=str(output))
+    init_distributed(pick_device(train_config.device))
+    if dist_.rank() == 0:
+        output.mkdir(parents=True, exist_ok=True)
+        save_config(config, output, "pretrain_config.json")
+    _barrier()
+    checkpoint = load_gpt2(init) if init is not None else None
+    check_shape(config, checkpoint.config.max_position_embeddings if checkpoint else None)
+    if checkpoint is not None and checkpoint.tokenizer is None:
+        raise BertkitError(f"--init {init}: the folder has no tokenizer files (tokenizer.json or vocab.json + "
+                           "merges.txt) to keep")
+    tokenizer = _tokenizer(config, corpus, output, vocab, checkpoint.tokenizer if checkpoint else None)
+    docs = tokenize_documents(tokenizer, corpus, config.data.max_documents)
+    seed = train_config.seed
+    if config.data.heldout_fraction > 0:
+        train_stream, heldout_stream = split_documents(docs, config.data.heldout_fraction, seed)
+    else:
+        train_stream, heldout_stream = np.concatenate(docs), None
+    block = config.data.block_size
+    rows = (len(train_stream) - 1) // block
+    if rows < config.data.batch_size * dist_.world_size():
+        raise BertkitError(f"the corpus gives {rows} training block(s) of {block} tokens, not one full batch of "
+                           f"{config.data.batch_size} per process; lower --data.block_size or "
+                           "--data.batch_size, or add text")
+    if heldout_stream is not None and len(heldout_stream) <= block:
+        heldout_stream = None   # too little held-out text for one block: train without evaluation
+    seed_everything(seed)
+    model = _model(config, tokenizer.vocab_size, checkpoint.model.train() if checkpoint else None)
+    if model.config.vocab_size < tokenizer.vocab_size:
+        raise BertkitError(f"the tokenizer has {tokenizer.vocab_size} tokens but the model only "
+                           f"{model.config.vocab_size}; vocabulary and weights do not match")
+
+    def save_model(m: CausalLM, step: int) -> None:
+        save_gpt2(output, m, tokenizer)
+
+    job = GPTTrainConfig(block_size=block, batch_size=config.data.batch_size,
+                         eval_batch_size=config.data.eval_batch_size, train=train_config)
+    result = train_causal_lm(model, train_stream, heldout_stream, job, on_checkpoint=save_model)
+    unigram = None
+    if heldout_stream is not None:
+        unigram = unigram_perplexity(train_stream, heldout_stream, block, tokenizer.vocab_size)
+    return GPTPretrainResult(output, result, unigram)

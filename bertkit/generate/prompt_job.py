@@ -1,0 +1,218 @@
+"""Prompt-based classification as a job (`bertkit finetune --task classification --template T --verbalizer V`):
+PET (or P-tuning with --ptuning) on an MLM, trained with pet_loss on the shared loop, or zero-shot with
+--epochs 0. Data files are the classification files (`{"text", "label"}` JSONL, TSV, CSV); every label must be
+one of the verbalizer's.
+
+The saved folder is a BertForMaskedLM folder whose bertkit.json holds task "prompt-classification", the
+template, the verbalizer and the label names. P-tuning's learned prompt vectors are written into the embedding
+rows of the reserved [unusedN] tokens the template's [P] slots use, so the folder needs no extra weights and
+reloads as a plain PETClassifier (bertkit evaluate / predict).
+"""
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional, Sequence
+
+import numpy as np
+import torch
+
+from bertkit.checkpoints import load_checkpoint, save_checkpoint
+from bertkit.data.labels import LabelMap
+from bertkit.data.readers import ReadOptions, TextExample, read_text_examples
+from bertkit.errors import BertkitError, CheckpointError
+from bertkit.finetune.job import FinetuneResult
+from bertkit.finetune.metrics import classification_metrics
+from bertkit.generate.finetune_config import (LoopJobConfig, loop_config, max_length_for, mlm_head_of,
+                                              start_run_record, write_json)
+from bertkit.generate.pet import PROMPT_SLOT, Pattern, PETClassifier, Verbalizer, pet_loss
+from bertkit.generate.ptuning import PTuningClassifier
+from bertkit.runtime import pick_device, seed_everything
+from bertkit.train import IndexedBatches, train
+
+TASK = "prompt-classification"
+METRIC = "accuracy"
+
+
+@dataclass
+class PromptConfig(LoopJobConfig):
+    template: str = ""                    # "{text} It was [MASK]."; [P] slots (P-tuning) hold learned vectors
+    verbalizer: str = ""                  # "pos=great,neg=terrible": one vocabulary token per label
+    ptuning: bool = False                 # learn continuous prompt vectors for the template's [P] slots
+    freeze_encoder: bool = False          # P-tuning: train only the prompt vectors
+    lr: Optional[float] = None            # None: 1e-5 (PET's), or 1e-3 when only prompt vectors train
+    batch_size: int = 16                  # PET's few-shot setting
+
+
+def _padded(rows: Sequence[Sequence[int]], pad_id: int) -> dict[str, torch.Tensor]:
+    width = max(map(len, rows))
+    input_ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
+    attention_mask = torch.zeros_like(input_ids)
+    for i, row in enumerate(rows):
+        input_ids[i, :len(row)] = torch.tensor(row)
+        attention_mask[i, :len(row)] = 1
+    return {"input_ids": input_ids, "attention_mask": attention_mask}
+
+
+@torch.no_grad()
+def label_scores(model: PETClassifier, texts: Sequence[str], batch_size: int = 64) -> np.ndarray:
+    """(N, num_labels) verbalizer logits at [MASK], in input order."""
+    model.eval()
+    device = next(model.parameters()).device
+    rows = model.pattern.encode(model.tokenizer, texts, min(model.max_length, model.encoder.config.max_length),
+                                model.prompt_token_ids())
+    out = []
+    for start in range(0, len(rows), batch_size):
+        batch = {k: v.to(device) for k, v in _padded(rows[start:start + batch_size], model.tokenizer.pad_id).items()}
+        out.append(model(**batch).float().cpu())
+    return torch.cat(out).numpy() if out else np.zeros((0, len(model.verbalizer.labels)), dtype=np.float32)
+
+
+def evaluate_examples(model: PETClassifier, examples: Sequence[TextExample], batch_size: int = 64) -> dict:
+    labels = model.verbalizer.labels
+    was_training = model.training
+    predicted = label_scores(model, [ex.text for ex in examples], batch_size).argmax(axis=-1)
+    model.train(was_training)
+    gold = np.array([labels.index(ex.label) for ex in examples])
+    return {**classification_metrics(gold, predicted, len(labels)), "examples": len(examples)}
+
+
+def _read(path: str, labels: tuple[str, ...], encoding: str, limit: Optional[int]) -> list[TextExample]:
+    examples = read_text_examples(path, "class", LabelMap(labels), True, ReadOptions(encoding))[:limit]
+    paired = next((ex for ex in examples if ex.text_pair is not None), None)
+    if paired is not None:
+        raise BertkitError(f"{path}:{paired.line}: prompt classification takes single texts; a template has "
+                           "one {text} slot, so pairs (text_pair / text_b) are not supported")
+    return examples
+
+
+def _build_model(config: PromptConfig, checkpoint, max_length: int) -> PETClassifier:
+    mlm = mlm_head_of(checkpoint, "prompt-based classification (--template)")
+    pattern = Pattern.parse(config.template)
+    verbalizer = Verbalizer.parse(config.verbalizer, checkpoint.tokenizer)
+    if config.freeze_encoder and not config.ptuning:
+        raise BertkitError("--freeze-encoder trains only P-tuning's prompt vectors: add --ptuning (and [P] slots "
+                           "to the template), or drop --freeze-encoder")
+    if config.ptuning:
+        return PTuningClassifier(checkpoint.encoder, mlm, checkpoint.tokenizer, pattern, verbalizer,
+                                 max_length, freeze_encoder=config.freeze_encoder)
+    if pattern.num_prompt_slots:
+        raise BertkitError(f"the template has {pattern.num_prompt_slots} {PROMPT_SLOT} slot(s) for learned prompt "
+                           "vectors: add --ptuning, or write words instead")
+    return PETClassifier(checkpoint.encoder, mlm, checkpoint.tokenizer, pattern, verbalizer, max_length)
+
+
+def run_prompt_finetune(config: PromptConfig) -> FinetuneResult:
+    """Train (or with epochs=0 only evaluate) a prompt classifier and save the best model to config.output."""
+    for name in ("model", "output", "template", "verbalizer"):
+        if not getattr(config, name):
+            raise BertkitError(f"prompt-based classification needs --{name.replace('_', '-')}")
+    zero_shot = config.epochs == 0
+    if zero_shot and not config.dev:
+        raise BertkitError("--epochs 0 evaluates zero-shot on --dev: give --dev")
+    if not zero_shot and not config.train:
+        raise BertkitError("prompt-based fine-tuning needs --train (or --epochs 0 --dev FILE for zero-shot)")
+    seed_everything(config.seed)
+    checkpoint = load_checkpoint(config.model)
+    max_length = max_length_for(config, checkpoint)
+    model = _build_model(config, checkpoint, max_length)
+    labels = model.verbalizer.labels
+    train_examples = [] if zero_shot else _read(config.train, labels, config.encoding, config.max_train_examples)
+    dev_examples = _read(config.dev, labels, config.encoding, config.max_dev_examples) if config.dev else None
+    device = pick_device(config.device)
+    output, run_dir = Path(config.output), Path(config.output) / "run"
+    start_run_record(config, run_dir)
+    meta = {"task": TASK, "labels": list(labels), "template": config.template, "verbalizer": config.verbalizer,
+            "ptuning": config.ptuning, "prompt_token_ids": list(model.prompt_token_ids()),
+            "max_length": max_length, "finetuned_from": str(config.model)}
+
+    def save(net: PETClassifier, metrics: dict) -> None:
+        if isinstance(net, PTuningClassifier):
+            net.store_prompt_in_embeddings()
+        save_checkpoint(output, net.encoder, net.tokenizer, {"mlm": net.mlm}, {**meta, "dev_metrics": metrics})
+        write_json(output / "metrics.json", {"dev": metrics, "metric_for_best": METRIC})
+
+    def evaluate_dev(net: PETClassifier) -> dict:
+        return evaluate_examples(net, dev_examples, config.eval_batch_size)
+
+    evaluate = evaluate_dev if dev_examples is not None else None
+
+    if zero_shot:
+        model.to(device)
+        metrics = evaluate(model)
+        save(model, metrics)
+        record = {"dev": metrics, "metric_for_best": METRIC, "zero_shot": True, "train_examples": 0}
+        write_json(output / "metrics.json", record)
+        return FinetuneResult(output, metrics, 0.0, 0, 0, "zero_shot")
+
+    rows = model.pattern.encode(model.tokenizer, [ex.text for ex in train_examples],
+                                max_length, model.prompt_token_ids())
+    targets = torch.tensor([labels.index(ex.label) for ex in train_examples])
+
+    def make_batch(indices: list[int], epoch: int) -> dict:
+        return {**_padded([rows[i] for i in indices], model.tokenizer.pad_id), "labels": targets[indices]}
+
+    batches = IndexedBatches(len(rows), config.batch_size, make_batch, seed=config.seed)
+    frozen = config.ptuning and config.freeze_encoder
+    lr = config.lr if config.lr is not None else (1e-3 if frozen else 1e-5)
+    train_config = loop_config(config, lr, run_dir, METRIC if evaluate is not None else None)
+    started = time.perf_counter()
+    result = train(model, pet_loss, batches, train_config, evaluate=evaluate,
+                   on_best=save if evaluate is not None else None)
+    wall = time.perf_counter() - started
+    if evaluate is None:
+        save(model, {})
+    shutil.rmtree(run_dir / "checkpoint", ignore_errors=True)   # resume state; the best model is `output`
+    metrics = result.best_eval or result.last_eval
+    write_json(output / "metrics.json", {
+        "dev": metrics, "metric_for_best": METRIC, "train_seconds": result.elapsed_s, "wall_seconds": wall,
+        "epochs": result.epochs, "steps": result.steps, "stop_reason": result.stop_reason,
+        "train_examples": len(train_examples), "lr": lr})
+    return FinetuneResult(output, metrics, result.elapsed_s, result.epochs, result.steps, result.stop_reason)
+
+
+def load_prompt_classifier(folder: str | Path, device: Optional[str] = None) -> PETClassifier:
+    """A saved prompt classifier (P-tuning ones included) as a PETClassifier, in eval mode."""
+    checkpoint = load_checkpoint(folder)
+    meta = checkpoint.meta or {}
+    if meta.get("task") != TASK:
+        raise CheckpointError(f"{folder} is not a prompt classifier (bertkit.json task is {meta.get('task')!r}, "
+                              f"not {TASK!r})")
+    mlm = mlm_head_of(checkpoint, "a prompt classifier")
+    verbalizer = Verbalizer.parse(meta.get("verbalizer", ""), checkpoint.tokenizer)
+    if list(verbalizer.labels) != list(meta.get("labels", [])):
+        raise CheckpointError(f"{folder}: bertkit.json's labels do not match its verbalizer; the file was edited")
+    model = PETClassifier(checkpoint.encoder, mlm, checkpoint.tokenizer, Pattern.parse(meta.get("template", "")),
+                          verbalizer, int(meta.get("max_length", 256)), meta.get("prompt_token_ids", ()))
+    return model.to(pick_device(device)).eval()
+
+
+def evaluate_prompt_file(folder: str | Path, data: str | Path, encoding: str = "utf-8", batch_size: int = 64) -> dict:
+    model = load_prompt_classifier(folder)
+    return evaluate_examples(model, _read(str(data), model.verbalizer.labels, encoding, None), batch_size)
+
+
+def predict_prompt_file(folder: str | Path, input_path: str | Path, output_path: str | Path,
+                        encoding: str = "utf-8", batch_size: int = 64) -> int:
+    """One JSON line per input row: line, text, label, score and the per-label probabilities."""
+    model = load_prompt_classifier(folder)
+    examples = read_text_examples(input_path, "class", None, False, ReadOptions(encoding))
+    scores = label_scores(model, [ex.text for ex in examples], batch_size)
+    probs = np.exp(scores - scores.max(axis=-1, keepdims=True))
+    probs /= probs.sum(axis=-1, keepdims=True)
+    labels = model.verbalizer.labels
+    output_path = Path(output_path)
+    output_path.parent.mkdir(parents=True, exist_ok=True)
+    with open(output_path, "w", encoding="utf-8") as out:
+        for example, row in zip(examples, probs):
+            out.write(json.dumps({"line": example.line, "text": example.text, "label": labels[int(row.argmax())],
+                                  "score": float(row.max()), "scores": dict(zip(labels, map(float, row)))},
+                                 ensure_ascii=False) + "\n")
+    return len(examples)
+
+
+__all__ = ["PromptConfig", "TASK", "evaluate_prompt_file", "label_scores", "load_prompt_classifier",
+           "predict_prompt_file", "run_prompt_finetune"]

@@ -1,0 +1,197 @@
+"""UniLM sequence-to-sequence fine-tuning as a job (`bertkit finetune --task seq2seq`) and decoding of the
+saved folder (`bertkit generate --source`, `bertkit predict`).
+
+Pairs are JSONL rows `{"source": ..., "target": ...}`; `text_a` / `text_b` (the paraphrase-pair files) are
+read the same way. The model is the folder's encoder + MLM head under the seq2seq mask (bertkit.generate.unilm),
+trained with seq2seq_loss on the shared loop; with --dev the lowest dev loss picks the model. The saved folder
+is a BertForMaskedLM folder whose bertkit.json says task "seq2seq".
+"""
+from __future__ import annotations
+
+import json
+import math
+import shutil
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import NamedTuple, Optional, Sequence
+
+import torch
+
+from bertkit.checkpoints import load_checkpoint, save_checkpoint
+from bertkit.data.text import iter_jsonl
+from bertkit.errors import BertkitError, CheckpointError, InputFileError
+from bertkit.finetune.job import FinetuneResult
+from bertkit.generate.finetune_config import (LoopJobConfig, loop_config, max_length_for, mlm_head_of,
+                                              start_run_record, write_json)
+from bertkit.generate.unilm import Seq2SeqLM, seq2seq_decode, seq2seq_inputs, seq2seq_loss
+from bertkit.runtime import pick_device, seed_everything
+from bertkit.train import IndexedBatches, train
+
+TASK = "seq2seq"
+FIELD_NAMES = (("source", "target"), ("text_a", "text_b"))
+
+
+class Pair(NamedTuple):
+    source: str
+    target: Optional[str]
+    line: int
+
+
+@dataclass
+class Seq2SeqConfig(LoopJobConfig):
+    """max_length counts [CLS] source [SEP] target [SEP]; targets get at most half of it."""
+
+
+def read_pairs(path: str | Path, encoding: str = "utf-8", require_target: bool = True) -> list[Pair]:
+    """Pairs from a .jsonl file (.gz too); a row without a source/target string stops with file:line."""
+    pairs = []
+    for number, row in iter_jsonl(path, encoding):
+        names = next((names for names in FIELD_NAMES if names[0] in row), None)
+        if names is None:
+            raise InputFileError(path, "needs a \"source\" (and \"target\") field, or \"text_a\" (and \"text_b\"); "
+                                 f"found {', '.join(map(repr, list(row)[:6])) or 'no fields'}", line=number)
+        source, target = row[names[0]], row.get(names[1])
+        if target is None and require_target:
+            raise InputFileError(path, f"missing field {names[1]!r}", line=number)
+        for name, value in ((names[0], source), (names[1], target)):
+            if value is not None and not isinstance(value, str):
+                raise InputFileError(path, f"field {name!r} must be a string, got {type(value).__name__}", line=number)
+            if value is not None and not value.strip():
+                raise InputFileError(path, f"field {name!r} is empty", line=number)
+        pairs.append(Pair(source, target, number))
+    if not pairs:
+        raise InputFileError(path, "no pairs found (the file is empty)")
+    return pairs
+
+
+def _token_ids(tokenizer, texts: Sequence[str]) -> list[list[int]]:
+    return [e.ids for e in tokenizer.backend.encode_batch(list(texts), add_special_tokens=False)]
+
+
+def _batch(tokenizer, sources: list[list[int]], targets: list[list[int]], max_length: int) -> dict:
+    return seq2seq_inputs(sources, targets, tokenizer.cls_id, tokenizer.sep_id, tokenizer.pad_id, max_length)
+
+
+@torch.no_grad()
+def evaluate_pairs(model: Seq2SeqLM, tokenizer, pairs: Sequence[Pair], max_length: int, batch_size: int = 64) -> dict:
+    """Teacher-forced dev loss (per target token, closing [SEP] included) and its perplexity."""
+    was_training = model.training
+    model.eval()
+    device = next(model.parameters()).device
+    sources = _token_ids(tokenizer, [p.source for p in pairs])
+    targets = _token_ids(tokenizer, [p.target for p in pairs])
+    total, count = 0.0, 0.0
+    for start in range(0, len(pairs), batch_size):
+        batch = _batch(tokenizer, sources[start:start + batch_size], targets[start:start + batch_size], max_length)
+        loss, stats = seq2seq_loss(model, {k: v.to(device) for k, v in batch.items()})
+        total += float(loss) * stats["tokens"]
+        count += stats["tokens"]
+    model.train(was_training)
+    loss = total / max(count, 1.0)
+    return {"loss": loss, "perplexity": math.exp(min(loss, 50.0)), "pairs": len(pairs)}
+
+
+def run_seq2seq_finetune(config: Seq2SeqConfig) -> FinetuneResult:
+    for name in ("model", "train", "output"):
+        if not getattr(config, name):
+            raise BertkitError(f"finetune --task seq2seq needs --{name}")
+    if config.epochs < 1:
+        raise BertkitError(f"--epochs must be >= 1 for --task seq2seq, got {config.epochs}")
+    seed_everything(config.seed)
+    checkpoint = load_checkpoint(config.model)
+    mlm = mlm_head_of(checkpoint, "seq2seq fine-tuning")
+    max_length = max_length_for(config, checkpoint)
+    tokenizer = checkpoint.tokenizer
+    model = Seq2SeqLM(checkpoint.encoder, mlm)
+    train_pairs = read_pairs(config.train, config.encoding)[:config.max_train_examples]
+    dev_pairs = read_pairs(config.dev, config.encoding)[:config.max_dev_examples] if config.dev else None
+    sources = _token_ids(tokenizer, [p.source for p in train_pairs])
+    targets = _token_ids(tokenizer, [p.target for p in train_pairs])
+
+    def make_batch(indices: list[int], epoch: int) -> dict:
+        return _batch(tokenizer, [sources[i] for i in indices], [targets[i] for i in indices], max_length)
+
+    batches = IndexedBatches(len(train_pairs), config.batch_size, make_batch, seed=config.seed)
+    output, run_dir = Path(config.output), Path(config.output) / "run"
+    start_run_record(config, run_dir)
+    meta = {"task": TASK, "max_length": max_length, "finetuned_from": str(config.model)}
+
+    def save(net: Seq2SeqLM, metrics: dict) -> None:
+        save_checkpoint(output, net.encoder, tokenizer, {"mlm": net.mlm}, {**meta, "dev_metrics": metrics})
+        write_json(output / "metrics.json", {"dev": metrics, "metric_for_best": "loss"})
+
+    def evaluate_dev(net: Seq2SeqLM) -> dict:
+        return evaluate_pairs(net, tokenizer, dev_pairs, max_length, config.eval_batch_size)
+
+    evaluate = evaluate_dev if dev_pairs is not None else None
+
+    train_config = loop_config(config, config.lr, run_dir, "loss" if evaluate is not None else None)
+    started = time.perf_counter()
+    result = train(model, seq2seq_loss, batches, train_config, evaluate=evaluate,
+                   on_best=save if evaluate is not None else None)
+    wall = time.perf_counter() - started
+    if evaluate is None:
+        save(model, {})
+    shutil.rmtree(run_dir / "checkpoint", ignore_errors=True)   # resume state; the best model is `output`
+    metrics = result.best_eval or result.last_eval
+    write_json(output / "metrics.json", {
+        "dev": metrics, "metric_for_best": "loss", "train_seconds": result.elapsed_s, "wall_seconds": wall,
+        "epochs": result.epochs, "steps": result.steps, "stop_reason": result.stop_reason,
+        "train_pairs": len(train_pairs)})
+    return FinetuneResult(output, metrics, result.elapsed_s, result.epochs, result.steps, result.stop_reason)
+
+
+class Seq2SeqGenerator:
+    """A saved seq2seq folder, ready to decode: generator.decode(["source text", ...]) -> target texts."""
+
+    def __init__(self, folder: str | Path, device: Optional[str] = None):
+        checkpoint = load_checkpoint(folder)
+        task = (checkpoint.meta or {}).get("task")
+        if task != TASK:
+            raise CheckpointError(f"{folder} was not fine-tuned for seq2seq (bertkit.json task: {task!r}); run "
+                                  "bertkit finetune --task seq2seq first")
+        self.tokenizer = checkpoint.tokenizer
+        self.max_length = int(checkpoint.meta.get("max_length", checkpoint.config.max_length))   # as trained
+        self.model = Seq2SeqLM(checkpoint.encoder, mlm_head_of(checkpoint, "seq2seq decoding"))
+        self.model.to(pick_device(device)).eval()
+        special = (self.tokenizer.cls_id, self.tokenizer.pad_id, self.tokenizer.mask_id,
+                   self.tokenizer.token_to_id("[UNK]"))
+        self.banned_ids = tuple(i for i in special if i is not None)   # never part of a target text
+
+    def decode(self, sources: Sequence[str], max_new_tokens: int = 64, use_cache: bool = True) -> list[str]:
+        """Greedy decoding (stops at [SEP]), with the key/value cache unless use_cache=False (same tokens,
+        slower); one target text per source."""
+        out = []
+        for ids in _token_ids(self.tokenizer, sources):
+            target = seq2seq_decode(self.model, ids, self.tokenizer.cls_id, self.tokenizer.sep_id,
+                                    max_new_tokens, banned_ids=self.banned_ids, use_cache=use_cache)
+            out.append(self.tokenizer.decode(target))
+        return out
+
+
+def evaluate_seq2seq_file(folder: str | Path, data: str | Path, encoding: str = "utf-8", batch_size: int = 64) -> dict:
+    generator = Seq2SeqGenerator(folder)
+    return evaluate_pairs(generator.model, generator.tokenizer, read_pairs(data, encoding), generator.max_length,
+                          batch_size)
+
+
+def predict_seq2seq_file(folder: str | Path, input_path: str | Path, output_path: str | Path,
+                         encoding: str = "utf-8", max_new_tokens: int = 64) -> int:
+    """One JSON line per input row: line, source, generated (and target when the row has one)."""
+    generator = Seq2SeqGenerator(folder)
+    pairs = read_pairs(input_path, encoding, require_target=False)
+    generated = generator.decode([p.source for p in pairs], max_new_tokens)
+    output_path = Path(output_path)
+    output_path.parent.mkdir(parents=True, exist_ok=True)
+    with open(output_path, "w", encoding="utf-8") as out:
+        for pair, text in zip(pairs, generated):
+            row = {"line": pair.line, "source": pair.source, "generated": text}
+            if pair.target is not None:
+                row["target"] = pair.target
+            out.write(json.dumps(row, ensure_ascii=False) + "\n")
+    return len(pairs)
+
+
+__all__ = ["Pair", "Seq2SeqConfig", "Seq2SeqGenerator", "TASK", "evaluate_seq2seq_file", "predict_seq2seq_file",
+           "read_pairs", "run_seq2seq_finetune"]

@@ -1,0 +1,75 @@
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from bertkit.checkpoints.gpt2 import load_gpt2
+from bertkit.cli import main
+
+PRESETS = Path(__file__).resolve().parents[2] / "configs" / "pretrain"
+SENTENCES = ["the cat sat on the mat.", "the dog sat on the log.", "a cat and a dog met on a mat.",
+             "the big dog ran to the small cat.", "a red log lay on the blue mat."]
+TINY = ["--encoder.hidden_size=32", "--encoder.num_layers=1", "--encoder.num_heads=2",
+        "--encoder.max_position_embeddings=32", "--data.block_size=16", "--data.batch_size=4",
+        "--data.heldout_fraction=0.1", "--vocab.min_frequency=1", "--train.eval_every=10",
+        "--train.save_every=10", "--train.progress_bar=false"]
+
+
+@pytest.fixture
+def corpus(tmp_path):
+    docs = ["\n".join(SENTENCES[(i + j) % 5] for j in range(3)) for i in range(20)]
+    path = tmp_path / "corpus.txt"
+    path.write_text("\n\n".join(docs) + "\n", encoding="utf-8")
+    return path
+
+
+def test_pretrain_gpt_writes_a_gpt2_folder(tmp_path, corpus, capsys):
+    out = tmp_path / "gpt"
+    assert main(["pretrain", "--arch", "gpt", "--corpus", str(corpus), "--output", str(out),
+                 "--config", str(PRESETS / "gpt-tiny.toml"), "--vocab-size", "300", "--max-steps", "20",
+                 *TINY]) == 0
+    summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert summary["arch"] == "gpt" and summary["steps"] == 20
+    assert summary["eval_perplexity"] < 300 and summary["unigram_perplexity"] is not None
+    assert json.loads((out / "pretrain_config.json").read_text())["encoder"]["hidden_size"] == 32
+    checkpoint = load_gpt2(out)
+    assert checkpoint.tokenizer.vocab_size == checkpoint.config.vocab_size <= 300   # a tiny corpus may fill fewer
+
+    transformers = pytest.importorskip("transformers")
+    hf = transformers.GPT2LMHeadModel.from_pretrained(out).eval()
+    ids = torch.tensor([checkpoint.tokenizer.encode("the cat sat on the mat.")])
+    with torch.no_grad():
+        torch.testing.assert_close(hf(ids).logits, checkpoint.model(ids).logits, atol=1e-5, rtol=1e-4)
+
+    assert main(["generate", "--model", str(out), "--prompt", "the cat", "--max-new-tokens", "4"]) == 0
+    assert capsys.readouterr().out.startswith("the cat")
+
+    # Continue from the folder, keeping its tokenizer; a given BPE folder is used as is.
+    again = tmp_path / "again"
+    assert main(["pretrain", "--arch", "gpt", "--corpus", str(corpus), "--output", str(again), "--init", str(out),
+                 "--max-steps", "2", *TINY]) == 0
+    assert load_gpt2(again).tokenizer.backend.get_vocab() == checkpoint.tokenizer.backend.get_vocab()
+    fresh = tmp_path / "fresh"
+    assert main(["pretrain", "--arch", "gpt", "--corpus", str(corpus), "--output", str(fresh), "--vocab", str(out),
+                 "--max-steps", "2", *TINY]) == 0
+    assert not (fresh / "tokenizer").exists() and load_gpt2(fresh).config.vocab_size == checkpoint.config.vocab_size
+
+
+@pytest.mark.parametrize("extra, message", [
+    (["--objective", "mlm+nsp"], "--objective mlm+nsp is a masked-LM"),
+    (["--masking", "whole-word"], "drop --masking"),
+    (["--config", str(PRESETS / "tiny.toml")], "gpt-tiny.toml"),
+    (["--data.masking=span"], "unknown key data.masking"),
+    (["--data.block_size=64"], "block_size 64 > encoder.max_position_embeddings 32"),
+])
+def test_bert_only_settings_are_refused_with_gpt(tmp_path, corpus, capsys, extra, message):
+    assert main(["pretrain", "--arch", "gpt", "--corpus", str(corpus), "--output", str(tmp_path / "o"),
+                 "--vocab-size", "300", "--max-steps", "1", *TINY, *extra]) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_gpt_preset_with_bert_arch_gets_a_hint(tmp_path, corpus, capsys):
+    assert main(["pretrain", "--corpus", str(corpus), "--output", str(tmp_path / "o"),
+                 "--config", str(PRESETS / "gpt-tiny.toml")]) == 2
+    assert "--arch gpt" in capsys.readouterr().err

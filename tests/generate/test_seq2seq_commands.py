@@ -1,0 +1,75 @@
+import gzip
+import json
+
+import pytest
+
+from bertkit.cli import main
+from bertkit.errors import InputFileError
+from bertkit.generate.seq2seq_job import Seq2SeqGenerator, read_pairs
+
+PAIRS = [("thou art good", "you are good"), ("god hath said", "god has said"),
+         ("let there be light", "let there be light"), ("thee art very bad", "you are very bad")] * 4
+
+
+def _write(path, rows):
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "wt", encoding="utf-8") as f:
+        f.write("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+def test_read_pairs_accepts_both_field_names_and_reports_bad_rows(tmp_path):
+    path = _write(tmp_path / "p.jsonl.gz", [{"text_a": "a", "text_b": "b", "ref": "x"}, {"source": "c", "target": "d"}])
+    assert [(p.source, p.target, p.line) for p in read_pairs(path)] == [("a", "b", 1), ("c", "d", 2)]
+    bad = _write(tmp_path / "bad.jsonl", [{"source": "a", "target": "b"}, {"source": "a"}])
+    with pytest.raises(InputFileError, match=r"bad.jsonl:2: missing field 'target'"):
+        read_pairs(bad)
+    bad = _write(tmp_path / "bad2.jsonl", [{"text": "a"}])
+    with pytest.raises(InputFileError, match=r"bad2.jsonl:1: needs a \"source\""):
+        read_pairs(bad)
+    assert read_pairs(bad.with_name("bad.jsonl"), require_target=False)[1].target is None
+
+
+def test_finetune_seq2seq_then_generate_predict_evaluate(tmp_path, capsys, make_mlm_folder):
+    model = make_mlm_folder("mlm")
+    train = _write(tmp_path / "train.jsonl", [{"source": s, "target": t} for s, t in PAIRS])
+    dev = _write(tmp_path / "dev.jsonl.gz", [{"text_a": s, "text_b": t} for s, t in PAIRS[:4]])
+    out = tmp_path / "s2s"
+    code = main(["finetune", "--task", "seq2seq", "--model", str(model), "--train", str(train), "--dev", str(dev),
+                 "--output", str(out), "--epochs", "15", "--lr", "3e-3", "--batch-size", "4", "--max-length", "32",
+                 "--warmup-ratio", "0", "--progress_bar=false"])
+    assert code == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["dev"]["loss"] < 1.5
+    assert json.loads((out / "bertkit.json").read_text())["task"] == "seq2seq"
+
+    generator = Seq2SeqGenerator(out)
+    cached = generator.decode(["thou art good", "god hath said"], max_new_tokens=8)
+    assert cached == generator.decode(["thou art good", "god hath said"], max_new_tokens=8, use_cache=False)
+    assert main(["generate", "--model", str(out), "--source", "thou art good", "--max-new-tokens", "8"]) == 0
+    assert capsys.readouterr().out.strip() == cached[0]
+
+    assert main(["predict", "--model", str(out), "--input", str(dev), "--output", str(tmp_path / "p.jsonl")]) == 0
+    rows = [json.loads(line) for line in (tmp_path / "p.jsonl").read_text().splitlines()]
+    assert len(rows) == 4 and rows[0]["source"] == PAIRS[0][0] and "generated" in rows[0] and "target" in rows[0]
+    capsys.readouterr()
+    assert main(["evaluate", "--model", str(out), "--data", str(dev)]) == 0
+    assert json.loads(capsys.readouterr().out)["loss"] < 1.5
+
+
+def test_seq2seq_errors_are_one_line(tmp_path, capsys, make_mlm_folder):
+    no_mlm = make_mlm_folder("plain", with_mlm=False)
+    train = _write(tmp_path / "train.jsonl", [{"source": "a", "target": "b"}])
+    assert main(["finetune", "--task", "seq2seq", "--model", str(no_mlm), "--train", str(train),
+                 "--output", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err
+    assert "no MLM head" in err and str(no_mlm) in err
+    model = make_mlm_folder("mlm")
+    assert main(["finetune", "--task", "seq2seq", "--model", str(model), "--train", str(train),
+                 "--output", str(tmp_path / "o"), "--layerwise-lr-decay", "0.9"]) == 2
+    assert "not supported with --task seq2seq" in capsys.readouterr().err
+    assert main(["finetune", "--task", "seq2seq", "--model", str(model), "--train", str(train),
+                 "--output", str(tmp_path / "o"), "--template", "{text} [MASK]"]) == 2
+    assert "prompt-based" in capsys.readouterr().err
+    assert main(["generate", "--model", str(model), "--source", "a"]) == 2
+    assert "not fine-tuned for seq2seq" in capsys.readouterr().err
