@@ -49,6 +49,8 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=16)
     parser.add_argument("--prune-fraction", type=float, default=0.3)
     parser.add_argument("--rounds", type=int, default=2, help="timed rounds per variant (best kept)")
+    parser.add_argument("--measure-only", action="store_true",
+                        help="reuse the models already in --work (re-time them on a quieter machine)")
     parser.add_argument("--json")
     args = parser.parse_args()
     data, work = Path(args.data_dir), Path(args.work)
@@ -58,21 +60,23 @@ def main() -> None:
                   max_dev_examples=args.eval_examples, epochs=args.epochs, batch_size=args.batch_size)
     timings = {}
     teacher_dir = args.teacher or str(work / "teacher")
-    if not args.teacher:
+    if not args.teacher and not args.measure_only:
         started = time.perf_counter()
         run_finetune(FinetuneConfig(task="classification", model=str(minilm_path()), train=train, dev=dev,
                                     output=teacher_dir, lr=1e-4, progress_bar=False, **common))
         timings["teacher_finetune_s"] = time.perf_counter() - started
-    for name, alpha in (("student-distilled", 0.5), ("student-no-teacher", 0.0)):
+    for name, alpha in (("student-distilled", 0.5), ("student-no-teacher", 0.0)) if not args.measure_only else ():
         started = time.perf_counter()
         run_distill(DistillConfig(teacher=teacher_dir, student_layers=3, train=train, dev=dev,
                                   output=str(work / name), alpha=alpha, temperature=2.0, lr=1e-4,
                                   progress_bar=False, **{**common, "epochs": args.student_epochs or args.epochs}))
         timings[f"{name}_train_s"] = time.perf_counter() - started
-    save_quantized(teacher_dir, work / "teacher-int8")
+    if not args.measure_only:
+        save_quantized(teacher_dir, work / "teacher-int8")
     onnx_result = export_onnx(teacher_dir, work / "teacher-onnx" / "model.onnx", pooling="cls")
     prune_report = prune_and_measure(teacher_dir, work / "teacher-pruned", dev, fraction=args.prune_fraction,
-                                     max_length=args.max_length, limit=args.eval_examples)
+                                     max_length=args.max_length, limit=args.eval_examples) \
+        if not args.measure_only else None
 
     teacher, teacher_ckpt = classifier(teacher_dir)
     test_set = load_dev_set(teacher_ckpt.tokenizer, teacher.label_names, test, args.max_length, args.eval_examples)
@@ -124,7 +128,7 @@ def main() -> None:
                "onnx_speedup": rows[5].sentences_per_s / t.sentences_per_s,
                "onnx_minus_fp32_points": 100 * (rows[5].accuracy - t.accuracy),
                "onnx_max_abs_diff": onnx_result.max_abs_diff,
-               "pruned_heads_per_layer": prune_report.heads_per_layer,
+               "pruned_heads_per_layer": prune_report.heads_per_layer if prune_report else "(see the first run)",
                "pruned_speedup": rows[4].sentences_per_s / t.sentences_per_s,
                "pruned_minus_fp32_points": 100 * (rows[4].accuracy - t.accuracy),
                "pruned_transformers_max_abs_logit_diff": hf_diff, **timings}

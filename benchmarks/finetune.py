@@ -83,7 +83,8 @@ def run_transformers(args, data: Path, work: Path) -> dict:
         per_device_eval_batch_size=64, learning_rate=args.lr, num_train_epochs=args.epochs, warmup_steps=0.1,
         weight_decay=0.01, lr_scheduler_type="linear", max_grad_norm=1.0, adam_epsilon=1e-6, seed=args.seed,
         eval_strategy="no", save_strategy="no", logging_strategy="no", report_to=[], bf16=args.bf16,
-        use_cpu=args.device == "cpu", disable_tqdm=True, dataloader_num_workers=0)
+        use_cpu=args.device == "cpu", disable_tqdm=True, dataloader_num_workers=0,
+        train_sampling_strategy="group_by_length" if args.trainer_group_by_length else "random")
 
     def accuracy(prediction):
         return {"accuracy": float((prediction.predictions.argmax(-1) == prediction.label_ids).mean())}
@@ -109,6 +110,8 @@ def main(argv=None) -> int:
     parser.add_argument("--max-train-examples", type=int, default=None)
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--bf16", action="store_true", help="bf16 autocast for both (CPU with AMX, or GPU)")
+    parser.add_argument("--trainer-group-by-length", action="store_true",
+                        help="Trainer's group_by_length sampler (its default is random), for a second reference run")
     parser.add_argument("--order", default="bertkit,transformers", help="which runs first")
     parser.add_argument("--json", type=Path, help="also write the results here")
     args = parser.parse_args(argv)

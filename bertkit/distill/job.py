@@ -115,15 +115,27 @@ def run_distill(config: DistillConfig) -> dict:
     batches = BucketedBatches([len(f.input_ids) for f in train_features], config.batch_size, make_batch,
                               seed=config.seed)
     need_hidden, need_attn = bool(config.hidden_weight), bool(config.attention_weight)
+    # Logit-only distillation: the teacher is frozen and in eval mode, so each row's logits never change.
+    # Computed on first sight and reused in later epochs; only [CLS] reaches the last layers' outputs.
+    logits_only = not (need_hidden or need_attn)
+    teacher_logits: dict[int, torch.Tensor] = {}
 
-    def loss_fn(net: Distillation, batch):
+    def teacher_outputs(batch):
+        if logits_only and all(i in teacher_logits for i in batch.indices):
+            return None, torch.stack([teacher_logits[i] for i in batch.indices]).to(batch.input_ids.device)
         teacher.to(batch.input_ids.device)
         with torch.no_grad():
             t_out = teacher.encoder(batch.input_ids, batch.attention_mask, batch.token_type_ids,
-                                    output_hidden_states=need_hidden, output_attentions=need_attn)
+                                    output_hidden_states=need_hidden, output_attentions=need_attn, cls_only=logits_only)
             t_logits = teacher.head(_pooled(t_out))
+        if logits_only:
+            teacher_logits.update(zip(batch.indices, t_logits.cpu()))
+        return t_out, t_logits
+
+    def loss_fn(net: Distillation, batch):
+        t_out, t_logits = teacher_outputs(batch)
         s_out = net.student.encoder(batch.input_ids, batch.attention_mask, batch.token_type_ids,
-                                    output_hidden_states=need_hidden, output_attentions=need_attn)
+                                    output_hidden_states=need_hidden, output_attentions=need_attn, cls_only=logits_only)
         s_logits = net.student.head(_pooled(s_out))
         hard = task.loss(s_logits, batch.targets)
         loss = losses.mixed_logit_loss(s_logits, t_logits, hard, config.alpha, config.temperature, config.logit_loss)

@@ -40,10 +40,12 @@ class FinetuneModel(nn.Module):
 
     def forward(self, input_ids: torch.Tensor, attention_mask: Optional[torch.Tensor] = None,
                 token_type_ids: Optional[torch.Tensor] = None) -> Logits:
-        out = self.encoder(input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids)
         if self.head_key == "classifier":
+            # The head reads [CLS] only, so the last layer computes that one position (exact, ~1/L less work).
+            out = self.encoder(input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids, cls_only=True)
             pooled = out.pooled_output if out.pooled_output is not None else out.last_hidden_state[:, 0]
             return self.head(pooled)                                # (B, L)
+        out = self.encoder(input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids)
         return self.head(out.last_hidden_state)                     # (B, T, L) or 2 x (B, T)
 
 

@@ -88,10 +88,20 @@ class SelfAttention(nn.Module):
         self.dropout_p = config.attention_dropout
 
     def forward(self, x: torch.Tensor, mask: Optional[torch.Tensor], causal: bool, need_weights: bool,
-                past: Optional[tuple[torch.Tensor, torch.Tensor]] = None):
-        """-> (output (B, T, C), attention weights or None, (keys, values) including `past`)."""
+                past: Optional[tuple[torch.Tensor, torch.Tensor]] = None, queries: Optional[int] = None):
+        """-> (output (B, T, C), attention weights or None, (keys, values) including `past`).
+        queries: compute only the first `queries` positions' outputs (keys and values still cover all T)."""
         B, T, _ = x.shape
-        q, k, v = self.qkv(x).view(B, T, 3, self.num_heads, self.head_dim).permute(2, 0, 3, 1, 4)  # (B, H, T, D)
+        if queries is None or type(self.qkv) is not nn.Linear:     # int8-quantized Linear: no weight tensor
+            q, k, v = self.qkv(x).view(B, T, 3, self.num_heads, self.head_dim).permute(2, 0, 3, 1, 4)  # (B, H, T, D)
+            q = q[:, :, :queries] if queries is not None else q
+        else:
+            inner = self.num_heads * self.head_dim
+            weight, bias = self.qkv.weight, self.qkv.bias
+            q = F.linear(x[:, :queries], weight[:inner], bias[:inner])
+            q = q.view(B, queries, self.num_heads, self.head_dim).transpose(1, 2)                # (B, H, Q, D)
+            k, v = F.linear(x, weight[inner:], bias[inner:]).view(B, T, 2, self.num_heads, self.head_dim).permute(
+                2, 0, 3, 1, 4)                                                                  # (B, H, T, D)
         if past is not None:
             k, v = torch.cat([past[0], k], dim=2), torch.cat([past[1], v], dim=2)   # (B, H, T_past + T, D)
         if causal and mask is None and k.shape[2] != T:
@@ -104,7 +114,7 @@ class SelfAttention(nn.Module):
             y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p,
                                                is_causal=causal and mask is None)
             weights = None
-        y = y.transpose(1, 2).reshape(B, T, self.num_heads * self.head_dim)   # (B, T, H * D)
+        y = y.transpose(1, 2).reshape(B, q.shape[2], self.num_heads * self.head_dim)   # (B, T or Q, H * D)
         return self.out(y), weights, (k, v)
 
 
@@ -143,12 +153,15 @@ class Block(nn.Module):
         self.ffn_norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
         self.dropout = nn.Dropout(config.hidden_dropout)
 
-    def forward(self, x, mask, causal, need_weights, past=None):
+    def forward(self, x, mask, causal, need_weights, past=None, queries=None):
+        """queries: only the first `queries` positions go on past attention (see Encoder's cls_only)."""
         if self.pre_norm:
-            a, weights, kv = self.attention(self.attention_norm(x), mask, causal, need_weights, past)
+            a, weights, kv = self.attention(self.attention_norm(x), mask, causal, need_weights, past, queries)
+            x = x[:, :queries] if queries is not None else x
             x = x + self.dropout(a)
             return x + self.dropout(self.ffn(self.ffn_norm(x))), weights, kv
-        a, weights, kv = self.attention(x, mask, causal, need_weights, past)
+        a, weights, kv = self.attention(x, mask, causal, need_weights, past, queries)
+        x = x[:, :queries] if queries is not None else x
         x = self.attention_norm(x + self.dropout(a))
         return self.ffn_norm(x + self.dropout(self.ffn(x))), weights, kv
 
@@ -208,10 +221,17 @@ class Encoder(nn.Module):
     def forward(self, input_ids: torch.Tensor, attention_mask: Optional[torch.Tensor] = None,
                 token_type_ids: Optional[torch.Tensor] = None, output_hidden_states: bool = False,
                 output_attentions: bool = False, attention_bias: Optional[torch.Tensor] = None,
-                cache: Optional[KeyValueCache] = None, use_cache: bool = False) -> EncoderOutput:
+                cache: Optional[KeyValueCache] = None, use_cache: bool = False, cls_only: bool = False) -> EncoderOutput:
         """input_ids (B, T); attention_mask (B, T) 1 for real tokens; attention_bias: an explicit (B|1, 1|H, T, T)
         bool (True = may attend) or additive mask, e.g. UniLM's seq2seq mask, used instead of attention_mask.
-        cache / use_cache: incremental decoding; `cache` holds the earlier tokens' keys and values."""
+        cache / use_cache: incremental decoding; `cache` holds the earlier tokens' keys and values.
+        cls_only: the last layer computes the [CLS] position alone (its keys and values still come from every
+        position), so last_hidden_state is (B, 1, C). pooled_output and last_hidden_state[:, 0] are exactly those
+        of the full pass, for about 1/num_layers less compute: what sequence classification needs."""
+        if cls_only and (output_hidden_states or output_attentions or use_cache or cache is not None
+                         or self.config.causal):
+            raise ValueError("cls_only is for a bidirectional encoder's [CLS] output: no hidden states, attentions "
+                             "or cache")
         past_length = cache.length if cache is not None else 0
         x = self.embeddings(input_ids, token_type_ids, start=past_length)   # (B, T, C)
         mask = attention_bias if attention_bias is not None else _padding_mask(attention_mask, self.config.causal)
@@ -220,7 +240,8 @@ class Encoder(nn.Module):
         keys, values = [], []
         for index, block in enumerate(self.blocks):
             past = (cache.keys[index], cache.values[index]) if cache is not None else None
-            x, weights, (k, v) = block(x, mask, self.config.causal, output_attentions, past)
+            queries = 1 if cls_only and index == len(self.blocks) - 1 else None
+            x, weights, (k, v) = block(x, mask, self.config.causal, output_attentions, past, queries)
             if use_cache:
                 keys.append(k)
                 values.append(v)

@@ -37,9 +37,18 @@ class VocabConfig:
 
 
 @dataclass
+class HeadsConfig:
+    # Freeze the encoder and train the heads alone. Fits a new MLM head to an --init checkpoint that ships
+    # without one (all-MiniLM-L6-v2, sentence-transformers models) so that its MLM loss means something
+    # before continued pre-training changes the encoder.
+    train_only: bool = False
+
+
+@dataclass
 class PretrainConfig:
     encoder: EncoderConfig = field(default_factory=lambda: PRESETS["bert-base"])
     data: DataConfig = field(default_factory=DataConfig)
     vocab: VocabConfig = field(default_factory=VocabConfig)
+    heads: HeadsConfig = field(default_factory=HeadsConfig)
     train: TrainConfig = field(default_factory=lambda: TrainConfig(lr=1e-4, warmup_ratio=0.06, max_steps=10000,
                                                                    save_every=1000, eval_every=1000))

@@ -127,6 +127,8 @@ def run_pretraining(config: PretrainConfig, corpus: Sequence[str], output: str |
                            "process; lower --data.batch_size or add text")
     seed_everything(seed)
     model = _model(config, tokenizer, checkpoint)
+    if config.heads.train_only:
+        model.encoder.requires_grad_(False)     # the tied MLM decoder (word embeddings) stays as it is too
     evaluate = None
     if len(heldout):
         held = PretrainingBatches(shards, heldout, specials, masking, seed + 1, static_copies=1)  # fixed masks

@@ -108,3 +108,28 @@ def test_cache_equals_recomputation():
         steps.append(out.last_hidden_state)
     torch.testing.assert_close(torch.cat(steps, dim=1), full, atol=1e-5, rtol=1e-5)
     assert out.cache.length == 7
+
+
+@pytest.mark.parametrize("changes", [{}, {"norm_position": "pre"}, {"use_pooler": False}, {"share_layers": "all"}])
+def test_cls_only_last_layer_equals_the_full_pass(changes):
+    encoder = Encoder(tiny(**changes)).eval()
+    ids, mask = batch()
+    full = encoder(ids, mask)
+    short = encoder(ids, mask, cls_only=True)
+    assert short.last_hidden_state.shape == (3, 1, 32)
+    torch.testing.assert_close(short.last_hidden_state[:, 0], full.last_hidden_state[:, 0], atol=1e-6, rtol=1e-5)
+    if full.pooled_output is not None:
+        torch.testing.assert_close(short.pooled_output, full.pooled_output, atol=1e-6, rtol=1e-5)
+    # gradients reach every layer, as in the full pass
+    encoder.train()
+    encoder(ids, mask, cls_only=True).last_hidden_state.sum().backward()
+    assert all(p.grad is not None for n, p in encoder.named_parameters() if "pooler" not in n)
+    with pytest.raises(ValueError, match="cls_only"):
+        encoder(ids, mask, cls_only=True, output_hidden_states=True)
+
+
+def test_cls_only_with_int8_quantized_linears():
+    encoder = Encoder(tiny()).eval()
+    quantized = torch.ao.quantization.quantize_dynamic(encoder, {torch.nn.Linear}, dtype=torch.qint8)
+    ids, mask = batch()
+    torch.testing.assert_close(quantized(ids, mask, cls_only=True).pooled_output, quantized(ids, mask).pooled_output)

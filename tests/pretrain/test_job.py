@@ -101,3 +101,32 @@ def test_corpus_without_document_breaks_warns(tmp_path, vocab_dir, capsys):
     with pytest.warns(UserWarning, match="no blank lines between documents"):
         assert pretrain(["--corpus", str(flat), "--output", str(tmp_path / "o"), "--vocab", str(vocab_dir),
                          "--max-steps", "2", "--objective", "mlm+nsp"]) == 0
+
+
+def test_heads_train_only_fits_an_mlm_head_to_an_encoder_without_one(tmp_path, corpus, tokenizer, capsys):
+    """MiniLM-style folders have no MLM head: --heads.train_only fits one with the encoder frozen, after which
+    evaluate-mlm works and continued pre-training can start from that folder."""
+    import torch
+
+    from bertkit.checkpoints import load_checkpoint, save_checkpoint
+    from bertkit.model.config import EncoderConfig
+    from bertkit.model.encoder import Encoder
+
+    torch.manual_seed(0)
+    encoder = Encoder(EncoderConfig(vocab_size=tokenizer.vocab_size, hidden_size=32, num_layers=1, num_heads=2,
+                                    intermediate_size=64, max_position_embeddings=64))
+    bare = tmp_path / "bare"
+    save_checkpoint(bare, encoder, tokenizer)
+    assert main(["evaluate-mlm", "--model", str(bare), "--corpus", str(corpus), "--max-length", "32"]) == 2
+    assert "no MLM head" in capsys.readouterr().err
+
+    fitted = tmp_path / "fitted"
+    assert pretrain(["--corpus", str(corpus), "--output", str(fitted), "--init", str(bare), "--max-steps", "6",
+                     "--heads.train_only=true"]) == 0
+    before, after = load_checkpoint(bare).encoder.state_dict(), load_checkpoint(fitted)
+    assert "mlm" in after.heads
+    for name, tensor in after.encoder.state_dict().items():
+        assert torch.equal(tensor, before[name]), name          # the encoder did not move
+    capsys.readouterr()
+    assert main(["evaluate-mlm", "--model", str(fitted), "--corpus", str(corpus), "--max-length", "32"]) == 0
+    assert json.loads(capsys.readouterr().out.strip().splitlines()[-1])["loss"] > 0
