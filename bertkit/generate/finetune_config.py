@@ -4,6 +4,8 @@ the run record (output/run/: effective config and package versions; output/metri
 from __future__ import annotations
 
 import json
+import shutil
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, Optional
@@ -46,6 +48,28 @@ def loop_config(config: LoopJobConfig, lr: float, run_dir: Path, metric: Optiona
                        output_dir=str(run_dir), metric_for_best=metric,
                        early_stopping_patience=config.early_stopping_patience, progress_bar=config.progress_bar,
                        log_every=10)
+
+
+def train_and_record(model, loss_fn, batches, train_config: TrainConfig, evaluate, save, output: Path,
+                     run_dir: Path, extra: dict):
+    """Run the shared loop, keep the best model (by `train_config.metric_for_best`; the last one without a dev
+    set), drop the resume state and write output/metrics.json. -> FinetuneResult."""
+    from bertkit.finetune.job import FinetuneResult
+    from bertkit.train import train
+
+    started = time.perf_counter()
+    result = train(model, loss_fn, batches, train_config, evaluate=evaluate,
+                   on_best=save if evaluate is not None else None)
+    wall = time.perf_counter() - started
+    if evaluate is None:
+        save(model, {})
+    shutil.rmtree(run_dir / "checkpoint", ignore_errors=True)   # resume state; the best model is `output`
+    metrics = result.best_eval or result.last_eval
+    write_json(output / "metrics.json", {
+        "dev": metrics, "metric_for_best": train_config.metric_for_best, "train_seconds": result.elapsed_s,
+        "wall_seconds": wall, "epochs": result.epochs, "steps": result.steps, "stop_reason": result.stop_reason,
+        **extra})
+    return FinetuneResult(output, metrics, result.elapsed_s, result.epochs, result.steps, result.stop_reason)
 
 
 def max_length_for(config: LoopJobConfig, checkpoint) -> int:

@@ -11,8 +11,6 @@ reloads as a plain PETClassifier (bertkit evaluate / predict).
 from __future__ import annotations
 
 import json
-import shutil
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional, Sequence
@@ -27,11 +25,11 @@ from bertkit.errors import BertkitError, CheckpointError
 from bertkit.finetune.job import FinetuneResult
 from bertkit.finetune.metrics import classification_metrics
 from bertkit.generate.finetune_config import (LoopJobConfig, loop_config, max_length_for, mlm_head_of,
-                                              start_run_record, write_json)
+                                              start_run_record, train_and_record, write_json)
 from bertkit.generate.pet import PROMPT_SLOT, Pattern, PETClassifier, Verbalizer, pet_loss
 from bertkit.generate.ptuning import PTuningClassifier
 from bertkit.runtime import pick_device, seed_everything
-from bertkit.train import IndexedBatches, train
+from bertkit.train import IndexedBatches
 
 TASK = "prompt-classification"
 METRIC = "accuracy"
@@ -159,19 +157,8 @@ def run_prompt_finetune(config: PromptConfig) -> FinetuneResult:
     frozen = config.ptuning and config.freeze_encoder
     lr = config.lr if config.lr is not None else (1e-3 if frozen else 1e-5)
     train_config = loop_config(config, lr, run_dir, METRIC if evaluate is not None else None)
-    started = time.perf_counter()
-    result = train(model, pet_loss, batches, train_config, evaluate=evaluate,
-                   on_best=save if evaluate is not None else None)
-    wall = time.perf_counter() - started
-    if evaluate is None:
-        save(model, {})
-    shutil.rmtree(run_dir / "checkpoint", ignore_errors=True)   # resume state; the best model is `output`
-    metrics = result.best_eval or result.last_eval
-    write_json(output / "metrics.json", {
-        "dev": metrics, "metric_for_best": METRIC, "train_seconds": result.elapsed_s, "wall_seconds": wall,
-        "epochs": result.epochs, "steps": result.steps, "stop_reason": result.stop_reason,
-        "train_examples": len(train_examples), "lr": lr})
-    return FinetuneResult(output, metrics, result.elapsed_s, result.epochs, result.steps, result.stop_reason)
+    return train_and_record(model, pet_loss, batches, train_config, evaluate, save, output, run_dir,
+                            {"train_examples": len(train_examples), "lr": lr})
 
 
 def load_prompt_classifier(folder: str | Path, device: Optional[str] = None) -> PETClassifier:

@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import json
 import math
-import shutil
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple, Optional, Sequence
@@ -23,10 +21,10 @@ from bertkit.data.text import iter_jsonl
 from bertkit.errors import BertkitError, CheckpointError, InputFileError
 from bertkit.finetune.job import FinetuneResult
 from bertkit.generate.finetune_config import (LoopJobConfig, loop_config, max_length_for, mlm_head_of,
-                                              start_run_record, write_json)
+                                              start_run_record, train_and_record, write_json)
 from bertkit.generate.unilm import Seq2SeqLM, seq2seq_decode, seq2seq_inputs, seq2seq_loss
 from bertkit.runtime import pick_device, seed_everything
-from bertkit.train import IndexedBatches, train
+from bertkit.train import IndexedBatches
 
 TASK = "seq2seq"
 FIELD_NAMES = (("source", "target"), ("text_a", "text_b"))
@@ -127,19 +125,8 @@ def run_seq2seq_finetune(config: Seq2SeqConfig) -> FinetuneResult:
     evaluate = evaluate_dev if dev_pairs is not None else None
 
     train_config = loop_config(config, config.lr, run_dir, "loss" if evaluate is not None else None)
-    started = time.perf_counter()
-    result = train(model, seq2seq_loss, batches, train_config, evaluate=evaluate,
-                   on_best=save if evaluate is not None else None)
-    wall = time.perf_counter() - started
-    if evaluate is None:
-        save(model, {})
-    shutil.rmtree(run_dir / "checkpoint", ignore_errors=True)   # resume state; the best model is `output`
-    metrics = result.best_eval or result.last_eval
-    write_json(output / "metrics.json", {
-        "dev": metrics, "metric_for_best": "loss", "train_seconds": result.elapsed_s, "wall_seconds": wall,
-        "epochs": result.epochs, "steps": result.steps, "stop_reason": result.stop_reason,
-        "train_pairs": len(train_pairs)})
-    return FinetuneResult(output, metrics, result.elapsed_s, result.epochs, result.steps, result.stop_reason)
+    return train_and_record(model, seq2seq_loss, batches, train_config, evaluate, save, output, run_dir,
+                            {"train_pairs": len(train_pairs)})
 
 
 class Seq2SeqGenerator:
