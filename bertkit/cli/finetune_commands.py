@@ -20,7 +20,8 @@ SEQ2SEQ, PROMPT = "seq2seq", "prompt-classification"   # tasks of the bertkit.ge
 _FLAGS = {"task": str, "model": str, "train": str, "dev": str, "output": str, "epochs": int, "lr": float,
           "batch_size": int, "max_length": int, "seed": int, "warmup_ratio": float, "eval_every": int,
           "early_stopping_patience": int, "layerwise_lr_decay": float, "schedule": str, "metric": str,
-          "encoding": str, "device": str, "max_train_examples": int, "max_dev_examples": int}
+          "encoding": str, "device": str, "max_train_examples": int, "max_dev_examples": int,
+          "aux_mlm_weight": float}
 
 
 def register(subparsers) -> None:
@@ -48,6 +49,9 @@ def register(subparsers) -> None:
     p.add_argument("--early-stopping-patience", type=int, help="stop after N evaluations without improvement")
     p.add_argument("--layerwise-lr-decay", type=float, help="lr x d per layer below the top (e.g. 0.9)")
     p.add_argument("--gradual-unfreezing", action="store_true", default=None)
+    p.add_argument("--aux-mlm-weight", type=float, metavar="G",
+                   help="SiATL: add G x MLM loss on masked copies of the training texts (needs a folder with "
+                        "an MLM head, e.g. from bertkit pretrain; --aux_mlm_decay=D multiplies G by D each epoch)")
     p.add_argument("--skip-bad-rows", action="store_true", default=None,
                    help="write bad rows to OUTPUT.rejects.jsonl and go on instead of stopping")
     p.add_argument("--encoding", help="input encoding, e.g. gb18030 (default utf-8)")

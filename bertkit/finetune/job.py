@@ -2,7 +2,8 @@
 
 Defaults are BERT's fine-tuning recipe (Devlin et al. 2019, appendix A.3): batch 32, lr in 2e-5..5e-5,
 3 epochs, 10% linear warm-up then linear decay, weight decay 0.01. ULMFiT options (Howard & Ruder 2018):
-layer-wise lr decay, the slanted triangular schedule, gradual unfreezing.
+layer-wise lr decay, the slanted triangular schedule, gradual unfreezing. SiATL (Chronopoulou et al. 2019):
+an auxiliary MLM loss on the training texts, for folders with an MLM head (aux_mlm.py).
 
 `output` is the best model's folder (an HF-compatible checkpoint with the head and label names), with
 metrics.json beside the weights and the run record in output/run/: the effective config, package versions,
@@ -27,6 +28,8 @@ from bertkit.config import save_config
 from bertkit.data.labels import LabelMap
 from bertkit.data.readers import ReadOptions
 from bertkit.errors import BertkitError
+from bertkit.finetune.aux_mlm import (AuxMlmModel, BatchMasker, MaskedCopy, add_aux_mlm_loss, mlm_head_for_aux_loss,
+                                      task_model)
 from bertkit.finetune.batching import BucketedBatches, collate
 from bertkit.finetune.model import FinetuneModel, check_saved_task, hf_config_extra, model_from_checkpoint, model_meta
 from bertkit.finetune.tasks import TaskOptions, build_task, label_names_from, read_examples
@@ -69,6 +72,8 @@ class FinetuneConfig:
     # auto: bf16 autocast on CUDA, fp32 on CPU; bf16: also on CPU (fast on CPUs with AMX / avx512_bf16)
     precision: Literal["auto", "fp32", "bf16"] = "auto"
     progress_bar: bool = True
+    aux_mlm_weight: float = 0.0           # SiATL's gamma: + gamma x MLM loss on a masked copy of each batch; 0 = off
+    aux_mlm_decay: float = 1.0            # gamma x decay ** epoch (SiATL lowers gamma over training); 1 = constant
     options: TaskOptions = field(default_factory=TaskOptions)
 
 
@@ -90,6 +95,12 @@ def run_finetune(config: FinetuneConfig) -> FinetuneResult:
     seed_everything(config.seed)
     checkpoint = load_checkpoint(config.model)
     check_saved_task(checkpoint, config.task)
+    mlm_head = None
+    if config.aux_mlm_weight < 0 or not 0 < config.aux_mlm_decay <= 1:
+        raise BertkitError(f"aux_mlm_weight must be >= 0 (got {config.aux_mlm_weight}) and aux_mlm_decay in (0, 1] "
+                           f"(got {config.aux_mlm_decay})")
+    if config.aux_mlm_weight > 0:
+        mlm_head = mlm_head_for_aux_loss(checkpoint, config.model)   # before reading data: fail early
     if checkpoint.tokenizer is None:
         raise BertkitError(f"{config.model}: the model folder has no vocab.txt or tokenizer.json")
     if config.max_length > checkpoint.config.max_length:
@@ -112,9 +123,13 @@ def run_finetune(config: FinetuneConfig) -> FinetuneResult:
     train_features = task.encode(train_examples)
     dev_features = task.encode(dev_examples) if dev_examples is not None else None
     pad_id = checkpoint.tokenizer.pad_id
+    masker = (BatchMasker(checkpoint.tokenizer, config.aux_mlm_weight, config.aux_mlm_decay, config.seed)
+              if mlm_head is not None else None)
 
     def make_batch(indices: list[int]):
-        return collate([train_features[i] for i in indices], indices, pad_id, task.make_targets)
+        batch = collate([train_features[i] for i in indices], indices, pad_id, task.make_targets)
+        # `batches.epoch` is the epoch being iterated: the masks and gamma follow it
+        return masker(batch, batches.epoch) if masker is not None else batch
 
     batches = BucketedBatches([len(f.input_ids) for f in train_features], config.batch_size, make_batch,
                               seed=config.seed, bucket=config.bucket_by_length)
@@ -122,9 +137,17 @@ def run_finetune(config: FinetuneConfig) -> FinetuneResult:
     cpu_bf16 = config.precision == "bf16" and pick_device(config.device).type == "cpu"
 
     def loss_fn(net, batch):
+        copy = batch if isinstance(batch, MaskedCopy) else None
+        batch = copy.batch if copy is not None else batch
+        masked = (copy.input_ids, copy.labels) if copy is not None else ()
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=cpu_bf16):  # the loop autocasts on CUDA
-            logits = net(batch.input_ids, batch.attention_mask, batch.token_type_ids)
-        return task.loss(logits, batch.targets), {"tokens": float(batch.attention_mask.sum())}
+            out = net(batch.input_ids, batch.attention_mask, batch.token_type_ids, *masked)
+        loss = task.loss(out.logits if copy is not None else out, batch.targets)
+        metrics = {"tokens": float(batch.attention_mask.sum())}
+        if copy is not None:
+            loss, aux_metrics = add_aux_mlm_loss(loss, out.mlm_logits, copy)
+            metrics.update(aux_metrics)
+        return loss, metrics
 
     output = Path(config.output)
     run_dir = output / "run"
@@ -132,6 +155,7 @@ def run_finetune(config: FinetuneConfig) -> FinetuneResult:
     metric = config.metric or task.main_metric
 
     def save(net: FinetuneModel, metrics: dict) -> None:
+        net = task_model(net)            # without the aux MLM head: the folder is the task model only
         save_checkpoint(output, net.encoder, checkpoint.tokenizer, {net.head_key: net.head},
                         model_meta(net, {**meta_extra, "dev_metrics": metrics}), hf_config_extra(net))
         _write_json(output / "metrics.json", {"dev": metrics, "metric_for_best": metric})
@@ -155,7 +179,8 @@ def run_finetune(config: FinetuneConfig) -> FinetuneResult:
     _write_json(run_dir / "versions.json", package_versions())
     unfreeze = _gradual_unfreezing if config.gradual_unfreezing else None
     started = time.perf_counter()
-    result = train(model, loss_fn, batches, train_config, evaluate=evaluate,
+    trained = AuxMlmModel(model, mlm_head) if mlm_head is not None else model
+    result = train(trained, loss_fn, batches, train_config, evaluate=evaluate,
                    on_best=save if evaluate is not None else None, on_epoch_start=unfreeze)
     wall = time.perf_counter() - started
     for param in model.parameters():
@@ -175,6 +200,7 @@ def run_finetune(config: FinetuneConfig) -> FinetuneResult:
 def _gradual_unfreezing(model: FinetuneModel, epoch: int) -> None:
     """ULMFiT: epoch 0 trains only the head (and pooler), each later epoch one more block from the top; the
     embeddings join with the last block. Frozen parameters get no gradient, so AdamW leaves them as they are."""
+    model = task_model(model)            # the aux MLM head (if any) always trains
     blocks = list(model.encoder.blocks)
     trainable = set()
     for block in blocks[len(blocks) - min(epoch, len(blocks)):]:
