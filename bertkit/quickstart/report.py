@@ -1,0 +1,53 @@
+"""The quickstart's result table (printed and saved as table.txt) and results.json."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import NamedTuple, Optional, Sequence
+
+
+class FinetuneRow(NamedTuple):
+    name: str                    # what the model started from
+    folder: Path                 # the fine-tuned model folder
+    max_length: int
+    train_examples: int
+    epochs: int
+    steps: int
+    train_seconds: float         # optimizer steps only, as the training loop counts them
+    wall_seconds: float          # the whole stage: reading, tokenizing, training, dev and test evaluation
+    test: dict                   # accuracy, macro_f1, mcc on the test split
+
+
+def clock(seconds: float) -> str:
+    """m:ss (h:mm:ss past an hour), rounded to the second."""
+    seconds = int(round(max(seconds, 0.0)))
+    hours, rest = divmod(seconds, 3600)
+    return f"{hours}:{rest // 60:02d}:{rest % 60:02d}" if hours else f"{rest // 60}:{rest % 60:02d}"
+
+
+def format_table(rows: Sequence[FinetuneRow], test_size: int, num_labels: int) -> str:
+    header = ("start from", "tokens", "train texts", "epochs", "train time", "test accuracy", "macro-F1")
+    body = [(r.name, str(r.max_length), f"{r.train_examples:,}", str(r.epochs), clock(r.train_seconds),
+             f"{r.test['accuracy']:.3f}", f"{r.test['macro_f1']:.3f}") for r in rows]
+    widths = [max(len(row[i]) for row in (header, *body)) for i in range(len(header))]
+
+    def line(cells) -> str:
+        return "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(cells, widths)))
+
+    rule = "-" * len(line(header))
+    title = f"BBC News test split: {test_size:,} articles, {num_labels} topics (chance {1 / num_labels:.3f})"
+    return "\n".join([title, rule, line(header), rule, *(line(b) for b in body), rule])
+
+
+def write_results(folder: Path, table: str, rows: Sequence[FinetuneRow], stages: dict[str, float],
+                  pretraining: dict, data: dict, total_seconds: float, estimate_seconds: Optional[float]) -> None:
+    (folder / "table.txt").write_text(table + "\n", encoding="utf-8")
+    record = {
+        "data": data,
+        "pretraining": pretraining,
+        "finetuning": [{**r._asdict(), "folder": str(r.folder)} for r in rows],
+        "stage_seconds": stages,
+        "total_seconds": total_seconds,
+        "estimated_seconds": estimate_seconds,
+    }
+    (folder / "results.json").write_text(json.dumps(record, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
