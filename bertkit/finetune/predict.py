@@ -1,13 +1,16 @@
 """Using a fine-tuned model folder: predict on texts (the API), evaluate a labeled file, predict a file.
 
 The task, label names and encoding options come from the folder's bertkit.json, so predictions use the
-exact pipeline the model was trained with.
+exact pipeline the model was trained with. Folders of the bertkit.generate jobs (prompt-based classification,
+UniLM seq2seq) are handed to those jobs' loaders, which rebuild the model from the saved folder.
 """
 from __future__ import annotations
 
 import json
 from pathlib import Path
 from typing import Any, Optional, Sequence, Union
+
+import numpy as np
 
 from bertkit.checkpoints import load_checkpoint
 from bertkit.data.labels import LabelMap
@@ -29,14 +32,37 @@ def _checkpoint_of(model: Any):
     return getattr(model, "checkpoint", model)
 
 
+PROMPT_TASK, SEQ2SEQ_TASK = "prompt-classification", "seq2seq"   # tasks of the bertkit.generate jobs
+
+
+def _generate_job_folder(checkpoint) -> Optional[tuple[str, Path]]:
+    """(task, folder) when the checkpoint was saved by a bertkit.generate job, else None."""
+    saved_task = (checkpoint.meta or {}).get("task")
+    if saved_task not in (PROMPT_TASK, SEQ2SEQ_TASK):
+        return None
+    folder = getattr(checkpoint, "path", None)
+    if folder is None:
+        raise CheckpointError(f"this {saved_task} model was not loaded from a folder; save it and load the folder")
+    return saved_task, Path(folder)
+
+
+def _device_of(checkpoint) -> Optional[str]:
+    parameter = next(checkpoint.encoder.parameters(), None)
+    return str(parameter.device) if parameter is not None else None
+
+
 def finetuned_model(model: Any, task: Optional[str] = None, device: Optional[str] = None):
     """(FinetuneModel, task object) for a fine-tuned folder; `task` (e.g. from --task) must match its head."""
     checkpoint = _checkpoint_of(model)
     saved_task = (checkpoint.meta or {}).get("task")
     where = getattr(checkpoint, "path", None) or "the model"
+    if saved_task in (PROMPT_TASK, SEQ2SEQ_TASK):
+        raise CheckpointError(f"{where} is a {saved_task} model (bertkit.generate); use bertkit.load(folder)"
+                              ".predict, bertkit predict / evaluate, or bertkit generate --source (seq2seq)")
     if saved_task not in TASKS:
-        raise CheckpointError(f"{where} is not a fine-tuned model (bertkit.json has no task); run bertkit "
-                              "finetune first")
+        found = f"task {saved_task!r}" if saved_task else "no task"
+        raise CheckpointError(f"{where} is not a fine-tuned model (bertkit.json has {found}); run bertkit "
+                              f"finetune first (tasks: {', '.join((*TASKS, PROMPT_TASK, SEQ2SEQ_TASK))})")
     if task is not None and task != saved_task:
         raise CheckpointError(f"{where} was fine-tuned for {saved_task!r}, not {task!r}")
     net = model_from_checkpoint(checkpoint, saved_task, None)
@@ -55,6 +81,9 @@ def predict(model: Any, inputs: Sequence[Union[str, tuple, dict]], batch_size: i
     QA: (question, context) pairs or {"question", "context"} dicts -> answer spans with character offsets."""
     if isinstance(inputs, (str, tuple, dict)):
         raise TypeError("predict takes a list of inputs; wrap a single one in a list")
+    generate_job = _generate_job_folder(_checkpoint_of(model))
+    if generate_job is not None:
+        return _predict_generate_job(*generate_job, _device_of(_checkpoint_of(model)), inputs, batch_size)
     net, task = finetuned_model(model)
     if net.task == "ner":
         texts = [str(x) for x in inputs]
@@ -76,6 +105,23 @@ def predict(model: Any, inputs: Sequence[Union[str, tuple, dict]], batch_size: i
     return task.predict(net, task.encode(examples, quiet=True), examples, batch_size)
 
 
+def _predict_generate_job(task: str, folder: Path, device: Optional[str], inputs: Sequence,
+                          batch_size: int) -> list[dict]:
+    """Prompt classifiers: label, score and per-label scores (as classifiers give); seq2seq: generated text."""
+    texts = [str(x) for x in inputs]
+    if task == SEQ2SEQ_TASK:
+        from bertkit.generate.seq2seq_job import Seq2SeqGenerator
+        return [{"generated": text} for text in Seq2SeqGenerator(folder, device).decode(texts)]
+    from bertkit.generate.prompt_job import label_scores, load_prompt_classifier
+    classifier = load_prompt_classifier(folder, device)
+    labels = classifier.verbalizer.labels
+    scores = label_scores(classifier, texts, batch_size) if texts else np.zeros((0, len(labels)))
+    probs = np.exp(scores - scores.max(axis=-1, keepdims=True))
+    probs /= probs.sum(axis=-1, keepdims=True)
+    return [{"label": labels[int(row.argmax())], "score": float(row.max()),
+             "scores": {n: float(p) for n, p in zip(labels, row)}} for row in probs]
+
+
 def _qa_input(item, index: int) -> QAExample:
     if isinstance(item, dict):
         question, context, qid = item.get("question"), item.get("context"), str(item.get("id", index))
@@ -90,6 +136,14 @@ def _qa_input(item, index: int) -> QAExample:
 
 def evaluate_file(model: Any, data: str | Path, encoding: str = "utf-8", batch_size: int = 64,
                   task: Optional[str] = None) -> dict:
+    generate_job = _generate_job_folder(_checkpoint_of(model))
+    if generate_job is not None:
+        _check_task(task, generate_job)
+        if generate_job[0] == SEQ2SEQ_TASK:
+            from bertkit.generate.seq2seq_job import evaluate_seq2seq_file
+            return evaluate_seq2seq_file(generate_job[1], data, encoding, batch_size)
+        from bertkit.generate.prompt_job import evaluate_prompt_file
+        return evaluate_prompt_file(generate_job[1], data, encoding, batch_size)
     net, task_object = finetuned_model(model, task)
     known = LabelMap(tuple(net.label_names)) if net.task not in ("regression", "qa") else None
     examples = read_examples(net.task, data, known, True, ReadOptions(encoding))
@@ -99,6 +153,14 @@ def evaluate_file(model: Any, data: str | Path, encoding: str = "utf-8", batch_s
 def predict_file(model: Any, input_path: str | Path, output_path: str | Path, encoding: str = "utf-8",
                  batch_size: int = 64, task: Optional[str] = None) -> int:
     """Write one JSON line per input row (the row's own fields plus the prediction); returns the count."""
+    generate_job = _generate_job_folder(_checkpoint_of(model))
+    if generate_job is not None:
+        _check_task(task, generate_job)
+        if generate_job[0] == SEQ2SEQ_TASK:
+            from bertkit.generate.seq2seq_job import predict_seq2seq_file
+            return predict_seq2seq_file(generate_job[1], input_path, output_path, encoding)
+        from bertkit.generate.prompt_job import predict_prompt_file
+        return predict_prompt_file(generate_job[1], input_path, output_path, encoding, batch_size)
     net, task_object = finetuned_model(model, task)
     examples = read_examples(net.task, input_path, None, False, ReadOptions(encoding))
     predictions = task_object.predict(net, task_object.encode(examples), examples, batch_size)
@@ -108,6 +170,13 @@ def predict_file(model: Any, input_path: str | Path, output_path: str | Path, en
         for example, prediction in zip(examples, predictions):
             out.write(json.dumps({**_input_fields(example), **prediction}, ensure_ascii=False) + "\n")
     return len(predictions)
+
+
+def _check_task(task: Optional[str], generate_job: tuple[str, Path]) -> None:
+    """--task given with a generate-job folder: seq2seq must say seq2seq; a prompt classifier is a classifier."""
+    saved, folder = generate_job
+    if task is not None and task != saved and not (saved == PROMPT_TASK and task == "classification"):
+        raise CheckpointError(f"{folder} was fine-tuned for {saved!r}, not {task!r}")
 
 
 def _input_fields(example) -> dict:
