@@ -13,6 +13,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from bertkit.model.config import EncoderConfig
+from bertkit.model.dropout import Dropout, dropout
 
 
 class KeyValueCache(NamedTuple):
@@ -51,7 +52,7 @@ class Embeddings(nn.Module):
         self.position = nn.Embedding(config.max_position_embeddings, size)
         self.segment = nn.Embedding(config.type_vocab_size, size) if config.type_vocab_size > 0 else None
         self.norm = nn.LayerNorm(size, eps=config.layer_norm_eps) if config.embedding_norm else None
-        self.dropout = nn.Dropout(config.hidden_dropout)
+        self.dropout = Dropout(config.hidden_dropout)
         self.project = nn.Linear(size, config.hidden_size) if size != config.hidden_size else None
 
     def forward(self, input_ids: torch.Tensor, token_type_ids: Optional[torch.Tensor],
@@ -108,8 +109,10 @@ class SelfAttention(nn.Module):
             # New queries sit at the end of the cached sequence: each sees the past and itself.
             mask = torch.ones(T, k.shape[2], dtype=torch.bool, device=x.device).tril(k.shape[2] - T)
         dropout_p = self.dropout_p if self.training else 0.0
-        if need_weights:
+        if need_weights or (dropout_p > 0 and x.device.type == "cpu"):
+            # on CPU, SDPA with dropout falls back to its math path with a slow per-element dropout anyway
             y, weights = _attention_with_weights(q, k, v, mask, causal, dropout_p)
+            weights = weights if need_weights else None
         else:
             y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p,
                                                is_causal=causal and mask is None)
@@ -120,14 +123,16 @@ class SelfAttention(nn.Module):
 
 def _attention_with_weights(q, k, v, mask, causal, dropout_p):
     """The explicit softmax(QK^T / sqrt(D)) V, for when the caller wants the attention maps."""
-    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])      # (B, H, T, T)
+    scores = (q * (1.0 / math.sqrt(q.shape[-1]))) @ k.transpose(-2, -1)      # (B, H, T, T)
     if causal and mask is None:
         T = q.shape[-2]
         mask = torch.ones(T, k.shape[-2], dtype=torch.bool, device=q.device).tril(k.shape[-2] - T)
     if mask is not None:
-        scores = scores.masked_fill(~mask, float("-inf")) if mask.dtype == torch.bool else scores + mask
+        # the dtype minimum, not -inf: a row with every key masked (left padding under a causal mask) gets
+        # uniform weights instead of NaN, and exp(min - max) is exactly 0 in every other row
+        scores = scores.masked_fill(~mask, torch.finfo(scores.dtype).min) if mask.dtype == torch.bool else scores + mask
     weights = scores.softmax(dim=-1)
-    return F.dropout(weights, dropout_p) @ v, weights
+    return dropout(weights, dropout_p) @ v, weights
 
 
 class FeedForward(nn.Module):
@@ -151,7 +156,7 @@ class Block(nn.Module):
         self.attention_norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
         self.ffn = FeedForward(config)
         self.ffn_norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
-        self.dropout = nn.Dropout(config.hidden_dropout)
+        self.dropout = Dropout(config.hidden_dropout)
 
     def forward(self, x, mask, causal, need_weights, past=None, queries=None):
         """queries: only the first `queries` positions go on past attention (see Encoder's cls_only)."""

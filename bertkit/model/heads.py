@@ -5,6 +5,7 @@ import torch
 from torch import nn
 
 from bertkit.model.config import EncoderConfig
+from bertkit.model.dropout import Dropout
 from bertkit.model.encoder import ACTIVATIONS
 
 
@@ -14,7 +15,7 @@ class SequenceClassificationHead(nn.Module):
     def __init__(self, config: EncoderConfig, num_labels: int, dropout: float | None = None):
         super().__init__()
         self.num_labels = num_labels
-        self.dropout = nn.Dropout(config.hidden_dropout if dropout is None else dropout)
+        self.dropout = Dropout(config.hidden_dropout if dropout is None else dropout)
         self.linear = nn.Linear(config.hidden_size, num_labels)
 
     def forward(self, pooled: torch.Tensor) -> torch.Tensor:      # (B, C) -> (B, num_labels)
@@ -27,7 +28,7 @@ class TokenClassificationHead(nn.Module):
     def __init__(self, config: EncoderConfig, num_labels: int, dropout: float | None = None):
         super().__init__()
         self.num_labels = num_labels
-        self.dropout = nn.Dropout(config.hidden_dropout if dropout is None else dropout)
+        self.dropout = Dropout(config.hidden_dropout if dropout is None else dropout)
         self.linear = nn.Linear(config.hidden_size, num_labels)
 
     def forward(self, hidden: torch.Tensor) -> torch.Tensor:      # (B, T, C) -> (B, T, num_labels)
