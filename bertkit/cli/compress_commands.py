@@ -10,7 +10,8 @@ _DISTILL_FLAGS = {"teacher": str, "student": str, "student_layers": int, "task":
                   "output": str, "temperature": float, "alpha": float, "logit_loss": str, "hidden_weight": float,
                   "hidden_loss": str, "attention_weight": float, "pooling": str, "epochs": int, "lr": float,
                   "batch_size": int, "max_length": int, "max_train_examples": int, "max_dev_examples": int,
-                  "seed": int, "device": str}
+                  "seed": int, "device": str, "augment_copies": int,
+                  "augment_mask_prob": float}
 
 
 def register(subparsers) -> None:
@@ -62,11 +63,13 @@ def register(subparsers) -> None:
     p.add_argument("--dev")
     p.add_argument("--output", required=True)
     p.add_argument("--config", help="TOML file with DistillConfig keys")
-    for flag in ("temperature", "alpha", "hidden_weight", "attention_weight", "lr"):
+    for flag in ("temperature", "alpha", "hidden_weight", "attention_weight", "lr", "augment_mask_prob"):
         p.add_argument("--" + flag.replace("_", "-"), type=float)
     p.add_argument("--logit-loss", choices=("kl", "mse"))
     p.add_argument("--hidden-loss", choices=("mse", "cosine"))
     p.add_argument("--pooling")
+    p.add_argument("--augment-copies", type=int, help="masked copies of each training text that only the teacher "
+                   "labels (transfer-set augmentation); --augment-mask-prob (default 0.1) per token")
     for flag in ("epochs", "batch_size", "max_length", "max_train_examples", "max_dev_examples", "seed"):
         p.add_argument("--" + flag.replace("_", "-"), type=int)
     p.add_argument("--device")

@@ -2,7 +2,8 @@
 
 task "classification": the student learns the teacher's logits (KD with temperature, or MSE) mixed with the
 gold labels, optionally plus hidden-state (MSE through a projection, or cosine) and attention-map losses
-over a uniform layer map. task "embedding": the student learns the teacher's sentence vectors (MSE); the
+over a uniform layer map; --augment-copies adds masked copies of the training texts that only the teacher
+labels (bertkit/distill/augment.py). task "embedding": the student learns the teacher's sentence vectors (MSE); the
 data needs no labels. The teacher runs in eval mode under no_grad; its logits are recomputed per batch
 (dropout is off in the teacher, so they are the same every epoch).
 """
@@ -24,6 +25,7 @@ from bertkit.config import save_config
 from bertkit.data.labels import LabelMap
 from bertkit.data.readers import ReadOptions
 from bertkit.distill import losses
+from bertkit.distill.augment import UNLABELED, masked_copies
 from bertkit.distill.student import build_student
 from bertkit.errors import BertkitError
 from bertkit.finetune.batching import BucketedBatches, collate
@@ -48,6 +50,8 @@ class DistillConfig:
     hidden_weight: float = 0.0            # intermediate-layer losses (TinyBERT / DistilBERT); 0 = off
     hidden_loss: Literal["mse", "cosine"] = "mse"
     attention_weight: float = 0.0
+    augment_copies: int = 0               # masked copies of each training text, labeled by the teacher only
+    augment_mask_prob: float = 0.1
     pooling: str = "mean"                 # embedding task: the sentence vector both models produce
     epochs: int = 3
     lr: float = 5e-5
@@ -77,7 +81,12 @@ def run_distill(config: DistillConfig) -> dict:
     teacher_ckpt = load_checkpoint(config.teacher)
     if teacher_ckpt.tokenizer is None:
         raise BertkitError(f"{config.teacher}: the teacher folder has no tokenizer")
+    if config.augment_copies < 0 or not 0.0 < config.augment_mask_prob < 1.0:
+        raise BertkitError(f"--augment-copies must be >= 0 (got {config.augment_copies}) and --augment-mask-prob in "
+                           f"(0, 1) (got {config.augment_mask_prob})")
     if config.task == "embedding":
+        if config.augment_copies:
+            raise BertkitError("--augment-copies is for --task classification (the teacher labels the copies)")
         from bertkit.distill.embedding_job import run_embedding_distill
         return run_embedding_distill(config, teacher_ckpt)
     if teacher_ckpt.meta.get("task") != "classification" or "classifier" not in teacher_ckpt.heads:
@@ -97,6 +106,8 @@ def run_distill(config: DistillConfig) -> dict:
                     if config.dev else None)
     task = build_task("classification", tokenizer, labels, TaskOptions(max_length=config.max_length))
     train_features = task.encode(train_examples)
+    train_features += masked_copies(train_features, config.augment_copies, config.augment_mask_prob,
+                                    tokenizer.mask_id, tokenizer.special_ids, config.seed)
     dev_features = task.encode(dev_examples) if dev_examples is not None else None
 
     layer_map = losses.uniform_layer_map(student_encoder.config.num_layers, teacher_ckpt.config.num_layers) \
@@ -137,7 +148,8 @@ def run_distill(config: DistillConfig) -> dict:
         s_out = net.student.encoder(batch.input_ids, batch.attention_mask, batch.token_type_ids,
                                     output_hidden_states=need_hidden, output_attentions=need_attn, cls_only=logits_only)
         s_logits = net.student.head(_pooled(s_out))
-        hard = task.loss(s_logits, batch.targets)
+        gold = batch.targets != UNLABELED                 # augmented copies learn from the teacher only
+        hard = task.loss(s_logits[gold], batch.targets[gold]) if gold.any() else s_logits.sum() * 0.0
         loss = losses.mixed_logit_loss(s_logits, t_logits, hard, config.alpha, config.temperature, config.logit_loss)
         stats = {"hard": hard.item(), "tokens": float(batch.attention_mask.sum())}
         if need_hidden:
@@ -156,7 +168,8 @@ def run_distill(config: DistillConfig) -> dict:
     output = Path(config.output)
     meta_extra = {"distillation": {"teacher": str(config.teacher), **{k: v for k, v in dataclasses.asdict(config).items()
                                    if k in ("temperature", "alpha", "logit_loss", "hidden_weight", "hidden_loss",
-                                            "attention_weight", "student_layers")}}}
+                                            "attention_weight", "student_layers", "augment_copies",
+                                            "augment_mask_prob")}}}
 
     def save(net: Distillation, metrics: dict) -> None:
         save_checkpoint(output, net.student.encoder, tokenizer, {"classifier": net.student.head},

@@ -6,7 +6,10 @@ import torch.nn.functional as F
 
 from bertkit.checkpoints import load_checkpoint
 from bertkit.distill import losses
+from bertkit.distill.augment import UNLABELED, masked_copies
 from bertkit.distill.job import DistillConfig, run_distill
+from bertkit.errors import BertkitError
+from bertkit.finetune.classification import SequenceFeature
 from bertkit.distill.student import every_kth_layer, student_from_teacher
 from bertkit.model.encoder import Encoder
 
@@ -62,7 +65,8 @@ def test_student_copies_every_kth_teacher_layer():
 
 
 @pytest.mark.parametrize("extra", [{}, {"hidden_weight": 1.0, "attention_weight": 1.0},
-                                   {"hidden_weight": 1.0, "hidden_loss": "cosine", "logit_loss": "mse"}])
+                                   {"hidden_weight": 1.0, "hidden_loss": "cosine", "logit_loss": "mse"},
+                                   {"augment_copies": 2, "augment_mask_prob": 0.3}])
 def test_distill_end_to_end_tiny(tmp_path, extra):
     teacher = make_model_folder(tmp_path / "teacher", layers=2)
     data = write_examples(tmp_path / "train.jsonl", 12)
@@ -85,3 +89,28 @@ def test_embedding_distill_end_to_end_tiny(tmp_path):
                                        progress_bar=False, device="cpu"))
     assert -1.0 <= record["dev"]["cosine"] <= 1.0
     assert load_checkpoint(tmp_path / "emb").config.num_layers == 1
+
+
+def test_masked_copies_mask_only_ordinary_tokens_and_drop_the_label():
+    features = [SequenceFeature([101, *range(1000, 1200), 102], [0] * 202, 1), SequenceFeature([101, 7, 102], [0] * 3, 0)]
+    copies = masked_copies(features, 3, 0.25, mask_id=103, special_ids={0, 100, 101, 102, 103}, seed=5)
+    assert len(copies) == 6 and all(c.label == UNLABELED for c in copies)
+    first = copies[0]
+    assert first.input_ids[0] == 101 and first.input_ids[-1] == 102 and len(first.input_ids) == 202
+    masked = sum(a != b for a, b in zip(first.input_ids, features[0].input_ids))
+    assert 25 <= masked <= 75 and all(t == 103 for a, t in zip(features[0].input_ids, first.input_ids) if a != t)
+    assert copies[0].input_ids != copies[2].input_ids                          # each copy draws its own masks
+    assert masked_copies(features, 3, 0.25, 103, {101, 102, 103}, seed=5) == \
+        masked_copies(features, 3, 0.25, 103, {101, 102, 103}, seed=5)
+    assert features[0].label == 1                                              # originals untouched
+
+
+def test_augment_options_are_checked(tmp_path):
+    teacher = make_model_folder(tmp_path / "teacher", layers=2)
+    data = write_examples(tmp_path / "train.jsonl", 6)
+    with pytest.raises(BertkitError, match="augment-mask-prob"):
+        run_distill(DistillConfig(teacher=str(teacher), student_layers=1, train=str(data), output=str(tmp_path / "s"),
+                                  augment_copies=1, augment_mask_prob=1.5, device="cpu"))
+    with pytest.raises(BertkitError, match="classification"):
+        run_distill(DistillConfig(teacher=str(teacher), student_layers=1, task="embedding", train=str(data),
+                                  output=str(tmp_path / "s"), augment_copies=1, device="cpu"))
