@@ -37,6 +37,8 @@ class LoopJobConfig:
     max_dev_examples: Optional[int] = None
     encoding: str = "utf-8"
     device: str = "auto"
+    # auto: bf16 autocast on CUDA, fp32 on CPU; bf16: also on CPU (fast on CPUs with AMX / avx512_bf16)
+    precision: Literal["auto", "fp32", "bf16"] = "auto"
     progress_bar: bool = True
 
 
@@ -45,6 +47,7 @@ def loop_config(config: LoopJobConfig, lr: float, run_dir: Path, metric: Optiona
     return TrainConfig(lr=lr, weight_decay=config.weight_decay, warmup_ratio=config.warmup_ratio,
                        schedule=config.schedule, epochs=config.epochs, clip_norm=config.clip_norm,
                        eval_every=config.eval_every, seed=config.seed, device=config.device,
+                       bf16=config.precision != "fp32", cpu_bf16=config.precision == "bf16",
                        output_dir=str(run_dir), metric_for_best=metric,
                        early_stopping_patience=config.early_stopping_patience, progress_bar=config.progress_bar,
                        log_every=10)

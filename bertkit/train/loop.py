@@ -51,6 +51,7 @@ class TrainConfig:
     seed: int = 0
     device: str = "auto"
     bf16: bool = True                       # autocast on CUDA only
+    cpu_bf16: bool = False                  # and on CPU too (fast with AMX / avx512_bf16; see runtime.autocast)
     layerwise_lr_decay: Optional[float] = None
     adam_beta1: float = 0.9
     adam_beta2: float = 0.999
@@ -153,7 +154,7 @@ def train(model: nn.Module, loss_fn: LossFn, batches: BatchSource, config: Train
         metrics = None
         if main:
             model.eval()
-            with torch.no_grad(), autocast(device, config.bf16):
+            with torch.no_grad(), autocast(device, config.bf16, cpu=config.cpu_bf16):
                 metrics = {k: float(v) for k, v in evaluate(model).items()}
             model.train()
         metrics = dist_.broadcast_object(metrics)
@@ -185,7 +186,7 @@ def train(model: nn.Module, loss_fn: LossFn, batches: BatchSource, config: Train
             micro += 1
             sync = micro % config.grad_accum == 0
             with (net.no_sync() if world > 1 and not sync else contextlib.nullcontext()):
-                with autocast(device, config.bf16):
+                with autocast(device, config.bf16, cpu=config.cpu_bf16):
                     loss, metrics = loss_fn(net, to_device(batch, device))
                 (loss / config.grad_accum).backward()
             for key, value in [("loss", float(loss.detach()))] + list(metrics.items()):

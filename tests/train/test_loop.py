@@ -95,3 +95,17 @@ def test_time_budget_stops_the_run_and_drives_the_schedule():
     config = TrainConfig(time_budget="0.3s", progress_bar=False)
     result = train(fresh_model(), toy_loss, toy_batches(), config)
     assert result.stop_reason == "time_budget" and result.steps >= 1 and result.elapsed_s >= 0.3
+
+
+@pytest.mark.parametrize("cpu_bf16", [False, True])
+def test_cpu_bf16_autocasts_the_loss_only_when_asked(tmp_path, cpu_bf16):
+    seen = []
+
+    def loss_fn(model, batch):
+        seen.append(torch.is_autocast_enabled("cpu"))
+        return toy_loss(model, batch)
+
+    config = TrainConfig(lr=3e-3, epochs=1, device="cpu", cpu_bf16=cpu_bf16, output_dir=str(tmp_path),
+                         progress_bar=False)
+    result = train(fresh_model(), loss_fn, toy_batches(), config)
+    assert seen and all(s == cpu_bf16 for s in seen) and all(math.isfinite(x) for x in result.losses)
