@@ -7,7 +7,8 @@ James verse into text closer to its modern (World English Bible) version than th
 Data: bible_pairs_{train,test}.jsonl.gz of the developer data kit, text_a = KJV verse (source), text_b = WEB
 verse (target); train and test hold different books. Training: `bertkit finetune --task seq2seq` (in-process:
 run_seq2seq_finetune) on a seeded random sample of the training pairs, no dev set. Evaluation on a seeded random
-sample of N test pairs (`--test-pairs`), greedy decoding:
+sample of N test pairs (`--test-pairs`), greedy decoding unless `--num-beams` (beam search) or
+`--no-repeat-ngram-size` (never repeat an n-gram of the output) ask otherwise:
 
 Retrieval metric: the N WEB targets form the collection, weighted by TF-IDF (lowercased word tokens, idf from
 the N targets, smoothed: log((1 + N) / (1 + df)) + 1, l2-normalized). For each source verse, the query is
@@ -108,6 +109,8 @@ def main(argv=None) -> int:
     parser.add_argument("--max-length", type=int, default=80, help="[CLS] source [SEP] target [SEP] tokens")
     parser.add_argument("--test-pairs", type=int, default=300)
     parser.add_argument("--max-new-tokens", type=int, default=48)
+    parser.add_argument("--num-beams", type=int, default=1, help="beam search width (default 1 = greedy)")
+    parser.add_argument("--no-repeat-ngram-size", type=int, default=0, help="ban repeated n-grams (0 = off)")
     parser.add_argument("--examples", type=int, default=5, help="example outputs to print")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--device", default="auto")
@@ -118,7 +121,8 @@ def main(argv=None) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         output = args.output or Path(tmp) / "unilm"
         report = {"model": args.model, "settings": {k: getattr(args, k) for k in (
-            "max_train_examples", "epochs", "lr", "batch_size", "max_length", "test_pairs", "max_new_tokens", "seed")}}
+            "max_train_examples", "epochs", "lr", "batch_size", "max_length", "test_pairs", "max_new_tokens",
+            "num_beams", "no_repeat_ngram_size", "seed")}}
         if not args.skip_training:
             report["training"] = train(args, args.data_dir, output)
             print(f"trained: {report['training']}", file=sys.stderr, flush=True)
@@ -129,7 +133,8 @@ def main(argv=None) -> int:
         pairs = [Pair(s, t, i) for i, (s, t) in enumerate(zip(sources, targets))]
         report["test_loss"] = evaluate_pairs(generator.model, generator.tokenizer, pairs, generator.max_length)
         started = time.perf_counter()
-        generated = generator.decode(sources, args.max_new_tokens)
+        generated = generator.decode(sources, args.max_new_tokens, num_beams=args.num_beams,
+                                     no_repeat_ngram_size=args.no_repeat_ngram_size)
         report["decode_seconds"] = time.perf_counter() - started
     index = TfidfIndex(targets)
     report["unilm"] = retrieval(*index.ranks(generated))

@@ -12,7 +12,8 @@ def register(subparsers) -> None:
                                           "printing tokens as they are chosen. Greedy unless --temperature, "
                                           "--top-k or --top-p asks for sampling. With --source, decode the "
                                           "target of a folder from `bertkit finetune --task seq2seq` (UniLM, "
-                                          "greedy, key/value cache); `bertkit predict` does it for a file.")
+                                          "greedy or --num-beams beam search, key/value cache); `bertkit "
+                                          "predict` does it (greedily) for a file.")
     p.add_argument("--model", required=True, metavar="DIR",
                    help="GPT-2 folder (config.json, weights, tokenizer), or a seq2seq folder with --source")
     p.add_argument("--prompt", default=None, help="text to continue (empty: start a new document)")
@@ -23,6 +24,10 @@ def register(subparsers) -> None:
     p.add_argument("--top-k", type=int, default=None, help="sample among the k most likely tokens")
     p.add_argument("--top-p", type=float, default=None, help="nucleus sampling: smallest set with probability p")
     p.add_argument("--seed", type=int, default=None, help="random seed for sampling (repeatable output)")
+    p.add_argument("--num-beams", type=int, default=1,
+                   help="--source only: beam search with this many beams (default 1 = greedy)")
+    p.add_argument("--no-repeat-ngram-size", type=int, default=0, metavar="N",
+                   help="--source only: never repeat an N-gram of the target (default 0 = off)")
     p.add_argument("--no-cache", dest="use_cache", action="store_false",
                    help="recompute the whole sequence each step instead of using the key/value cache")
     p.add_argument("--device", default="auto", help="auto | cpu | cuda")
@@ -48,8 +53,15 @@ def run_generate(args: argparse.Namespace) -> int:
 
     if args.max_new_tokens < 0:
         raise BertkitError(f"--max-new-tokens must be >= 0, got {args.max_new_tokens}")
+    if args.num_beams < 1:
+        raise BertkitError(f"--num-beams must be >= 1 (1 = greedy), got {args.num_beams}")
+    if args.no_repeat_ngram_size < 0:
+        raise BertkitError(f"--no-repeat-ngram-size must be >= 0 (0 = off), got {args.no_repeat_ngram_size}")
     if args.source is not None:
         return run_seq2seq_generate(args)
+    if args.num_beams != 1 or args.no_repeat_ngram_size != 0:
+        raise BertkitError("--num-beams and --no-repeat-ngram-size are for seq2seq folders (--source); GPT-2 "
+                           "generation is greedy or sampled")
     from bertkit.generate.finetune_config import saved_task
     if saved_task(args.model) == "seq2seq":
         raise BertkitError(f"{args.model} is a seq2seq model: give --source TEXT instead of --prompt")
@@ -88,9 +100,10 @@ def run_seq2seq_generate(args: argparse.Namespace) -> int:
     sampling = [f for f, v in (("--temperature", args.temperature), ("--top-k", args.top_k), ("--top-p", args.top_p))
                 if v is not None]
     if sampling:
-        raise BertkitError(f"{sampling[0]}: seq2seq decoding is greedy (no sampling); drop it")
+        raise BertkitError(f"{sampling[0]}: seq2seq decoding is greedy or beam search (no sampling); drop it")
     generator = Seq2SeqGenerator(args.model, args.device)
-    print(generator.decode([args.source], args.max_new_tokens, args.use_cache)[0])
+    print(generator.decode([args.source], args.max_new_tokens, args.use_cache, num_beams=args.num_beams,
+                           no_repeat_ngram_size=args.no_repeat_ngram_size)[0])
     return 0
 
 

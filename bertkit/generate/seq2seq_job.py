@@ -146,13 +146,17 @@ class Seq2SeqGenerator:
                    self.tokenizer.token_to_id("[UNK]"))
         self.banned_ids = tuple(i for i in special if i is not None)   # never part of a target text
 
-    def decode(self, sources: Sequence[str], max_new_tokens: int = 64, use_cache: bool = True) -> list[str]:
-        """Greedy decoding (stops at [SEP]), with the key/value cache unless use_cache=False (same tokens,
-        slower); one target text per source."""
+    def decode(self, sources: Sequence[str], max_new_tokens: int = 64, use_cache: bool = True, num_beams: int = 1,
+               no_repeat_ngram_size: int = 0, length_penalty: float = 1.0) -> list[str]:
+        """One target text per source: greedy (stops at [SEP]) unless num_beams > 1 asks for beam search;
+        no_repeat_ngram_size n > 0 never repeats an n-gram of the target. With the key/value cache unless
+        use_cache=False (same tokens, slower)."""
         out = []
         for ids in _token_ids(self.tokenizer, sources):
             target = seq2seq_decode(self.model, ids, self.tokenizer.cls_id, self.tokenizer.sep_id,
-                                    max_new_tokens, banned_ids=self.banned_ids, use_cache=use_cache)
+                                    max_new_tokens, banned_ids=self.banned_ids, use_cache=use_cache,
+                                    num_beams=num_beams, no_repeat_ngram_size=no_repeat_ngram_size,
+                                    length_penalty=length_penalty)
             out.append(self.tokenizer.decode(target))
         return out
 

@@ -15,6 +15,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from bertkit.errors import BertkitError
+from bertkit.generate.beam import BeamSearch, ngram_banned_tokens
+from bertkit.model.encoder import KeyValueCache
 
 MaskKind = Literal["bidirectional", "left-to-right", "seq2seq"]
 
@@ -94,35 +96,73 @@ def seq2seq_loss(model: nn.Module, batch: dict) -> tuple[torch.Tensor, dict[str,
 
 @torch.no_grad()
 def seq2seq_decode(model: Seq2SeqLM, source_ids: Sequence[int], cls_id: int, sep_id: int, max_new_tokens: int = 32,
-                   banned_ids: Sequence[int] = (), use_cache: bool = True) -> list[int]:
-    """Greedy decoding; stops at [SEP]. With the cache, the source is encoded once (bidirectionally) and each
-    target token attends to the cached source and earlier targets, which is exactly what the seq2seq mask
-    lets it see, so both paths give the same tokens (tested); without it every step re-encodes all."""
+                   banned_ids: Sequence[int] = (), use_cache: bool = True, num_beams: int = 1,
+                   no_repeat_ngram_size: int = 0, length_penalty: float = 1.0) -> list[int]:
+    """The target tokens for one source, without the closing [SEP]: greedy when num_beams is 1, else beam search
+    (bertkit.generate.beam; finished hypotheses scored sum_logprob / length ** length_penalty).
+    no_repeat_ngram_size n > 0 bans any token that would complete an n-gram already in the target.
+
+    With the cache, the source is encoded once (bidirectionally) and each target token attends to the cached
+    source and earlier targets, which is exactly what the seq2seq mask lets it see, so both paths give the same
+    tokens (tested); without it every step re-encodes all. Beams run as one batch either way."""
     if model.encoder.config.causal:
         raise BertkitError("seq2seq decoding needs a bidirectional encoder (causal=False)")
+    if num_beams < 1:
+        raise BertkitError(f"num_beams must be >= 1, got {num_beams}")
+    if no_repeat_ngram_size < 0:
+        raise BertkitError(f"no_repeat_ngram_size must be >= 0 (0 = off), got {no_repeat_ngram_size}")
     model.eval()
     device = next(model.parameters()).device
     max_length = model.encoder.config.max_length
     source = [cls_id, *list(source_ids)[:max_length - 3], sep_id]
+    steps = min(max_new_tokens, max_length - len(source))     # target tokens, [SEP] included, that still fit
+    if num_beams == 1:
+        return _greedy(model, source, sep_id, steps, banned_ids, use_cache, no_repeat_ngram_size)
+    search = BeamSearch(num_beams, sep_id, steps, length_penalty)
+    cache = None
+    while not search.done:
+        logits, cache = _next_token_logits(model, source, search.targets, cache, use_cache)
+        # Bans go after the normalisation, as in HF: scores stay the model's own log-probabilities.
+        logprobs = F.log_softmax(logits.float(), dim=-1)                                 # (B, V)
+        if banned_ids:
+            logprobs[:, list(banned_ids)] = float("-inf")
+        for row, target in enumerate(search.targets):
+            logprobs[row, ngram_banned_tokens(target, no_repeat_ngram_size)] = float("-inf")
+        parents = search.advance(logprobs)
+        if cache is not None and not search.done:          # each new beam continues its parent's keys/values
+            cache = KeyValueCache(tuple(k.index_select(0, parents) for k in cache.keys),
+                                  tuple(v.index_select(0, parents) for v in cache.values))
+    return search.best()
+
+
+def _greedy(model: Seq2SeqLM, source: list[int], sep_id: int, steps: int, banned_ids: Sequence[int],
+            use_cache: bool, no_repeat_ngram_size: int) -> list[int]:
     target: list[int] = []
     cache = None
-    for _ in range(max_new_tokens):
-        if len(source) + len(target) >= max_length:
-            break
-        if use_cache:
-            step = torch.tensor([target[-1:] if cache is not None else source], device=device)
-            types = torch.full_like(step, 1 if cache is not None else 0)
-            out = model.encoder(step, token_type_ids=types, cache=cache, use_cache=True)
-            cache = out.cache
-            logits = model.mlm(out.last_hidden_state[:, -1], model.encoder.embeddings.token.weight)[0]
-        else:
-            ids = torch.tensor([source + target], device=device)
-            types = torch.tensor([[0] * len(source) + [1] * len(target)], device=device)
-            logits = model(ids, types, torch.ones_like(ids))[0]
-        if banned_ids:
-            logits[list(banned_ids)] = float("-inf")
+    for _ in range(steps):
+        logits, cache = _next_token_logits(model, source, [target], cache, use_cache)
+        logits = logits[0]
+        banned = [*banned_ids, *ngram_banned_tokens(target, no_repeat_ngram_size)]
+        if banned:
+            logits[banned] = float("-inf")
         token = int(logits.argmax())
         if token == sep_id:
             break
         target.append(token)
     return target
+
+
+def _next_token_logits(model: Seq2SeqLM, source: list[int], targets: list[list[int]],
+                       cache: Optional[KeyValueCache], use_cache: bool) -> tuple[torch.Tensor, Optional[KeyValueCache]]:
+    """(B, V) next-token logits after `source` + each of the B targets (all of one length), and the new cache.
+    With use_cache the first call encodes the source alone (B = 1) and later ones feed each target's last
+    token on top of `cache`, whose rows must match `targets`."""
+    device = next(model.parameters()).device
+    if use_cache:
+        step = torch.tensor([source] if cache is None else [t[-1:] for t in targets], device=device)   # (B, T)
+        types = torch.full_like(step, 0 if cache is None else 1)
+        out = model.encoder(step, token_type_ids=types, cache=cache, use_cache=True)
+        return model.mlm(out.last_hidden_state[:, -1], model.encoder.embeddings.token.weight), out.cache
+    ids = torch.tensor([source + t for t in targets], device=device)                                 # (B, T)
+    types = torch.tensor([[0] * len(source) + [1] * len(t) for t in targets], device=device)
+    return model(ids, types, torch.ones_like(ids)), None

@@ -3,6 +3,7 @@ import json
 
 import pytest
 
+from bertkit.checkpoints import load_checkpoint, save_checkpoint
 from bertkit.cli import main
 from bertkit.errors import InputFileError
 from bertkit.generate.seq2seq_job import Seq2SeqGenerator, read_pairs
@@ -73,3 +74,27 @@ def test_seq2seq_errors_are_one_line(tmp_path, capsys, make_mlm_folder):
     assert "prompt-based" in capsys.readouterr().err
     assert main(["generate", "--model", str(model), "--source", "a"]) == 2
     assert "not fine-tuned for seq2seq" in capsys.readouterr().err
+
+
+def test_generate_beam_search_flags_and_bad_values(tmp_path, capsys, make_mlm_folder):
+    mlm = load_checkpoint(make_mlm_folder("mlm"))
+    folder = save_checkpoint(tmp_path / "s2s", mlm.encoder, mlm.tokenizer, {"mlm": mlm.heads["mlm"]},
+                             {"task": "seq2seq", "max_length": 32})     # untrained: decoding is all that is tested
+    generator = Seq2SeqGenerator(folder)
+    expected = generator.decode(["thou art good"], max_new_tokens=12, num_beams=3, no_repeat_ngram_size=2)[0]
+    assert expected == generator.decode(["thou art good"], max_new_tokens=12, num_beams=3, no_repeat_ngram_size=2,
+                                        use_cache=False)[0]
+    assert main(["generate", "--model", str(folder), "--source", "thou art good", "--max-new-tokens", "12",
+                 "--num-beams", "3", "--no-repeat-ngram-size", "2"]) == 0
+    printed = capsys.readouterr().out.strip()
+    words = printed.split()
+    assert printed == expected and len(set(zip(words, words[1:]))) == len(words) - 1
+
+    for flags, message in ((["--num-beams", "0"], "--num-beams must be >= 1"),
+                           (["--no-repeat-ngram-size", "-1"], "--no-repeat-ngram-size must be >= 0"),
+                           (["--num-beams", "2", "--top-k", "5"], "--top-k: seq2seq decoding is greedy or beam")):
+        assert main(["generate", "--model", str(folder), "--source", "a", *flags]) == 2
+        err = capsys.readouterr().err
+        assert message in err and len(err.strip().splitlines()) == 1
+    assert main(["generate", "--model", str(folder), "--prompt", "a", "--num-beams", "2"]) == 2
+    assert "are for seq2seq folders (--source)" in capsys.readouterr().err
