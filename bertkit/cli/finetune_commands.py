@@ -88,6 +88,9 @@ def register(subparsers) -> None:
     p.add_argument("--encoding", default="utf-8")
     p.add_argument("--batch-size", type=int, default=64)
     p.add_argument("--max-new-tokens", type=int, default=64, help="seq2seq models: most tokens to generate per row")
+    p.add_argument("--num-beams", type=int, default=1, help="seq2seq models: beam search width (1 = greedy)")
+    p.add_argument("--no-repeat-ngram-size", type=int, default=0,
+                   help="seq2seq models: never repeat an n-gram of the output (0 = off)")
     p.set_defaults(func=run_predict_command)
 
 
@@ -178,7 +181,8 @@ def run_predict_command(args: argparse.Namespace) -> int:
     task = _generate_job_task(args)
     if task == SEQ2SEQ:
         from bertkit.generate.seq2seq_job import predict_seq2seq_file
-        count = predict_seq2seq_file(args.model, args.input, args.output, args.encoding, args.max_new_tokens)
+        count = predict_seq2seq_file(args.model, args.input, args.output, args.encoding, args.max_new_tokens,
+                                     args.num_beams, args.no_repeat_ngram_size)
     elif task == PROMPT:
         from bertkit.generate.prompt_job import predict_prompt_file
         count = predict_prompt_file(args.model, args.input, args.output, args.encoding, args.batch_size)

@@ -168,11 +168,13 @@ def evaluate_seq2seq_file(folder: str | Path, data: str | Path, encoding: str = 
 
 
 def predict_seq2seq_file(folder: str | Path, input_path: str | Path, output_path: str | Path,
-                         encoding: str = "utf-8", max_new_tokens: int = 64) -> int:
+                         encoding: str = "utf-8", max_new_tokens: int = 64, num_beams: int = 1,
+                         no_repeat_ngram_size: int = 0) -> int:
     """One JSON line per input row: line, source, generated (and target when the row has one)."""
     generator = Seq2SeqGenerator(folder)
     pairs = read_pairs(input_path, encoding, require_target=False)
-    generated = generator.decode([p.source for p in pairs], max_new_tokens)
+    generated = generator.decode([p.source for p in pairs], max_new_tokens, num_beams=num_beams,
+                                 no_repeat_ngram_size=no_repeat_ngram_size)
     output_path = Path(output_path)
     output_path.parent.mkdir(parents=True, exist_ok=True)
     with open(output_path, "w", encoding="utf-8") as out:

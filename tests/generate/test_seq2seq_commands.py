@@ -53,6 +53,10 @@ def test_finetune_seq2seq_then_generate_predict_evaluate(tmp_path, capsys, make_
     assert main(["predict", "--model", str(out), "--input", str(dev), "--output", str(tmp_path / "p.jsonl")]) == 0
     rows = [json.loads(line) for line in (tmp_path / "p.jsonl").read_text().splitlines()]
     assert len(rows) == 4 and rows[0]["source"] == PAIRS[0][0] and "generated" in rows[0] and "target" in rows[0]
+    assert main(["predict", "--model", str(out), "--input", str(dev), "--output", str(tmp_path / "b.jsonl"),
+                 "--num-beams", "3", "--no-repeat-ngram-size", "2"]) == 0
+    beams = [json.loads(line)["generated"] for line in (tmp_path / "b.jsonl").read_text().splitlines()]
+    assert beams == generator.decode([s for s, _ in PAIRS[:4]], 64, num_beams=3, no_repeat_ngram_size=2)
     capsys.readouterr()
     assert main(["evaluate", "--model", str(out), "--data", str(dev)]) == 0
     assert json.loads(capsys.readouterr().out)["loss"] < 1.5
