@@ -4,8 +4,10 @@
         [--max-length 128] [--train-examples N] [--eval-examples N] [--epochs 3] [--json out.json]
 
 1. teacher: all-MiniLM-L6-v2 (6 layers) fine-tuned on bbc_train (skipped with --teacher DIR);
-2. student: 3 layers copied from the teacher (0, 2, 4) + its head, distilled (KD T=2, alpha=0.5);
-3. baseline: the same student trained on the gold labels only (alpha=0: no teacher signal);
+2. student: 3 layers (0, 2, 4) copied from the teacher + its head (--student-init teacher), or from the
+   pre-trained, not fine-tuned MiniLM + a new head (--student-init pretrained, DistilBERT's set-up), distilled
+   (KD T=2, alpha=0.5; with --augment-copies N, N masked copies of each training text labeled by the teacher);
+3. baseline: the same student trained on the gold labels only (alpha=0: no teacher signal, no copies);
 4. the teacher quantized to dynamic int8, exported to ONNX, and with 30% of its heads pruned;
 then accuracy and sentences/s of every variant on bbc_test, measured one after another in this process.
 """
@@ -47,6 +49,11 @@ def main() -> None:
     parser.add_argument("--epochs", type=int, default=3)
     parser.add_argument("--student-epochs", type=int, help="default: --epochs")
     parser.add_argument("--batch-size", type=int, default=16)
+    parser.add_argument("--student-init", choices=("teacher", "pretrained"), default="teacher")
+    parser.add_argument("--augment-copies", type=int, default=0)
+    parser.add_argument("--distilled-epochs", type=int, help="epochs of the distilled student (default: "
+                        "--student-epochs); with --augment-copies each epoch is (1 + N) times longer")
+    parser.add_argument("--seed", type=int, default=42)
     parser.add_argument("--prune-fraction", type=float, default=0.3)
     parser.add_argument("--rounds", type=int, default=2, help="timed rounds per variant (best kept)")
     parser.add_argument("--measure-only", action="store_true",
@@ -65,11 +72,22 @@ def main() -> None:
         run_finetune(FinetuneConfig(task="classification", model=str(minilm_path()), train=train, dev=dev,
                                     output=teacher_dir, lr=1e-4, progress_bar=False, **common))
         timings["teacher_finetune_s"] = time.perf_counter() - started
-    for name, alpha in (("student-distilled", 0.5), ("student-no-teacher", 0.0)) if not args.measure_only else ():
+    student = None
+    if args.student_init == "pretrained" and not args.measure_only:
+        from bertkit.checkpoints import save_checkpoint
+        from bertkit.distill.student import student_from_teacher
+        pretrained = load_checkpoint(minilm_path())
+        student = str(work / "student-init")
+        save_checkpoint(student, student_from_teacher(pretrained.encoder, 3), pretrained.tokenizer)
+    student_epochs = args.student_epochs or args.epochs
+    for name, alpha, copies, epochs in (("student-distilled", 0.5, args.augment_copies,
+                                         args.distilled_epochs or student_epochs),
+                                        ("student-no-teacher", 0.0, 0, student_epochs)) if not args.measure_only else ():
         started = time.perf_counter()
-        run_distill(DistillConfig(teacher=teacher_dir, student_layers=3, train=train, dev=dev,
-                                  output=str(work / name), alpha=alpha, temperature=2.0, lr=1e-4,
-                                  progress_bar=False, **{**common, "epochs": args.student_epochs or args.epochs}))
+        run_distill(DistillConfig(teacher=teacher_dir, student=student, student_layers=None if student else 3,
+                                  train=train, dev=dev, output=str(work / name), alpha=alpha, temperature=2.0,
+                                  lr=1e-4, augment_copies=copies, seed=args.seed, progress_bar=False,
+                                  **{**common, "epochs": epochs}))
         timings[f"{name}_train_s"] = time.perf_counter() - started
     if not args.measure_only:
         save_quantized(teacher_dir, work / "teacher-int8")
