@@ -24,6 +24,7 @@ from bertkit.generate.finetune_config import (LoopJobConfig, loop_config, max_le
                                               start_run_record, train_and_record, write_json)
 from bertkit.generate.unilm import Seq2SeqLM, seq2seq_decode, seq2seq_inputs, seq2seq_loss
 from bertkit.runtime import pick_device, seed_everything
+from bertkit.tokenizer.spacing import tidy_spacing
 from bertkit.train import IndexedBatches
 
 TASK = "seq2seq"
@@ -157,7 +158,7 @@ class Seq2SeqGenerator:
                                     max_new_tokens, banned_ids=self.banned_ids, use_cache=use_cache,
                                     num_beams=num_beams, no_repeat_ngram_size=no_repeat_ngram_size,
                                     length_penalty=length_penalty)
-            out.append(self.tokenizer.decode(target))
+            out.append(tidy_spacing(self.tokenizer.decode(target)))
         return out
 
 

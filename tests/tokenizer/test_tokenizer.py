@@ -212,3 +212,11 @@ def test_long_texts_cut_early_give_the_same_rows_as_cutting_after(uncased, hf_un
         kept = min(len(full_row) - 2, 18)
         assert row == full_row[:kept + 1] + [uncased.sep_id] and offsets == full_offsets[:kept + 1] + [(0, 0)]
     assert cut.input_ids == [hf_uncased(t, truncation=True, max_length=20)["input_ids"] for t in texts]
+
+
+def test_tidy_spacing_reattaches_wordpiece_punctuation():
+    from bertkit.tokenizer.spacing import tidy_spacing
+    assert tidy_spacing("he said, “ why? didn ’ t you know my father ’ s house? ” i ' m here ( now ).") == \
+        "he said, “why? didn’t you know my father’s house?” i'm here (now)."
+    assert tidy_spacing("the kings ’ house and ‘ buy it. ’ then") == "the kings’ house and ‘buy it.’ then"
+    assert tidy_spacing('a " quoted " word') == 'a " quoted " word'          # straight quotes: left alone
