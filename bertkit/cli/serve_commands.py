@@ -20,9 +20,6 @@ def register(subparsers) -> None:
     parser.add_argument("--port", type=int, default=defaults.port, help="default %(default)s")
     parser.add_argument("--workers", type=int, default=defaults.workers,
                         help="model worker threads sharing the loaded model (default %(default)s)")
-    parser.add_argument("--model-process", action="store_true",
-                        help="run the model in a child process with its own GIL, so HTTP work never delays it "
-                             "(faster under many small requests; the model is loaded twice)")
     parser.add_argument("--max-batch-tokens", type=int, default=defaults.max_batch_tokens,
                         help="padded tokens per forward pass (default %(default)s)")
     parser.add_argument("--max-batch-size", type=int, default=defaults.max_batch_size,
@@ -46,7 +43,6 @@ def run_serve(args: argparse.Namespace) -> int:
     from bertkit.serve.server import serve
 
     config = ServeConfig(model=args.model, index=args.index, host=args.host, port=args.port, workers=args.workers,
-                         model_process=args.model_process,
                          max_batch_tokens=args.max_batch_tokens, max_batch_size=args.max_batch_size,
                          batch_overhead_tokens=args.batch_overhead_tokens,
                          max_request_texts=args.max_request_texts,

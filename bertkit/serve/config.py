@@ -19,9 +19,6 @@ class ServeConfig:
     # Model worker threads that run micro-batches on the one loaded model. More than one only helps when
     # the device has spare capacity (a GPU, or many CPU cores); on a small CPU one worker is fastest.
     workers: int = 1
-    # Run the model in a child process (its own GIL) instead of a thread of the HTTP process: with many small
-    # requests the event loop's Python work otherwise delays the model between ops (model_process.py).
-    model_process: bool = False
     # Padded tokens (batch rows x longest row) per forward pass: bounds memory and latency per batch.
     max_batch_tokens: int = 16384
     # Rows per forward pass. Queued texts are sorted by length and cut into batches of at most this many,

@@ -27,19 +27,7 @@ def build_service(config: ServeConfig, model: Any = None) -> EmbeddingService:
                            "the server needs one to read text")
     runner = ModelRunner(model)
     name = Path(config.model).name if config.model else "bertkit"
-    process = None
-    if config.model_process:
-        if not config.model:
-            raise BertkitError("serve: --model-process needs --model DIR (the child process loads the folder)")
-        import torch
-        from bertkit.serve.model_process import ModelProcess
-        process = ModelProcess(config.model, str(runner.device), torch.get_num_threads())
-    try:
-        service = EmbeddingService(config, runner, None, model_name=name, model_process=process)
-    except BaseException:
-        if process is not None:
-            process.close()
-        raise
+    service = EmbeddingService(config, runner, None, model_name=name)
     if config.index:
         try:
             # The pooling rule of bertkit.search's ModelTextEncoder, so queries match the documents.

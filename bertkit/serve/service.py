@@ -19,7 +19,7 @@ from bertkit.serve.config import ServeConfig
 from bertkit.serve.inputs import InputRejected, PreparedTexts, TokenSequence, prepare_texts
 from bertkit.serve.predictions import (describe_answers, describe_entities, describe_sequence, prepare_questions,
                                        qa_examples, qa_logits, question_answering)
-from bertkit.serve.runner import SERVED_POOLINGS, EmbedItem, ModelRunner, NonFiniteResult, SelfTestFailed
+from bertkit.serve.runner import SERVED_POOLINGS, EmbedItem, ModelRunner, NonFiniteResult
 from bertkit.serve.search import SearchIndex
 from bertkit.serve.stats import ServerStats
 
@@ -53,15 +53,10 @@ class ServiceError(Exception):
 
 class EmbeddingService:
     def __init__(self, config: ServeConfig, runner: ModelRunner, index: Optional[SearchIndex] = None,
-                 model_name: str = "bertkit", model_process=None):
-        """model_process: a ModelProcess that runs the micro-batches instead of `runner` (which then only
-        tokenizes and describes the model)."""
+                 model_name: str = "bertkit"):
         self.config, self.runner, self.index, self.model_name = config, runner, index, model_name
-        self.model_process = model_process
         self.stats = ServerStats()
         self.self_test = runner.self_test()
-        if model_process is not None:
-            self._check_model_process()
         if config.max_batch_tokens < runner.max_length:
             raise BertkitError(f"serve: --max-batch-tokens {config.max_batch_tokens} is below the model's "
                                f"{runner.max_length}-token limit, so a long text would fit no batch; raise it")
@@ -73,19 +68,9 @@ class EmbeddingService:
 
     def _run_batch(self, kind: str, payloads: list) -> list:
         """The batcher's worker-thread entry: QA windows run here, everything else in the runner."""
-        if self.model_process is not None:
-            return self.model_process.run_batch(kind, payloads)
         if kind == "qa":
             return qa_logits(self.runner, self.qa_head, payloads)
         return self.runner.run_batch(kind, payloads)
-
-    def _check_model_process(self) -> None:
-        """The child's self-test vector must equal this process's: same folder, same weights, same device."""
-        item = EmbedItem(self.runner._self_test_sequence(), self.runner.default_pooling, False)
-        mine = self.runner.embed([item])[0]
-        theirs = self.model_process.run_batch("embed", [item])[0]
-        if isinstance(theirs, NonFiniteResult) or not np.allclose(theirs, mine, atol=1e-4):
-            raise SelfTestFailed("the model process's self-test vector differs from the server's")
 
     @property
     def can_predict(self) -> bool:
@@ -93,8 +78,6 @@ class EmbeddingService:
 
     def close(self) -> None:
         self.batcher.close()
-        if self.model_process is not None:
-            self.model_process.close()
         if self.index is not None:
             self.index.close()
 
