@@ -47,6 +47,16 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("bertkit: interrupted", file=sys.stderr)
         return 130
+    finally:
+        _leave_process_group()
+
+
+def _leave_process_group() -> None:
+    """Under torchrun: leave the gloo/NCCL group before exit; a group still alive at interpreter shutdown can
+    abort the process ("terminate called without an active exception") after the job itself succeeded."""
+    distributed = sys.modules.get("torch.distributed")
+    if distributed is not None and distributed.is_available() and distributed.is_initialized():
+        distributed.destroy_process_group()
 
 
 if __name__ == "__main__":
