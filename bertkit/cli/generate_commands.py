@@ -13,7 +13,7 @@ def register(subparsers) -> None:
                                           "--top-k or --top-p asks for sampling. With --source, decode the "
                                           "target of a folder from `bertkit finetune --task seq2seq` (UniLM, "
                                           "greedy or --num-beams beam search, key/value cache); `bertkit "
-                                          "predict` does it (greedily) for a file.")
+                                          "predict` does it for a file.")
     p.add_argument("--model", required=True, metavar="DIR",
                    help="GPT-2 folder (config.json, weights, tokenizer), or a seq2seq folder with --source")
     p.add_argument("--prompt", default=None, help="text to continue (empty: start a new document)")

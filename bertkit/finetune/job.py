@@ -33,7 +33,7 @@ from bertkit.finetune.aux_mlm import (AuxMlmModel, BatchMasker, MaskedCopy, add_
 from bertkit.finetune.batching import BucketedBatches, collate
 from bertkit.finetune.model import FinetuneModel, check_saved_task, hf_config_extra, model_from_checkpoint, model_meta
 from bertkit.finetune.tasks import TaskOptions, build_task, label_names_from, read_examples
-from bertkit.runtime import pick_device, seed_everything
+from bertkit.runtime import seed_everything
 from bertkit.train import TrainConfig, train
 
 Task = Literal["classification", "pair-classification", "multi-label", "regression", "ner", "qa"]
@@ -134,14 +134,11 @@ def run_finetune(config: FinetuneConfig) -> FinetuneResult:
     batches = BucketedBatches([len(f.input_ids) for f in train_features], config.batch_size, make_batch,
                               seed=config.seed, bucket=config.bucket_by_length)
 
-    cpu_bf16 = config.precision == "bf16" and pick_device(config.device).type == "cpu"
-
     def loss_fn(net, batch):
         copy = batch if isinstance(batch, MaskedCopy) else None
         batch = copy.batch if copy is not None else batch
         masked = (copy.input_ids, copy.labels) if copy is not None else ()
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=cpu_bf16):  # the loop autocasts on CUDA
-            out = net(batch.input_ids, batch.attention_mask, batch.token_type_ids, *masked)
+        out = net(batch.input_ids, batch.attention_mask, batch.token_type_ids, *masked)
         loss = task.loss(out.logits if copy is not None else out, batch.targets)
         metrics = {"tokens": float(batch.attention_mask.sum())}
         if copy is not None:
@@ -163,13 +160,13 @@ def run_finetune(config: FinetuneConfig) -> FinetuneResult:
     evaluate = None
     if dev_features is not None:
         def evaluate(net):
-            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=cpu_bf16):
-                return task.evaluate(net, dev_features, dev_examples, config.eval_batch_size)
+            return task.evaluate(net, dev_features, dev_examples, config.eval_batch_size)
 
     train_config = TrainConfig(
         lr=config.lr, weight_decay=config.weight_decay, warmup_ratio=config.warmup_ratio,
         schedule=config.schedule, epochs=config.epochs, grad_accum=config.grad_accum, clip_norm=config.clip_norm,
         eval_every=config.eval_every, seed=config.seed, device=config.device, bf16=config.precision != "fp32",
+        cpu_bf16=config.precision == "bf16",
         layerwise_lr_decay=config.layerwise_lr_decay, output_dir=str(run_dir), resume=config.resume,
         metric_for_best=metric if evaluate is not None else None,
         early_stopping_patience=config.early_stopping_patience, progress_bar=config.progress_bar,

@@ -13,6 +13,8 @@ in eval mode this is plain F.dropout.
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import torch
 import torch.nn.functional as F
@@ -31,9 +33,7 @@ def dropout(x: torch.Tensor, p: float, training: bool = True) -> torch.Tensor:
 
 def keep_mask(shape: torch.Size, p: float) -> torch.Tensor:
     """-> float32 tensor of `shape`: 0 where dropped, 1 / P(keep) where kept."""
-    n = 1
-    for size in shape:
-        n *= size
+    n = math.prod(shape)
     seed = int(torch.randint(0, 1 << 62, ()))               # from torch's generator: manual_seed repeats runs
     words = torch.from_numpy(np.random.SFC64(seed).random_raw((n + 3) // 4))
     dropped = round(p * _LEVELS)
