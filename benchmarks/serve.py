@@ -5,7 +5,7 @@
 1. In-process: `bertkit.load(model).encode(texts, batch_size=32)` over the texts: the baseline texts/s.
 2. The server runs as its own process (`python -m bertkit serve --model ...`, the real CLI).
    Each scenario gives the same texts, in the same order, to N client threads (keep-alive HTTP/1.1
-   connections, one request in flight each) until every text is answered or --seconds pass:
+   connections, one request in flight each), cycling through the texts until --seconds pass:
    - batched clients: requests of --batch texts each;
    - batch-of-one clients: one text per request, the worst case that cross-client batching fixes.
    Reported: texts/s, its ratio to in-process, p50/p99 request latency, errors (any non-200 or
@@ -21,6 +21,7 @@ import argparse
 import base64
 import gzip
 import http.client
+import itertools
 import json
 import os
 import platform
@@ -84,10 +85,12 @@ def get_json(port: int, path: str) -> dict:
 
 
 def load_test(port: int, texts: list[str], clients: int, batch: int, seconds: float,
-              expected: np.ndarray | None) -> dict:
-    """N threads, each posting its next slice of the shared text list; returns what they measured."""
+              expected: np.ndarray | None, repeat: bool = True) -> dict:
+    """N threads, each posting its next slice of the shared text list (cycling through it when `repeat`)
+    until `seconds` pass; returns what they measured."""
     chunks = [list(range(i, min(i + batch, len(texts)))) for i in range(0, len(texts), batch)]
-    next_chunk = iter(chunks)
+    # The texts in order, then again from the start, until the time is up: a load that lasts `seconds`.
+    next_chunk = itertools.cycle(chunks) if repeat else iter(chunks)
     lock = threading.Lock()
     latencies: list[float] = []
     errors: list[str] = []
@@ -155,7 +158,7 @@ def main() -> None:
     parser.add_argument("--texts", type=int, default=1000)
     parser.add_argument("--clients", type=int, default=32)
     parser.add_argument("--batch", type=int, default=8, help="texts per request for the batched scenario")
-    parser.add_argument("--seconds", type=float, default=30.0, help="time limit per scenario and round")
+    parser.add_argument("--seconds", type=float, default=30.0, help="how long each scenario runs per round")
     parser.add_argument("--rounds", type=int, default=3,
                         help="interleaved rounds (in-process, batched, batch-of-one); medians are reported")
     parser.add_argument("--threads", type=int, default=None,
@@ -185,7 +188,7 @@ def main() -> None:
     server = start_server(model_dir, port, args.server_args.split())
     try:
         for name, batch in (("batched", args.batch), ("batch-of-one", 1)):          # warm-up
-            load_test(port, texts[:args.clients * 2], args.clients, batch, 10, None)
+            load_test(port, texts[:args.clients * 2], args.clients, batch, 10, None, repeat=False)
         for round_number in range(args.rounds):
             rate, expected = in_process(model, texts, 1)
             entry = {"in_process_texts_per_s": round(rate, 1), "scenarios": []}

@@ -11,7 +11,7 @@ _DISTILL_FLAGS = {"teacher": str, "student": str, "student_layers": int, "task":
                   "hidden_loss": str, "attention_weight": float, "pooling": str, "epochs": int, "lr": float,
                   "batch_size": int, "max_length": int, "max_train_examples": int, "max_dev_examples": int,
                   "seed": int, "device": str, "augment_copies": int,
-                  "augment_mask_prob": float}
+                  "augment_mask_prob": float, "transfer": str}
 
 
 def register(subparsers) -> None:
@@ -70,6 +70,8 @@ def register(subparsers) -> None:
     p.add_argument("--pooling")
     p.add_argument("--augment-copies", type=int, help="masked copies of each training text that only the teacher "
                    "labels (transfer-set augmentation); --augment-mask-prob (default 0.1) per token")
+    p.add_argument("--transfer", help="unlabeled in-domain texts (.txt, one per line, or .jsonl/.tsv/.csv with a text "
+                   "column) that the teacher labels for the student; their labels, if any, are ignored")
     for flag in ("epochs", "batch_size", "max_length", "max_train_examples", "max_dev_examples", "seed"):
         p.add_argument("--" + flag.replace("_", "-"), type=int)
     p.add_argument("--device")

@@ -2,8 +2,8 @@
 
 task "classification": the student learns the teacher's logits (KD with temperature, or MSE) mixed with the
 gold labels, optionally plus hidden-state (MSE through a projection, or cosine) and attention-map losses
-over a uniform layer map; --augment-copies adds masked copies of the training texts that only the teacher
-labels (bertkit/distill/augment.py). task "embedding": the student learns the teacher's sentence vectors (MSE); the
+over a uniform layer map; --augment-copies adds masked copies of the training texts and --transfer unlabeled
+in-domain texts, both labeled by the teacher only (bertkit/distill/augment.py). task "embedding": the student learns the teacher's sentence vectors (MSE); the
 data needs no labels. The teacher runs in eval mode under no_grad; its logits are recomputed per batch
 (dropout is off in the teacher, so they are the same every epoch).
 """
@@ -52,6 +52,7 @@ class DistillConfig:
     attention_weight: float = 0.0
     augment_copies: int = 0               # masked copies of each training text, labeled by the teacher only
     augment_mask_prob: float = 0.1
+    transfer: Optional[str] = None        # unlabeled texts (.txt lines, or .jsonl/.tsv/.csv text) the teacher labels
     pooling: str = "mean"                 # embedding task: the sentence vector both models produce
     epochs: int = 3
     lr: float = 5e-5
@@ -85,8 +86,9 @@ def run_distill(config: DistillConfig) -> dict:
         raise BertkitError(f"--augment-copies must be >= 0 (got {config.augment_copies}) and --augment-mask-prob in "
                            f"(0, 1) (got {config.augment_mask_prob})")
     if config.task == "embedding":
-        if config.augment_copies:
-            raise BertkitError("--augment-copies is for --task classification (the teacher labels the copies)")
+        if config.augment_copies or config.transfer:
+            raise BertkitError("--augment-copies and --transfer are for --task classification (the teacher labels "
+                               "the extra texts)")
         from bertkit.distill.embedding_job import run_embedding_distill
         return run_embedding_distill(config, teacher_ckpt)
     if teacher_ckpt.meta.get("task") != "classification" or "classifier" not in teacher_ckpt.heads:
@@ -108,6 +110,9 @@ def run_distill(config: DistillConfig) -> dict:
     train_features = task.encode(train_examples)
     train_features += masked_copies(train_features, config.augment_copies, config.augment_mask_prob,
                                     tokenizer.mask_id, tokenizer.special_ids, config.seed)
+    if config.transfer:     # any labels in the file are ignored: only the teacher labels transfer texts
+        transfer = [ex._replace(label=None) for ex in read_examples("classification", config.transfer, None, False, read)]
+        train_features += [f._replace(label=UNLABELED) for f in task.encode(transfer, quiet=True)]
     dev_features = task.encode(dev_examples) if dev_examples is not None else None
 
     layer_map = losses.uniform_layer_map(student_encoder.config.num_layers, teacher_ckpt.config.num_layers) \
@@ -169,7 +174,7 @@ def run_distill(config: DistillConfig) -> dict:
     meta_extra = {"distillation": {"teacher": str(config.teacher), **{k: v for k, v in dataclasses.asdict(config).items()
                                    if k in ("temperature", "alpha", "logit_loss", "hidden_weight", "hidden_loss",
                                             "attention_weight", "student_layers", "augment_copies",
-                                            "augment_mask_prob")}}}
+                                            "augment_mask_prob", "transfer")}}}
 
     def save(net: Distillation, metrics: dict) -> None:
         save_checkpoint(output, net.student.encoder, tokenizer, {"classifier": net.student.head},
@@ -183,10 +188,10 @@ def run_distill(config: DistillConfig) -> dict:
     save_config(config, run_dir)
     result = train(model, loss_fn, batches, TrainConfig(
         lr=config.lr, warmup_ratio=config.warmup_ratio, epochs=config.epochs, seed=config.seed, device=config.device,
-        output_dir=str(run_dir), metric_for_best=task.main_metric if evaluate else None,
+        output_dir=str(run_dir), metric_for_best=task.main_metric if dev_features is not None else None,
         progress_bar=config.progress_bar, log_every=10),
         evaluate=evaluate if dev_features is not None else None, on_best=save if dev_features is not None else None)
-    if evaluate is None:
+    if dev_features is None:      # no dev set: the last student is the one saved
         save(model, {})
     shutil.rmtree(run_dir / "checkpoint", ignore_errors=True)
     record = {"dev": result.best_eval or result.last_eval, "steps": result.steps, "train_seconds": result.elapsed_s}

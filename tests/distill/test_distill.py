@@ -114,3 +114,19 @@ def test_augment_options_are_checked(tmp_path):
     with pytest.raises(BertkitError, match="classification"):
         run_distill(DistillConfig(teacher=str(teacher), student_layers=1, task="embedding", train=str(data),
                                   output=str(tmp_path / "s"), augment_copies=1, device="cpu"))
+
+
+def test_transfer_texts_are_labeled_by_the_teacher_only(tmp_path):
+    teacher = make_model_folder(tmp_path / "teacher", layers=2)
+    data = write_examples(tmp_path / "train.jsonl", 12)
+    transfer = tmp_path / "transfer.jsonl"      # a label the teacher does not know is ignored, not an error
+    transfer.write_text("".join(f'{{"text": "unlabeled text number {i}", "label": "weather"}}\n' for i in range(12)),
+                        encoding="utf-8")
+    common = dict(teacher=str(teacher), student_layers=1, train=str(data), epochs=1, batch_size=6,
+                  progress_bar=False, device="cpu")
+    plain = run_distill(DistillConfig(output=str(tmp_path / "plain"), **common))
+    record = run_distill(DistillConfig(output=str(tmp_path / "with"), transfer=str(transfer), **common))
+    assert record["steps"] == 2 * plain["steps"]                     # 12 gold rows + 12 transfer rows
+    assert load_checkpoint(tmp_path / "with").meta["distillation"]["transfer"] == str(transfer)
+    with pytest.raises(BertkitError, match="missing.txt"):
+        run_distill(DistillConfig(output=str(tmp_path / "bad"), transfer=str(tmp_path / "missing.txt"), **common))
