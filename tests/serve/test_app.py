@@ -131,6 +131,7 @@ def test_predict_ner_gives_character_spans(ner_model_dir):
 
 def test_health_status_and_page(http):
     assert http.get("/health").json() == {"status": "ok"}
+    assert http.post("/encode", json={"texts": ["counted"]}).status_code == 200   # not left to earlier tests
     status = http.get("/status").json()
     assert status["limits"]["max_request_texts"] == 8 and status["limits"]["max_tokens_per_text"] == 64
     assert status["model"]["dimension"] == 32 and status["self_test"]["passed"]
