@@ -45,20 +45,22 @@ from bertkit.finetune.model import model_from_checkpoint
 VARIANTS = ("no-teacher", "kd", "kd-transfer", "gold-transfer", "kd-gold-transfer")
 
 
-def article_windows(train_path: str, out_path: Path, window_words: int, per_article: int, labeled: bool) -> int:
-    """Windows of each article after its first `window_words` words (what the model already reads)."""
+def article_windows(train_path: str, unlabeled_path: Path, labeled_path: Path, window_words: int,
+                    per_article: int) -> int:
+    """Windows of each article after its first `window_words` words (what the model already reads), written
+    twice: as text only (the transfer set) and with the article's label (the gold-transfer controls)."""
     count = 0
-    with gzip.open(train_path, "rt", encoding="utf-8") as source, out_path.open("w", encoding="utf-8") as out:
+    with gzip.open(train_path, "rt", encoding="utf-8") as source, unlabeled_path.open("w", encoding="utf-8") as \
+            unlabeled, labeled_path.open("w", encoding="utf-8") as labeled:
         for line in source:
             row = json.loads(line)
             words = row["text"].split()
-            starts = range(window_words, len(words), window_words)
-            for start in list(starts)[:per_article]:
-                window = words[start:start + window_words]
-                if len(window) < window_words // 4:
+            for start in list(range(window_words, len(words), window_words))[:per_article]:
+                window = " ".join(words[start:start + window_words])
+                if len(window.split()) < window_words // 4:
                     continue
-                record = {"text": " ".join(window), **({"label": row["label"]} if labeled else {})}
-                out.write(json.dumps(record, ensure_ascii=False) + "\n")
+                unlabeled.write(json.dumps({"text": window}, ensure_ascii=False) + "\n")
+                labeled.write(json.dumps({"text": window, "label": row["label"]}, ensure_ascii=False) + "\n")
                 count += 1
     return count
 
@@ -81,7 +83,7 @@ def split_labeled(train_path: str, count: int, labeled_path: Path, unlabeled_pat
                 rest.write(json.dumps({"text": row["text"]}, ensure_ascii=False) + "\n")
 
 
-def test_accuracy(folder: Path, test_path: str, max_length: int) -> float:
+def score_on_test(folder: Path, test_path: str, max_length: int) -> float:
     checkpoint = load_checkpoint(folder)
     net = model_from_checkpoint(checkpoint, "classification", checkpoint.meta.get("labels"))
     test = load_dev_set(checkpoint.tokenizer, net.label_names, test_path, max_length)
@@ -121,15 +123,18 @@ def main() -> None:
         split_labeled(str(data / "bbc_train.jsonl.gz"), args.labeled, Path(train), unlabeled)
         described = f"{args.labeled} labeled articles; transfer set: the other training articles, unlabeled"
     else:
-        windows = article_windows(train, unlabeled, args.window_words, args.windows, labeled=False)
-        article_windows(train, labeled, args.window_words, args.windows, labeled=True)
+        windows = article_windows(train, unlabeled, labeled, args.window_words, args.windows)
+        merged = work / "train+windows.jsonl"        # gold windows: plain training data for the controls
+        with merged.open("w", encoding="utf-8") as out, gzip.open(train, "rt", encoding="utf-8") as gold:
+            out.write(gold.read())
+            out.write(labeled.read_text(encoding="utf-8"))
         described = f"all training articles labeled; transfer set: {windows} windows of their unread text"
     teacher = args.teacher or str(work / "teacher")
     if not args.teacher and not (work / "teacher" / "config.json").exists():
         run_finetune(FinetuneConfig(task="classification", model=str(minilm_path()), train=train, dev=dev,
                                     output=teacher, lr=1e-4, epochs=args.teacher_epochs, max_length=args.max_length,
                                     batch_size=args.batch_size, progress_bar=False))
-    teacher_accuracy = test_accuracy(Path(teacher), test, args.max_length)
+    teacher_accuracy = score_on_test(Path(teacher), test, args.max_length)
     print(f"teacher {teacher}: test accuracy {100 * teacher_accuracy:.2f}; {described}", flush=True)
 
     results: dict[str, list[float]] = {}
@@ -139,11 +144,7 @@ def main() -> None:
             extra = variant.endswith("transfer")
             output = work / f"{variant}-seed{seed}"
             started = time.perf_counter()
-            if variant.endswith("gold-transfer"):      # gold windows: plain training data
-                merged = work / "train+windows.jsonl"
-                with merged.open("w", encoding="utf-8") as out, gzip.open(train, "rt", encoding="utf-8") as gold:
-                    out.write(gold.read())
-                    out.write(labeled.read_text(encoding="utf-8"))
+            if variant.endswith("gold-transfer"):
                 train_file, transfer = str(merged), None
             else:
                 train_file, transfer = train, (str(unlabeled) if extra else None)
@@ -152,7 +153,7 @@ def main() -> None:
                 alpha=0.5 if distilled else 0.0, temperature=2.0, lr=1e-4, transfer=transfer, seed=seed,
                 epochs=args.transfer_epochs if extra else args.student_epochs, max_length=args.max_length,
                 batch_size=args.batch_size, progress_bar=False))
-            accuracy = test_accuracy(output, test, args.max_length)
+            accuracy = score_on_test(output, test, args.max_length)
             results.setdefault(variant, []).append(accuracy)
             print(f"seed {seed} {variant}: test accuracy {100 * accuracy:.2f} "
                   f"({time.perf_counter() - started:.0f} s)", flush=True)
@@ -166,8 +167,8 @@ def main() -> None:
         print(f"| {variant} | " + " | ".join(f"{100 * a:.2f}" for a in scores) +
               f" | **{100 * mean:.2f}** | {100 * mean / teacher_accuracy:.1f} |")
     if args.json:
-        Path(args.json).write_text(json.dumps({"teacher": teacher_accuracy, "setting": described, "results": results, "args": vars(args)},
-                                              indent=2) + "\n", encoding="utf-8")
+        report = {"teacher": teacher_accuracy, "setting": described, "results": results, "args": vars(args)}
+        Path(args.json).write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
 
 
 if __name__ == "__main__":

@@ -2,10 +2,10 @@
 
 task "classification": the student learns the teacher's logits (KD with temperature, or MSE) mixed with the
 gold labels, optionally plus hidden-state (MSE through a projection, or cosine) and attention-map losses
-over a uniform layer map; --augment-copies adds masked copies of the training texts and --transfer unlabeled
-in-domain texts, both labeled by the teacher only (bertkit/distill/augment.py). task "embedding": the student learns the teacher's sentence vectors (MSE); the
-data needs no labels. The teacher runs in eval mode under no_grad; its logits are recomputed per batch
-(dropout is off in the teacher, so they are the same every epoch).
+over a uniform layer map; --augment-copies adds masked copies of the training texts (bertkit/distill/augment.py)
+and --transfer unlabeled in-domain texts, both labeled by the teacher only. task "embedding": the student learns
+the teacher's sentence vectors (MSE); the data needs no labels. The teacher runs in eval mode under no_grad;
+with logit-only losses its logits are computed once per row and reused in later epochs (dropout is off in it).
 """
 from __future__ import annotations
 
@@ -111,9 +111,11 @@ def run_distill(config: DistillConfig) -> dict:
     train_features += masked_copies(train_features, config.augment_copies, config.augment_mask_prob,
                                     tokenizer.mask_id, tokenizer.special_ids, config.seed)
     if config.transfer:     # any labels in the file are ignored: only the teacher labels transfer texts
-        transfer = [ex._replace(label=None) for ex in read_examples("classification", config.transfer, None, False, read)]
-        train_features += [f._replace(label=UNLABELED) for f in task.encode(transfer, quiet=True)]
+        transfer = read_examples("classification", config.transfer, None, False, read)
+        train_features += [f._replace(label=UNLABELED)
+                           for f in task.encode([ex._replace(label=None) for ex in transfer], quiet=True)]
     dev_features = task.encode(dev_examples) if dev_examples is not None else None
+    has_dev = dev_features is not None
 
     layer_map = losses.uniform_layer_map(student_encoder.config.num_layers, teacher_ckpt.config.num_layers) \
         if config.hidden_weight or config.attention_weight else []
@@ -188,10 +190,10 @@ def run_distill(config: DistillConfig) -> dict:
     save_config(config, run_dir)
     result = train(model, loss_fn, batches, TrainConfig(
         lr=config.lr, warmup_ratio=config.warmup_ratio, epochs=config.epochs, seed=config.seed, device=config.device,
-        output_dir=str(run_dir), metric_for_best=task.main_metric if dev_features is not None else None,
+        output_dir=str(run_dir), metric_for_best=task.main_metric if has_dev else None,
         progress_bar=config.progress_bar, log_every=10),
-        evaluate=evaluate if dev_features is not None else None, on_best=save if dev_features is not None else None)
-    if dev_features is None:      # no dev set: the last student is the one saved
+        evaluate=evaluate if has_dev else None, on_best=save if has_dev else None)
+    if not has_dev:      # no dev set: the last student is the one saved
         save(model, {})
     shutil.rmtree(run_dir / "checkpoint", ignore_errors=True)
     record = {"dev": result.best_eval or result.last_eval, "steps": result.steps, "train_seconds": result.elapsed_s}
