@@ -233,15 +233,18 @@ class Index:
             return self._vectors([], queries)
         return self._vectors(queries, None)
 
-    def search(self, query: str | np.ndarray, k: int = 10,
-               filter: dict[str, FilterValue] | None = None) -> list[SearchHit]:
+    def search(self, query: str | np.ndarray, k: int = 10, filter: dict[str, FilterValue] | None = None,
+               timeout_s: float | None = None) -> list[SearchHit]:
         """Top-k documents for one query (a text, or a vector of the index's dim)."""
         queries = [query] if isinstance(query, str) else np.asarray(query, dtype=np.float32).reshape(1, -1)
-        return self.search_many(queries, k, filter)[0]
+        return self.search_many(queries, k, filter, timeout_s)[0]
 
     def search_many(self, queries: Sequence[str] | np.ndarray, k: int = 10,
-                    filter: dict[str, FilterValue] | None = None) -> list[list[SearchHit]]:
-        """Top-k documents for each query; `filter` keeps documents whose metadata matches every field."""
+                    filter: dict[str, FilterValue] | None = None,
+                    timeout_s: float | None = None) -> list[list[SearchHit]]:
+        """Top-k documents for each query; `filter` keeps documents whose metadata matches every field.
+
+        timeout_s bounds the filter's SQL query (TimeLimitExceeded when it runs longer)."""
         if k < 1:
             raise BertkitError(f"k must be >= 1, got {k}")
         query_vectors = self._query_vectors(queries)
@@ -252,7 +255,7 @@ class Index:
                                f"{self.backend.dim}; encode queries with the model that built the index")
         allowed = None
         if filter:
-            allowed = np.asarray(self.store.matching_row_ids(filter), dtype=np.int64)
+            allowed = np.asarray(self.store.matching_row_ids(filter, timeout_s), dtype=np.int64)
         scores, rows = self.backend.search(query_vectors, k, allowed)
         documents = self.store.get(sorted({int(r) for r in rows.ravel() if r >= 0}))
         results = []

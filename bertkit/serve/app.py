@@ -162,8 +162,13 @@ def create_app(service: EmbeddingService) -> FastAPI:
         return json_response({"query": body.query, "query_truncated": truncated, "results": [
             {"id": h.id, "score": h.score, "text": h.text, "metadata": h.metadata} for h in hits]})
 
-    @app.get("/health", response_model=schemas.HealthResponse, summary="Liveness (no API key needed)")
+    @app.get("/health", response_model=schemas.HealthResponse, response_model_exclude_none=True,
+             summary="Health (no API key needed)",
+             responses={503: {"model": schemas.HealthResponse, "description": "a route cannot answer now"}})
     async def health():
+        problem = service.health_problem()
+        if problem is not None:
+            return JSONResponse({"status": "unhealthy", "detail": problem}, status_code=503)
         return {"status": "ok"}
 
     @app.get("/status", responses={401: ERRORS[401]},

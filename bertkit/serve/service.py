@@ -13,7 +13,7 @@ from typing import Any, Optional, Sequence
 import numpy as np
 
 from bertkit.data.squad import QAExample
-from bertkit.errors import BertkitError
+from bertkit.errors import BertkitError, TimeLimitExceeded
 from bertkit.serve.batching import CPU_BATCH_OVERHEAD_TOKENS, GPU_BATCH_OVERHEAD_TOKENS, Batcher, QueueFull
 from bertkit.serve.config import ServeConfig
 from bertkit.serve.inputs import InputRejected, PreparedTexts, TokenSequence, prepare_texts
@@ -220,8 +220,19 @@ class EmbeddingService:
                                                        field="query", allow_pairs=False)
         try:
             return await self.index.search(vectors[0], k, filter), bool(truncated)
+        except TimeLimitExceeded as err:
+            self.stats.timeouts += 1
+            raise ServiceError(503, f"{err}; retry shortly", {"Retry-After": "1"}) from None
         except BertkitError as err:   # a bad filter field, for one
             raise ServiceError(422, str(err)) from None
+
+    def health_problem(self) -> Optional[str]:
+        """Why this server cannot answer every route now (for /health), or None when it can."""
+        stuck = self.index.stuck_for() if self.index is not None else None
+        if stuck is not None:
+            return (f"the search thread has run one query {stuck:.0f} s past its {self.index.timeout_s:g} s "
+                    "limit; /search requests time out until it finishes")
+        return None
 
     # --- status ------------------------------------------------------------------------------------------
     def status(self) -> dict:
