@@ -5,7 +5,8 @@ An index folder holds `index.json` (the manifest) and the files of the generatio
 the current ones, flushes them to disk, then replaces `index.json` with `os.replace` (atomic on POSIX and
 Windows). A crash at any point before that rename leaves `index.json` naming generation g, whose files
 were never touched, so the reopened index answers exactly as before; leftovers of the unfinished
-generation are deleted the next time a writer starts.
+generation are deleted by the next writer, which holds the writer lock (writer_lock.py), so the files
+it deletes can belong to no live writer.
 """
 from __future__ import annotations
 
@@ -65,21 +66,19 @@ def commit_manifest(folder: Path, manifest: dict, new_files: list[str]) -> None:
             os.close(fd)
 
 
-def remove_other_generations(folder: Path, keep: int) -> None:
-    """Delete generation files other than `keep` (old generations, or leftovers of a crashed save)."""
-    for path in Path(folder).iterdir():
-        match = _GENERATION_FILE.match(path.name)
-        if match and int(match.group(2)) != keep:
-            if path.is_dir():
-                shutil.rmtree(path, ignore_errors=True)
-            else:
-                path.unlink(missing_ok=True)
+def remove_other_generations(folder: Path, keep: set[int]) -> None:
+    """Delete the files of generations not in `keep` (old generations, or leftovers of a crashed save)."""
+    _remove_generations(folder, lambda generation: generation not in keep)
 
 
 def remove_generation(folder: Path, generation: int) -> None:
+    _remove_generations(folder, lambda g: g == generation)
+
+
+def _remove_generations(folder: Path, doomed) -> None:
     for path in Path(folder).iterdir():
         match = _GENERATION_FILE.match(path.name)
-        if match and int(match.group(2)) == generation:
+        if match and doomed(int(match.group(2))):
             if path.is_dir():
                 shutil.rmtree(path, ignore_errors=True)
             else:
