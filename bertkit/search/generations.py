@@ -11,11 +11,11 @@ it deletes can belong to no live writer.
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
 from pathlib import Path
 
+from bertkit.atomic_write import fsync_tree, write_file
 from bertkit.errors import BertkitError
 
 MANIFEST = "index.json"
@@ -36,34 +36,14 @@ def read_manifest(folder: Path) -> dict:
     return manifest
 
 
-def _fsync_path(path: Path) -> None:
-    if path.is_dir():
-        for child in path.rglob("*"):
-            if child.is_file():
-                _fsync_path(child)
-        return
-    with open(path, "rb") as handle:
-        os.fsync(handle.fileno())
-
-
 def commit_manifest(folder: Path, manifest: dict, new_files: list[str]) -> None:
     """Make `manifest` the index's current state: flush its files, then atomically replace index.json."""
     folder = Path(folder)
     for name in new_files:
-        _fsync_path(folder / name)
+        fsync_tree(folder / name)
     manifest = dict(manifest, format=FORMAT_VERSION)
-    tmp = folder / (MANIFEST + ".tmp")
-    with open(tmp, "w", encoding="utf-8") as handle:
-        json.dump(manifest, handle, indent=2, ensure_ascii=False)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(tmp, folder / MANIFEST)
-    if hasattr(os, "O_DIRECTORY"):  # make the rename itself durable
-        fd = os.open(folder, os.O_DIRECTORY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+    write_file(folder / MANIFEST, lambda tmp: tmp.write_text(json.dumps(manifest, indent=2, ensure_ascii=False),
+                                                             encoding="utf-8"))
 
 
 def remove_other_generations(folder: Path, keep: set[int]) -> None:
