@@ -56,7 +56,7 @@ class TrainConfig:
     adam_beta1: float = 0.9
     adam_beta2: float = 0.999
     adam_eps: float = 1e-6
-    output_dir: Optional[str] = None        # log.jsonl, loss.png, checkpoint/training_state.pt
+    output_dir: Optional[str] = None        # log.jsonl, loss.png, checkpoint/training_state.safetensors
     resume: bool = False
     metric_for_best: Optional[str] = None   # an evaluate() key
     greater_is_better: Optional[bool] = None  # None: False for names containing "loss", else True
