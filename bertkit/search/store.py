@@ -71,6 +71,18 @@ class DocumentStore:
         else:
             self.connection = sqlite3.connect(str(self.path))
             self.connection.executescript(_SCHEMA)
+        self._check_schema()
+
+    def _check_schema(self) -> None:
+        """An index folder may come from anyone: refuse a store whose `documents` is a view (whose SQL would run
+        on every query) or that holds triggers or anything else bertkit did not create."""
+        objects = self.connection.execute("SELECT type, name FROM sqlite_master").fetchall()
+        unexpected = [f"{kind} {name!r}" for kind, name in objects if (kind, name) != ("table", "documents")
+                      and not (kind == "index" and name.startswith("sqlite_autoindex_documents_"))]
+        if unexpected or ("table", "documents") not in objects:
+            self.connection.close()
+            raise BertkitError(f"{self.path}: not a bertkit document store (it holds "
+                               f"{', '.join(unexpected[:3]) or 'no documents table'}); rebuild the index")
 
     def close(self) -> None:
         self.connection.close()

@@ -63,3 +63,21 @@ def test_a_filter_query_past_its_time_limit_is_interrupted(tmp_path):
     # The limit applies to that query only: the next one runs to the end.
     assert len(store.matching_row_ids({"kind": "a"})) == 20_000
     store.close()
+
+
+@pytest.mark.parametrize("schema", [
+    "CREATE VIEW documents AS WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) "
+    "SELECT x AS row_id, '' AS doc_id, '' AS text, '{}' AS metadata FROM c",
+    "CREATE TABLE documents (row_id INTEGER PRIMARY KEY, doc_id TEXT, text TEXT, metadata TEXT); "
+    "CREATE TABLE log (x); CREATE TRIGGER t AFTER INSERT ON documents BEGIN INSERT INTO log VALUES (1); END",
+])
+def test_a_crafted_store_is_refused_on_open(tmp_path, schema):
+    import sqlite3
+
+    path = tmp_path / "store.1.sqlite"
+    connection = sqlite3.connect(path)
+    connection.executescript(schema)
+    connection.close()
+    for readonly in (True, False):
+        with pytest.raises(BertkitError, match="not a bertkit document store"):
+            DocumentStore(path, readonly=readonly)
