@@ -76,3 +76,13 @@ def test_resume_continues_from_the_last_evaluation(finetune_model_dir, data, tmp
     for (name, x), y in zip(a.encoder.state_dict().items(), b.encoder.state_dict().values()):
         assert torch.equal(x, y), name
     assert not (tmp_path / "cut" / "run" / "checkpoint").exists()    # a finished run keeps no resume state
+
+
+def test_cli_resume_without_a_saved_state_is_one_line(finetune_model_dir, data, tmp_path, capsys):
+    from bertkit.cli import main
+
+    train, dev = data
+    assert main(["finetune", "--task", "classification", "--model", str(finetune_model_dir), "--train", str(train),
+                 "--dev", str(dev), "--output", str(tmp_path / "never"), "--max-length", "24", "--resume"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "no training state" in err[-1], err
