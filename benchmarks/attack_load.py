@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import gzip
 import http.client
+import importlib.util
 import json
 import os
 import platform
@@ -40,7 +41,13 @@ from pathlib import Path
 
 import numpy as np
 
-from serve import free_port, get_json, start_server
+
+def _serve_benchmark():
+    """benchmarks/serve.py, loaded by path: a module named `serve` would shadow the tests' serve folder."""
+    spec = importlib.util.spec_from_file_location("serve_benchmark", Path(__file__).with_name("serve.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 INJECTIONS = {
     "filter bypass": "' || char(34)) IS NULL OR 1=1 OR (1 = '",
@@ -237,6 +244,7 @@ def main() -> None:
 
     from bertkit.api import minilm_path
 
+    serve = _serve_benchmark()
     if args.threads:
         os.environ["OMP_NUM_THREADS"] = os.environ["MKL_NUM_THREADS"] = str(args.threads)
     model = args.model or str(minilm_path())
@@ -256,8 +264,8 @@ def main() -> None:
             started = time.perf_counter()
             build_index(model, rows, Path(index))
             print(f"built the index of {len(rows)} documents in {time.perf_counter() - started:.0f} s", flush=True)
-        port = free_port()
-        server = start_server(model, port, ["--index", index, *args.server_args.split()])
+        port = serve.free_port()
+        server = serve.start_server(model, port, ["--index", index, *args.server_args.split()])
         try:
             run_phase(port, 10, args.clients, texts, queries, labels, None)        # warm-up
             attack = {"slow": args.slow, "slow_bodies": args.slow_bodies, "idle": args.idle,
@@ -268,7 +276,7 @@ def main() -> None:
                 result = run_phase(port, args.seconds, args.clients, texts, queries, labels, phase_attack)
                 report["phases"][name] = result
                 print(f"{name}: " + json.dumps(result), flush=True)
-            status = get_json(port, "/status")
+            status = serve.get_json(port, "/status")
             report["server"] = {"counters": status["counters"], "limits": status["limits"],
                                 "index": status["index"]}
             connection = http.client.HTTPConnection("127.0.0.1", port, timeout=60)

@@ -2,7 +2,7 @@
 SQL in filter fields and holds slow connections."""
 from __future__ import annotations
 
-import sys
+import importlib.util
 from pathlib import Path
 
 import httpx
@@ -10,8 +10,10 @@ import pytest
 
 from servers import start
 
-sys.path.insert(0, str(Path(__file__).parents[2] / "benchmarks"))
-from attack_load import INJECTIONS, run_phase  # noqa: E402
+_spec = importlib.util.spec_from_file_location("attack_load",
+                                               Path(__file__).parents[2] / "benchmarks" / "attack_load.py")
+attack_load = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(attack_load)
 
 WORDS = "the cat dog sat on mat hello world is".split()
 
@@ -34,12 +36,12 @@ def test_honest_clients_get_no_errors_while_an_attacker_works(tiny_model_dir, la
     server = start(tiny_model_dir, index=str(labelled_index), header_timeout_s=1.0, body_timeout_s=1.0)
     try:
         attack = {"slow": 2, "slow_bodies": 1, "idle": 1, "byte_interval": 0.05}
-        result = run_phase(server.port, 4.0, 4, ["the cat sat", "hello world", "a dog", "on the mat", "is it"],
+        result = attack_load.run_phase(server.port, 4.0, 4, ["the cat sat", "hello world", "a dog", "on the mat", "is it"],
                            ["cat on mat", "hello"],
                            ["a", "b"], attack)
         assert result["honest_errors"] == 0, result["first_errors"]
         assert result["/search"]["requests"] > 0 and result["/encode"]["requests"] > 0
-        for name in INJECTIONS:
+        for name in attack_load.INJECTIONS:
             assert set(result["attacks"][name]) == {"HTTP 422"}, (name, result["attacks"][name])
         for kind in ("slow headers", "slow body", "idle"):
             assert result["attacks"][kind]["HTTP/1.1 408 Request Timeout"] >= 1, (kind, result["attacks"][kind])
