@@ -42,12 +42,11 @@ from pathlib import Path
 import numpy as np
 
 
-def _serve_benchmark():
-    """benchmarks/serve.py, loaded by path: a module named `serve` would shadow the tests' serve folder."""
-    spec = importlib.util.spec_from_file_location("serve_benchmark", Path(__file__).with_name("serve.py"))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+# benchmarks/serve.py (server start-up, client threads), loaded by path: imported as `serve` it would
+# shadow the tests' serve folder.
+_spec = importlib.util.spec_from_file_location("serve_benchmark", Path(__file__).with_name("serve.py"))
+serve = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(serve)
 
 INJECTIONS = {
     "filter bypass": "' || char(34)) IS NULL OR 1=1 OR (1 = '",
@@ -177,6 +176,7 @@ def slow_connection(port: int, stop_at: float, record: Record, kind: str, byte_i
 
 def run_phase(port: int, seconds: float, clients: int, texts: list[str], queries: list[str], labels: list[str],
               attack: dict | None) -> dict:
+    """One phase: honest clients (and the attacker when `attack` is given) until `seconds` pass."""
     record = Record()
     stop_at = time.perf_counter() + seconds
     threads = [threading.Thread(target=honest_client, args=(port, stop_at, texts, queries, labels, record, i))
@@ -188,12 +188,7 @@ def run_phase(port: int, seconds: float, clients: int, texts: list[str], queries
             threads += [threading.Thread(target=slow_connection, args=(port, stop_at, record, kind,
                                                                         attack["byte_interval"]))
                         for _ in range(count)]
-    started = time.perf_counter()
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    wall = time.perf_counter() - started
+    wall = serve.run_threads(threads)
     summary = {"seconds": round(wall, 1), "honest_errors": len(record.errors), "first_errors": record.errors[:3]}
     for endpoint, values in sorted(record.latency.items()):
         p50, p99 = np.percentile(np.asarray(values) * 1000, [50, 99])
@@ -244,7 +239,6 @@ def main() -> None:
 
     from bertkit.api import minilm_path
 
-    serve = _serve_benchmark()
     if args.threads:
         os.environ["OMP_NUM_THREADS"] = os.environ["MKL_NUM_THREADS"] = str(args.threads)
     model = args.model or str(minilm_path())

@@ -18,6 +18,7 @@ import re
 import secrets
 import shutil
 import time
+import warnings
 from pathlib import Path
 from typing import Callable
 
@@ -125,15 +126,19 @@ def recover_folder(target: str | os.PathLike) -> None:
         return
     old_name, tmp_name = _sibling_pattern(target, "old"), _sibling_pattern(target, "tmp")
     for entry in sorted(parent.iterdir(), key=lambda p: p.name):
-        if (match := old_name.match(entry.name)) and entry.is_dir() and _abandoned(entry, match.group(1)):
-            if not target.exists():
-                os.replace(entry, target)          # died between the renames: the previous folder is back
-            else:
-                _carry_over(entry, target)
+        try:
+            if (match := old_name.match(entry.name)) and entry.is_dir() and _abandoned(entry, match.group(1)):
+                if not target.exists():
+                    os.replace(entry, target)      # died between the renames: the previous folder is back
+                else:
+                    _carry_over(entry, target)
+                    shutil.rmtree(entry, ignore_errors=True)
+                fsync_dir(parent)
+            elif (match := tmp_name.match(entry.name)) and entry.is_dir() and _abandoned(entry, match.group(1)):
                 shutil.rmtree(entry, ignore_errors=True)
-            fsync_dir(parent)
-        elif (match := tmp_name.match(entry.name)) and entry.is_dir() and _abandoned(entry, match.group(1)):
-            shutil.rmtree(entry, ignore_errors=True)
+        except OSError as err:   # a read-only parent, say: loading can still go on; say what was left
+            warnings.warn(f"{entry}: left by an interrupted save of {target.name} and could not be put right "
+                          f"({err}); remove or rename it by hand", stacklevel=2)
 
 
 def _carry_over(old: Path, target: Path) -> None:
