@@ -56,7 +56,11 @@ class WriterLock:
         """Take the folder's writer lock, waiting up to `timeout_s` seconds for another writer to finish;
         then a BertkitError names the holder."""
         path = Path(folder) / LOCK_FILE
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+        try:   # O_NOFOLLOW: a lock file that is a symlink (in a folder from elsewhere) must not be written through
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o666)
+        except OSError as err:
+            raise BertkitError(f"{path}: cannot open the index's lock file ({err.strerror}); it must be a plain "
+                               "file bertkit can write") from None
         deadline = time.monotonic() + max(timeout_s, 0.0)
         while not _try_lock(fd):
             if time.monotonic() >= deadline:

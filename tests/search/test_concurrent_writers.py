@@ -138,3 +138,14 @@ def test_two_processes_adding_at_once_lose_nothing(tmp_path):
     with Index.open(tmp_path / "idx") as reader:
         assert reader.generation == 1 + 2 * rounds   # every save committed a generation of its own
         check_consistent(reader, expected)
+
+
+def test_a_lock_file_that_is_a_symlink_is_not_written_through(tmp_path):
+    build(tmp_path / "idx")
+    victim = tmp_path / "precious.txt"
+    victim.write_text("keep me")
+    (tmp_path / "idx" / "writer.lock").unlink()
+    (tmp_path / "idx" / "writer.lock").symlink_to(victim)
+    with Index.open(tmp_path / "idx") as index, pytest.raises(BertkitError, match="lock file"):
+        add(index, ["x"])
+    assert victim.read_text() == "keep me"
