@@ -7,7 +7,8 @@ This module adds, around uvicorn's own HTTP protocol (httptools or h11, whicheve
 
 - a header deadline: the request line and headers must be complete within `header_timeout_s` of the
   connection opening or of the previous response (so idle keep-alive time counts too); else 408 and close;
-- a header size cap (`max_header_bytes`): more before the headers end is 431 and close;
+- a header size cap (`max_header_bytes`): more before the headers end is 431 and close (uvicorn's httptools
+  parser takes headers of any size, 20 MB in a test; with h11, its own `max_incomplete_event_size` does this);
 - a connection cap (`max_connections`): a connection beyond it gets 503 at once and is closed.
 
 The body deadline (`body_timeout_s`, 408) lives in the ASGI guard (guard.py), which reads every body.
@@ -46,8 +47,9 @@ def guarded_protocol(limits: ConnectionLimits, stats: ServerStats) -> type:
 
     class GuardedHTTPProtocol(AutoHTTPProtocol):
         _deadline = None
-        _header_bytes = 0
         _waiting_after = None     # the request cycle before the headers being waited for (None: the first)
+        _in_headers = False       # httptools: between the start of a request and the end of its headers
+        _header_bytes = 0
 
         def connection_made(self, transport) -> None:
             super().connection_made(transport)
@@ -60,7 +62,7 @@ def guarded_protocol(limits: ConnectionLimits, stats: ServerStats) -> type:
 
         def _await_headers(self) -> None:
             self._cancel_deadline()
-            self._header_bytes, self._waiting_after = 0, self.cycle
+            self._waiting_after = self.cycle
             self._deadline = self.loop.call_later(limits.header_timeout_s, self._headers_late)
 
         def _waiting_for_headers(self) -> bool:
@@ -84,15 +86,34 @@ def guarded_protocol(limits: ConnectionLimits, stats: ServerStats) -> type:
             self.transport.write(raw_response(status, detail))
             self.transport.close()
 
+        # httptools calls these two around every request's headers (h11 never does; it caps sizes itself).
+        def on_message_begin(self) -> None:
+            super().on_message_begin()
+            self._in_headers, self._header_bytes = True, 0
+
+        def on_headers_complete(self) -> None:
+            self._in_headers = False
+            super().on_headers_complete()
+
         def data_received(self, data: bytes) -> None:
             super().data_received(data)
-            if self.transport.is_closing() or not self._waiting_for_headers():
-                self._cancel_deadline()     # the headers are in (or the connection is done)
-                return
-            self._header_bytes += len(data)
-            if self._header_bytes > limits.max_header_bytes:
+            if self._in_headers and not self.transport.is_closing():
+                # Whole chunks count: the one that starts a request may also end the previous body, so the
+                # count can run a chunk high, never low.
+                self._header_bytes += len(data)
+                if self._header_bytes > limits.max_header_bytes:
+                    stats.slow_clients_closed += 1
+                    self._end(431, f"request headers over {limits.max_header_bytes} bytes")
+
+        def send_400_response(self, msg: str) -> None:
+            # h11 ends a header block over its max_incomplete_event_size (= max_header_bytes) with a 400:
+            # answer 431 as for httptools. (httptools protocols have no `conn`.)
+            conn = getattr(self, "conn", None)
+            if conn is not None and len(conn.trailing_data[0]) > limits.max_header_bytes:
                 stats.slow_clients_closed += 1
                 self._end(431, f"request headers over {limits.max_header_bytes} bytes")
+                return
+            super().send_400_response(msg)
 
         def on_response_complete(self) -> None:
             super().on_response_complete()

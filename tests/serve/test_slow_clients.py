@@ -11,10 +11,17 @@ import pytest
 from servers import start
 
 
-@pytest.fixture(scope="module")
-def strict_server(tiny_model_dir):
-    running = start(tiny_model_dir, header_timeout_s=1.0, body_timeout_s=1.0, keep_alive_timeout_s=1.0,
-                    max_header_bytes=4096)
+@pytest.fixture(scope="module", params=["auto", "h11"])
+def strict_server(request, tiny_model_dir):
+    """uvicorn's own choice of HTTP parser (httptools when installed), and h11, its pure-Python fallback."""
+    from bertkit.serve import connections
+    from uvicorn.protocols.http.h11_impl import H11Protocol
+
+    with pytest.MonkeyPatch.context() as patch:
+        if request.param == "h11":
+            patch.setattr(connections, "AutoHTTPProtocol", H11Protocol)
+        running = start(tiny_model_dir, header_timeout_s=1.0, body_timeout_s=1.0, keep_alive_timeout_s=1.0,
+                        max_header_bytes=4096)
     yield running
     running.stop()
 
@@ -72,13 +79,32 @@ def test_a_body_that_never_arrives_gets_408(strict_server):
     honest_encode(strict_server)
 
 
-def test_oversized_headers_get_431(strict_server):
+@pytest.mark.parametrize("pad, end", [(10_000, b"\r\n\r\n"), (20_000_000, b"")])
+def test_oversized_headers_get_431(strict_server, pad, end):
+    """Headers over the cap, whole or never ending (the server must not buffer 20 MB of them)."""
     sock = connect(strict_server)
     try:
-        sock.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\nX-Pad: " + b"a" * 10_000 + b"\r\n\r\n")
+        sock.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\nX-Pad: " + b"a" * pad + end)
     except (BrokenPipeError, ConnectionResetError):
-        pass
+        pass                                      # closed while we were still sending
     assert read_to_end(sock).startswith(b"HTTP/1.1 431")
+
+
+def test_a_body_sent_after_an_early_413_is_not_taken_for_headers(tiny_model_dir):
+    server = start(tiny_model_dir, max_request_bytes=1000, max_header_bytes=4096)
+    try:
+        sock = connect(server)
+        sock.sendall(b"POST /encode HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                     b"Content-Length: 50000\r\n\r\n")
+        first = sock.recv(65536)                  # refused on its announced length, before the body
+        assert first.startswith(b"HTTP/1.1 413")
+        sock.sendall(b"a" * 50_000)                # the body after all, read as body, not as the next headers
+        time.sleep(0.3)
+        sock.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+        assert sock.recv(65536).startswith(b"HTTP/1.1 200")
+        sock.close()
+    finally:
+        server.stop()
 
 
 def test_an_idle_keep_alive_connection_is_closed(strict_server):
