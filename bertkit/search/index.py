@@ -66,7 +66,9 @@ def _new_backend(settings: IndexSettings, dim: int, folder: Path, generation: in
 def _open_committed(folder: Path, nprobe: int | None) -> tuple[dict, DocumentStore, VectorBackend]:
     """(manifest, store, backend) of the generation index.json names. A writer that commits twice while
     this runs may delete that generation's files: then open the newer one it committed."""
-    for attempt in range(3):
+    attempts = 3
+    while True:
+        attempts -= 1
         manifest = generations.read_manifest(folder)
         store = None
         try:
@@ -75,9 +77,8 @@ def _open_committed(folder: Path, nprobe: int | None) -> tuple[dict, DocumentSto
         except Exception:
             if store is not None:
                 store.close()
-            if attempt == 2 or generations.read_manifest(folder)["generation"] == manifest["generation"]:
+            if attempts == 0 or generations.read_manifest(folder)["generation"] == manifest["generation"]:
                 raise
-    raise AssertionError("unreachable")
 
 
 def _load_backend(settings: IndexSettings, folder: Path, manifest: dict, nprobe: int | None) -> VectorBackend:
@@ -168,7 +169,7 @@ class Index:
         try:
             manifest = generations.read_manifest(self.folder)
             if manifest["generation"] != self.generation:
-                self._reopen(manifest)   # another writer saved since this index was opened: build on that
+                self._reopen()           # another writer saved since this index was opened: build on that
             target = self.generation + 1
             generations.remove_generation(self.folder, target)  # leftovers of a writer that died before saving
             self.store.close()
@@ -181,12 +182,12 @@ class Index:
             raise
         self._lock = lock
 
-    def _reopen(self, manifest: dict) -> None:
+    def _reopen(self) -> None:
+        nprobe = getattr(self.backend, "nprobe_override", None)   # a search setting of this reader: keep it
         self.store.close()
         if self.backend is not None:
             self.backend.close()
-        manifest, self.store, self.backend = _open_committed(self.folder, getattr(self.backend, "nprobe_override",
-                                                                                  None))
+        manifest, self.store, self.backend = _open_committed(self.folder, nprobe)
         self.settings, self.generation = IndexSettings(**manifest["settings"]), manifest["generation"]
 
     def _release(self) -> None:
