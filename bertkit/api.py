@@ -13,6 +13,7 @@ from bertkit.checkpoints import Checkpoint, load_checkpoint, save_checkpoint
 from bertkit.checkpoints.sentence_transformers import read_encode_defaults
 from bertkit.errors import BertkitError
 from bertkit.features import EncodeOptions, EncodeReport, encode_texts
+from bertkit.finetune.linear import LinearPredictor, is_tfidf_folder
 from bertkit.runtime import pick_device
 
 
@@ -36,6 +37,9 @@ class Model:
         if checkpoint.path is not None and "whitening" in checkpoint.meta:
             from bertkit.embed.whitening import load_whitening
             self.whitening = load_whitening(checkpoint.path)
+        self.linear = None          # a linear probe or hybrid over this (frozen) encoder: what predict runs
+        if isinstance(checkpoint.meta.get("linear"), dict):
+            self.linear = LinearPredictor.load(checkpoint.path, checkpoint)
 
     @property
     def device(self) -> torch.device:
@@ -102,13 +106,16 @@ class Model:
 
 def load(path: str | os.PathLike, device: str | None = None):
     """Load a model: a folder (bertkit, Hugging Face BERT/RoBERTa, sentence-transformers or Google BERT), a
-    folder saved by `bertkit quantize` (int8 re-applied, CPU), or an ONNX export (run by onnxruntime)."""
+    folder saved by `bertkit quantize` (int8 re-applied, CPU), an ONNX export (run by onnxruntime), or a
+    `bertkit baseline` folder (TF-IDF + linear: it predicts, it has no encoder)."""
     from bertkit.distill.onnx_model import OnnxModel, onnx_file_of
     from bertkit.distill.quantize import apply_saved_quantization
 
     onnx_file = onnx_file_of(path)
     if onnx_file is not None:
         return OnnxModel(onnx_file)
+    if is_tfidf_folder(path):
+        return LinearPredictor.load(path)          # TF-IDF + linear: no encoder, predict only
     return Model(apply_saved_quantization(load_checkpoint(path, device=pick_device(device))))
 
 

@@ -13,6 +13,7 @@ Everything is created with the process's umask, like any other file the user's p
 """
 from __future__ import annotations
 
+import json
 import os
 import re
 import secrets
@@ -66,6 +67,12 @@ def write_file(path: str | os.PathLike, write: Callable[[Path], None]) -> None:
     finally:
         tmp.unlink(missing_ok=True)
     fsync_dir(path.parent)
+
+
+def write_json(path: str | os.PathLike, value) -> None:
+    """`value` as indented UTF-8 JSON at `path`, atomically and durably."""
+    text = json.dumps(value, indent=2, ensure_ascii=False) + "\n"
+    write_file(path, lambda tmp: tmp.write_text(text, encoding="utf-8"))
 
 
 # --- folders ---------------------------------------------------------------------------------------------

@@ -1,3 +1,3 @@
-from bertkit.checkpoints.io import Checkpoint, build_head, load_checkpoint, save_checkpoint
+from bertkit.checkpoints.io import Checkpoint, build_head, load_checkpoint, save_checkpoint, save_folder
 
-__all__ = ["Checkpoint", "build_head", "load_checkpoint", "save_checkpoint"]
+__all__ = ["Checkpoint", "build_head", "load_checkpoint", "save_checkpoint", "save_folder"]

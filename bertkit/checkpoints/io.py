@@ -15,7 +15,7 @@ import shutil
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import torch
 from torch import nn
@@ -153,10 +153,13 @@ def _read_json(path: Path) -> dict[str, Any]:
 
 def save_checkpoint(folder: str | os.PathLike, encoder: Encoder, tokenizer: Tokenizer | None,
                     heads: dict[str, nn.Module] | None = None, meta: dict[str, Any] | None = None,
-                    hf_config_extra: dict[str, Any] | None = None) -> Path:
+                    hf_config_extra: dict[str, Any] | None = None,
+                    write_extra: Callable[[Path], None] | None = None) -> Path:
     """Write one folder that `transformers.AutoModel.from_pretrained` loads with identical outputs.
 
     hf_config_extra: more config.json keys (id2label/label2id, problem_type) for the HF head classes.
+    write_extra: writes more files into the new folder before it replaces the old one (a linear layer
+    saved with its encoder), so that they appear together or not at all.
     """
     from safetensors.torch import save_file
 
@@ -185,15 +188,27 @@ def save_checkpoint(folder: str | os.PathLike, encoder: Encoder, tokenizer: Toke
     if config.norm_position == "pre" or config.embedding_size or config.causal:
         full_meta["hf_compatible"] = False   # HF BertModel cannot compute these variants
 
-    recover_folder(folder)
-    tmp = temp_folder(folder)
-    try:
+    def write(tmp: Path) -> None:
         save_file({k: v.detach().cpu().contiguous() for k, v in state.items()}, str(tmp / "model.safetensors"),
                   metadata={"format": "pt"})
         (tmp / "config.json").write_text(json.dumps(hf_config, indent=2) + "\n", encoding="utf-8")
         (tmp / META_FILE).write_text(json.dumps(full_meta, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
         if tokenizer is not None:
             tokenizer.save(tmp)
+        if write_extra is not None:
+            write_extra(tmp)
+
+    return save_folder(folder, write)
+
+
+def save_folder(folder: str | os.PathLike, write: Callable[[Path], None]) -> Path:
+    """Fill a temporary sibling of `folder` with `write(tmp)`, then swap it into place (atomic_write.py): the
+    folder appears whole or not at all. Every kind of model folder is saved through here."""
+    folder = Path(folder)
+    recover_folder(folder)
+    tmp = temp_folder(folder)
+    try:
+        write(tmp)
         replace_folder(tmp, folder)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)

@@ -14,7 +14,7 @@ from bertkit.errors import BertkitError
 COMMAND_MODULES = [
     "bertkit.cli.model_commands",    # encode, convert, quickstart
     "bertkit.cli.vocab_commands",    # vocab train
-    "bertkit.cli.finetune_commands", # finetune, evaluate, predict
+    "bertkit.cli.finetune_commands", # finetune, baseline, evaluate, predict
     "bertkit.cli.serve_commands",    # serve
     "bertkit.cli.search_commands",   # index build|add|update|delete|info, search
     "bertkit.cli.pretrain_commands", # pretrain, evaluate-mlm

@@ -1,4 +1,4 @@
-"""`bertkit finetune`, `bertkit evaluate`, `bertkit predict`: thin shells over bertkit.finetune.
+"""`bertkit finetune`, `bertkit baseline`, `bertkit evaluate`, `bertkit predict`: thin shells over bertkit.finetune.
 
 finetune settings come from FinetuneConfig defaults, then `--config FILE.toml`, then the flags below, then
 `--key=value` / `--options.key=value` overrides for everything else (e.g. --options.doc_stride=64).
@@ -21,7 +21,7 @@ _FLAGS = {"task": str, "model": str, "train": str, "dev": str, "output": str, "e
           "batch_size": int, "max_length": int, "seed": int, "warmup_ratio": float, "eval_every": int,
           "early_stopping_patience": int, "layerwise_lr_decay": float, "schedule": str, "metric": str,
           "encoding": str, "device": str, "max_train_examples": int, "max_dev_examples": int,
-          "aux_mlm_weight": float}
+          "aux_mlm_weight": float, "method": str}
 
 
 def register(subparsers) -> None:
@@ -60,6 +60,12 @@ def register(subparsers) -> None:
     p.add_argument("--device", help="cpu, cuda or auto")
     p.add_argument("--resume", action="store_true", default=None,
                    help="continue the interrupted run in --output from its last evaluation")
+    p.add_argument("--method", choices=("finetune", "linear-probe", "hybrid"),
+                   help="linear-probe: logistic regression on the frozen model's vectors (minutes on a CPU); "
+                        "hybrid: that stacked with the TF-IDF baseline; default: fine-tune the whole model")
+    p.add_argument("--no-baseline", action="store_true", default=None,
+                   help="skip the TF-IDF baseline that is otherwise fitted on the same split and reported beside "
+                        "the result (classification, pairs, regression)")
     prompt = p.add_argument_group("prompt-based classification (PET / P-tuning; --task classification, a model "
                                   "with an MLM head; --epochs 0 = zero-shot: evaluate on --dev and save)")
     prompt.add_argument("--template", help='cloze pattern with {text} and [MASK] once each, e.g. "{text} It was '
@@ -71,6 +77,23 @@ def register(subparsers) -> None:
     prompt.add_argument("--freeze-encoder", action="store_true", default=None,
                         help="with --ptuning: train only the prompt vectors")
     p.set_defaults(func=run_finetune_command, accepts_overrides=True)
+
+    p = subparsers.add_parser("baseline", help="TF-IDF + a linear model: the baseline to beat (seconds, no GPU)",
+                              description="Fit TF-IDF word 1-2-grams + character 2-5-grams (Chinese: characters "
+                                          "1-3 + jieba words) with logistic regression (ridge for regression), the "
+                                          "regularization chosen on --dev; writes a model folder that evaluate, "
+                                          "predict and serve read. Needs scikit-learn.")
+    p.add_argument("--task", choices=("classification", "pair-classification", "regression"),
+                   default="classification")
+    p.add_argument("--train", required=True, help=".jsonl/.tsv/.csv (.gz allowed)")
+    p.add_argument("--dev", required=True, help="picks the regularization")
+    p.add_argument("--test", help="evaluated once at the end (metrics.json)")
+    p.add_argument("--output", required=True, help="model folder to write")
+    p.add_argument("--min-df", type=int, help="drop terms found in fewer training texts (default 2)")
+    p.add_argument("--encoding", default="utf-8")
+    p.add_argument("--skip-bad-rows", action="store_true",
+                   help="write bad rows to OUTPUT.rejects.jsonl and go on instead of stopping")
+    p.set_defaults(func=run_baseline_command)
 
     p = subparsers.add_parser("evaluate", help="score a fine-tuned model on a labeled file (JSON metrics)")
     p.add_argument("--model", required=True)
@@ -104,6 +127,8 @@ def _given_flags(args: argparse.Namespace) -> dict:
     for flag in ("template", "verbalizer"):
         if getattr(args, flag) is not None:
             given[flag] = getattr(args, flag)
+    if args.no_baseline:
+        given["baseline"] = False
     return given
 
 
@@ -145,6 +170,21 @@ def run_finetune_command(args: argparse.Namespace) -> int:
     result = run(config)
     print(json.dumps({"output": str(result.output), "dev": result.metrics, "epochs": result.epochs,
                       "steps": result.steps, "train_seconds": round(result.train_seconds, 1)}, indent=2))
+    return 0
+
+
+def run_baseline_command(args: argparse.Namespace) -> int:
+    from bertkit.finetune.linear import BaselineConfig, run_baseline
+    from bertkit.finetune.linear.training import TfidfOptions
+
+    if args.min_df is not None and args.min_df < 1:
+        raise BertkitError(f"--min-df must be >= 1, got {args.min_df}")
+    tfidf = TfidfOptions(min_df=args.min_df) if args.min_df is not None else TfidfOptions()
+    result = run_baseline(BaselineConfig(task=args.task, train=args.train, dev=args.dev, test=args.test,
+                                         output=args.output, tfidf=tfidf, encoding=args.encoding,
+                                         skip_bad_rows=args.skip_bad_rows))
+    print(json.dumps({"output": str(result.output), "dev": result.dev, "test": result.test,
+                      "features": result.features, "seconds": round(result.seconds, 1)}, indent=2))
     return 0
 
 

@@ -33,9 +33,12 @@ from bertkit.errors import BertkitError
 from bertkit.finetune.aux_mlm import (AuxMlmModel, BatchMasker, MaskedCopy, add_aux_mlm_loss, mlm_head_for_aux_loss,
                                       task_model)
 from bertkit.finetune.batching import BucketedBatches, collate
+from bertkit.finetune.linear.beside import best_dev_predictions, report_beside, splits_of
+from bertkit.finetune.linear.methods import LinearJob, run_linear_job
+from bertkit.finetune.linear.model import LINEAR_TASKS
 from bertkit.finetune.model import FinetuneModel, check_saved_task, hf_config_extra, model_from_checkpoint, model_meta
 from bertkit.finetune.saved_score import METRICS_FILE, dev_fingerprint, read_saved_metrics, saved_score
-from bertkit.finetune.tasks import TaskOptions, build_task, label_names_from, read_examples
+from bertkit.finetune.tasks import TaskOptions, build_task, check_training_labels, label_names_from, read_examples
 from bertkit.runtime import seed_everything
 from bertkit.train import TrainConfig, train
 from bertkit.train.loop import say
@@ -78,6 +81,9 @@ class FinetuneConfig:
     progress_bar: bool = True
     aux_mlm_weight: float = 0.0           # SiATL's gamma: + gamma x MLM loss on a masked copy of each batch; 0 = off
     aux_mlm_decay: float = 1.0            # gamma x decay ** epoch (SiATL lowers gamma over training); 1 = constant
+    # linear-probe / hybrid: a linear model over the frozen model's vectors (and TF-IDF), minutes on a CPU
+    method: Literal["finetune", "linear-probe", "hybrid"] = "finetune"
+    baseline: bool = True                 # fit the TF-IDF baseline on the same split, report it beside the result
     options: TaskOptions = field(default_factory=TaskOptions)
 
 
@@ -97,6 +103,8 @@ def run_finetune(config: FinetuneConfig) -> FinetuneResult:
     for name in ("model", "train", "output"):
         if not getattr(config, name):
             raise BertkitError(f"finetune needs --{name}")
+    if config.method != "finetune":
+        return _linear_method(config)
     options = dataclasses.replace(config.options, max_length=config.max_length)
     seed_everything(config.seed)
     checkpoint = load_checkpoint(config.model)
@@ -115,6 +123,7 @@ def run_finetune(config: FinetuneConfig) -> FinetuneResult:
     read = ReadOptions(config.encoding, config.skip_bad_rows, Path(config.output + ".rejects.jsonl")
                        if config.skip_bad_rows else None)
     train_examples = read_examples(config.task, config.train, None, True, read)[:config.max_train_examples]
+    check_training_labels(config.task, config.train, train_examples)
     label_names = label_names_from(config.task, train_examples)
     dev_examples = None
     if config.dev:
@@ -213,7 +222,25 @@ def run_finetune(config: FinetuneConfig) -> FinetuneResult:
         metrics = earlier.get("dev", {})
         record = {**earlier, "last_run_not_saved": record}
     _write_json(output / METRICS_FILE, record)
+    if config.baseline and config.task in LINEAR_TASKS and evaluate is not None and not kept:
+        predicted = None if config.task == "regression" else best_dev_predictions(
+            output, config.task, label_names, dev_features, checkpoint.tokenizer.pad_id, config.eval_batch_size)
+        report_beside(output, "fine-tuned", splits_of(config.task, train_examples, dev_examples, label_names),
+                      metrics, predicted, config.seed)
     return FinetuneResult(output, metrics, result.elapsed_s, result.epochs, result.steps, result.stop_reason, kept)
+
+
+def _linear_method(config: FinetuneConfig) -> FinetuneResult:
+    """--method linear-probe | hybrid (bertkit.finetune.linear.methods), then the baseline beside it."""
+    read = ReadOptions(config.encoding, config.skip_bad_rows, Path(config.output + ".rejects.jsonl")
+                       if config.skip_bad_rows else None)
+    job = LinearJob(config.method, config.task, config.model, config.train, config.dev, config.output, read,
+                    config.max_train_examples, config.max_dev_examples, config.seed)
+    result = run_linear_job(job)
+    if config.baseline:
+        report_beside(result.output, config.method, result.splits, result.dev, result.predicted_dev, config.seed,
+                      result.tfidf)
+    return FinetuneResult(result.output, result.dev, result.seconds, 0, 0, config.method)
 
 
 def _gradual_unfreezing(model: FinetuneModel, epoch: int) -> None:

@@ -2,7 +2,8 @@
 
 The task, label names and encoding options come from the folder's bertkit.json, so predictions use the
 exact pipeline the model was trained with. Folders of the bertkit.generate jobs (prompt-based classification,
-UniLM seq2seq) are handed to those jobs' loaders, which rebuild the model from the saved folder.
+UniLM seq2seq) are handed to those jobs' loaders, which rebuild the model from the saved folder; linear
+models' folders (TF-IDF baseline, linear probe, hybrid) to bertkit.finetune.linear's predictor.
 """
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from bertkit.data.readers import ReadOptions
 from bertkit.data.squad import QAExample
 from bertkit.errors import BertkitError, CheckpointError
 from bertkit.finetune.classification import examples_from_inputs
+from bertkit.finetune.linear.predictor import LinearPredictor, linear_predictor_of
 from bertkit.finetune.model import TASKS, FinetuneModel, model_from_checkpoint
 from bertkit.finetune.ner import split_words
 from bertkit.finetune.tasks import TaskOptions, build_task, read_examples
@@ -81,6 +83,9 @@ def predict(model: Any, inputs: Sequence[Union[str, tuple, dict]], batch_size: i
     QA: (question, context) pairs or {"question", "context"} dicts -> answer spans with character offsets."""
     if isinstance(inputs, (str, tuple, dict)):
         raise TypeError("predict takes a list of inputs; wrap a single one in a list")
+    linear = linear_predictor_of(model)
+    if linear is not None:
+        return linear.predict(inputs, batch_size)
     generate_job = _generate_job_folder(_checkpoint_of(model))
     if generate_job is not None:
         return _predict_generate_job(*generate_job, _device_of(_checkpoint_of(model)), inputs, batch_size)
@@ -136,6 +141,12 @@ def _qa_input(item, index: int) -> QAExample:
 
 def evaluate_file(model: Any, data: str | Path, encoding: str = "utf-8", batch_size: int = 64,
                   task: Optional[str] = None) -> dict:
+    linear = linear_predictor_of(model)
+    if linear is not None:
+        _check_linear_task(task, linear)
+        known = LabelMap(tuple(linear.label_names)) if linear.task != "regression" else None
+        return linear.evaluate_examples(read_examples(linear.task, data, known, True, ReadOptions(encoding)),
+                                        batch_size)
     generate_job = _generate_job_folder(_checkpoint_of(model))
     if generate_job is not None:
         _check_task(task, generate_job)
@@ -153,6 +164,11 @@ def evaluate_file(model: Any, data: str | Path, encoding: str = "utf-8", batch_s
 def predict_file(model: Any, input_path: str | Path, output_path: str | Path, encoding: str = "utf-8",
                  batch_size: int = 64, task: Optional[str] = None) -> int:
     """Write one JSON line per input row (the row's own fields plus the prediction); returns the count."""
+    linear = linear_predictor_of(model)
+    if linear is not None:
+        _check_linear_task(task, linear)
+        examples = read_examples(linear.task, input_path, None, False, ReadOptions(encoding))
+        return _write_predictions(output_path, examples, linear.predict_examples(examples, batch_size))
     generate_job = _generate_job_folder(_checkpoint_of(model))
     if generate_job is not None:
         _check_task(task, generate_job)
@@ -164,12 +180,21 @@ def predict_file(model: Any, input_path: str | Path, output_path: str | Path, en
     net, task_object = finetuned_model(model, task)
     examples = read_examples(net.task, input_path, None, False, ReadOptions(encoding))
     predictions = task_object.predict(net, task_object.encode(examples), examples, batch_size)
+    return _write_predictions(output_path, examples, predictions)
+
+
+def _write_predictions(output_path: str | Path, examples: Sequence, predictions: Sequence[dict]) -> int:
     output_path = Path(output_path)
     output_path.parent.mkdir(parents=True, exist_ok=True)
     with open(output_path, "w", encoding="utf-8") as out:
         for example, prediction in zip(examples, predictions):
             out.write(json.dumps({**_input_fields(example), **prediction}, ensure_ascii=False) + "\n")
     return len(predictions)
+
+
+def _check_linear_task(task: Optional[str], linear: LinearPredictor) -> None:
+    if task is not None and task != linear.task:
+        raise CheckpointError(f"{linear.path} was trained for {linear.task!r}, not {task!r}")
 
 
 def _check_task(task: Optional[str], generate_job: tuple[str, Path]) -> None:

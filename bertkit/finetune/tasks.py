@@ -18,7 +18,7 @@ from bertkit.finetune.classification import SequenceTask, label_kind_for
 from bertkit.finetune.model import TASKS
 from bertkit.finetune.ner import NERTask
 from bertkit.finetune.qa import QATask
-from bertkit.errors import BertkitError
+from bertkit.errors import BertkitError, InputFileError
 
 
 @dataclass(frozen=True)
@@ -53,6 +53,21 @@ def read_examples(task: str, path: str | Path, labels: Optional[LabelMap], requi
         raise BertkitError(f"{path}:{missing}: pair-classification needs a text_pair in every row "
                            "(JSONL text_pair, or a third TSV column / a text_pair header column)")
     return examples
+
+
+def check_training_labels(task: str, path: str | Path, examples: Sequence) -> None:
+    """A training file whose rows all carry one label (one value, for regression) gives nothing to learn:
+    stop before training, naming the file and the lines."""
+    if task not in ("classification", "pair-classification", "regression") or not examples:
+        return
+    values = {ex.label for ex in examples}
+    if len(values) > 1:
+        return
+    lines = f"lines {examples[0].line}-{examples[-1].line}" if len(examples) > 1 else f"line {examples[0].line}"
+    what = "value" if task == "regression" else "label"
+    need = "regression needs varying values" if task == "regression" else f"{task} needs at least 2 classes"
+    raise InputFileError(path, f"all {len(examples)} rows ({lines}) have the {what} {next(iter(values))!r}; "
+                               f"{need} in the training file")
 
 
 def label_names_from(task: str, examples: Sequence) -> Optional[list[str]]:

@@ -1,0 +1,67 @@
+"""A linear model: one or more parts (features -> linear layer) and, for the hybrid, a stacker over them.
+
+- tfidf: one part, TF-IDF features -> logistic (ridge) regression;
+- linear-probe: one part, the frozen model's vectors -> logistic (ridge) regression;
+- hybrid: both parts, and a stacker: one more logistic (ridge) regression over the parts' log-probabilities
+  (values), fitted on out-of-fold predictions for the training rows (see hybrid.py).
+Vectors are computed by the caller (they need the encoder) and passed in; everything here is numpy.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional, Sequence
+
+import numpy as np
+
+from bertkit.data.readers import TextExample
+from bertkit.finetune.linear.features import FeatureSpec, VectorBlock
+from bertkit.finetune.linear.layer import LinearLayer
+
+LINEAR_TASKS = ("classification", "pair-classification", "regression")
+PROBABILITY_FLOOR = 1e-12          # log(p) of a part's probabilities, so a stacker never sees -inf
+
+
+@dataclass
+class LinearPart:
+    features: FeatureSpec
+    layer: LinearLayer
+
+    def scores(self, examples: Sequence[TextExample], vectors: Optional[np.ndarray] = None) -> np.ndarray:
+        return self.layer.scores(self.features.blocks(examples, vectors))
+
+
+@dataclass
+class LinearModel:
+    method: str                        # tfidf | linear-probe | hybrid
+    task: str                          # classification | pair-classification | regression
+    label_names: list[str]
+    pairs: bool
+    parts: list[LinearPart]
+    stack: Optional[LinearLayer] = None
+
+    @property
+    def vector_block(self) -> Optional[VectorBlock]:
+        """How the frozen model's vectors are encoded, when a part reads them (None for TF-IDF only)."""
+        return next((p.features.vectors for p in self.parts if p.features.vectors is not None), None)
+
+    def scores(self, examples: Sequence[TextExample], vectors: Optional[np.ndarray] = None) -> np.ndarray:
+        """(N, K) probabilities, or (N, 1) values for regression."""
+        outputs = [part.scores(examples, vectors) for part in self.parts]
+        if self.stack is None:
+            return outputs[0]
+        return self.stack.scores([stack_inputs(outputs, self.parts[0].layer.output)])
+
+    def describe(self, scores: np.ndarray) -> list[dict]:
+        """One prediction dict per row, as the fine-tuned models' predict gives them."""
+        if self.task == "regression":
+            return [{"score": float(row[0])} for row in scores]
+        names = self.label_names
+        return [{"label": names[int(row.argmax())], "score": float(row.max()),
+                 "scores": {n: float(p) for n, p in zip(names, row)}} for row in scores]
+
+
+def stack_inputs(outputs: Sequence[np.ndarray], output: str) -> np.ndarray:
+    """The stacker's features: the parts' log-probabilities (classification) or values (regression)."""
+    if output == "softmax":
+        return np.hstack([np.log(np.maximum(o, PROBABILITY_FLOOR)) for o in outputs])
+    return np.hstack(list(outputs))
