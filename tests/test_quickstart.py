@@ -7,6 +7,7 @@ import pytest
 
 from bertkit.cli import main
 from bertkit.errors import BertkitError
+from bertkit.finetune import evaluate_file
 from bertkit.quickstart import quick_plan, run_quickstart, with_minutes
 from bertkit.quickstart.plan import default_plan
 from bertkit.quickstart.report import FinetuneRow, clock, format_table
@@ -42,20 +43,27 @@ def test_quick_run_end_to_end(tmp_path, tiny_plan):
     result = run_quickstart(tmp_path / "run", tiny_plan, data_folder=folder, echo=lines.append)
     out = tmp_path / "run"
     names = [row.name for row in result.rows]
-    assert names[0] == "random init" and names[1].startswith("pre-trained here (") and names[2] == "tiny"
-    for row in result.rows:
+    assert names[0] == "TF-IDF baseline" and names[1] == "random init" and names[2].startswith("pre-trained here (")
+    assert names[3] == "tiny"
+    for row in result.rows[1:]:
         assert 0.0 <= row.test["accuracy"] <= 1.0 and row.steps > 0
         assert (row.folder / "config.json").is_file() and (row.folder / "metrics.json").is_file()
-    assert result.rows[2].train_examples == 16 and result.rows[2].max_length == 32   # the reference's subset
+    assert result.rows[3].train_examples == 16 and result.rows[3].max_length == 32   # the reference's subset
+    # the baseline row: the planted topic words make TF-IDF exact on the 6 test articles, and its folder scores
+    # the same through `bertkit evaluate`'s code
+    baseline = result.rows[0]
+    assert baseline.test["accuracy"] == 1.0 and baseline.max_length is None and baseline.epochs is None
+    assert evaluate_file(baseline.folder, out / "data" / "test.jsonl") == baseline.test
     printed = "\n".join(lines)
-    for stage in range(1, 7):
-        assert f"[{stage}/6]" in printed
+    for stage in range(1, 8):
+        assert f"[{stage}/7]" in printed
     assert "about" in printed and result.table in printed
     assert "test split: 6 articles, 3 topics" in result.table
     record = json.loads((out / "results.json").read_text(encoding="utf-8"))
     assert record["data"]["train"] == 21 and record["pretraining"]["steps"] == 4
-    assert set(record["stage_seconds"]) == {"data", "vocabulary", "pretraining", "finetune_scratch",
+    assert set(record["stage_seconds"]) == {"data", "baseline", "vocabulary", "pretraining", "finetune_scratch",
                                             "finetune_pretrained", "finetune_minilm"}
+    assert table_row(result.table, "TF-IDF baseline")[1:4] == ["all", "21", "-"]
     assert (out / "table.txt").read_text(encoding="utf-8").strip() == result.table
     assert (out / "pretrain" / "log.jsonl").is_file() and (out / "vocab" / "vocab.txt").is_file()
     if result.loss_curve is not None:
@@ -65,6 +73,11 @@ def test_quick_run_end_to_end(tmp_path, tiny_plan):
     run_quickstart(out, tiny_plan, data_folder=folder, echo=lines.append)
     steps = [json.loads(line)["step"] for line in (out / "pretrain" / "log.jsonl").open(encoding="utf-8")]
     assert steps.count(1) == 1
+
+
+def table_row(table: str, name: str) -> list[str]:
+    line = next(line for line in table.splitlines() if line.startswith(name))
+    return [name] + line[len(name):].split()
 
 
 def test_output_folder_must_be_new_or_a_quickstart_run(tmp_path, tiny_plan):

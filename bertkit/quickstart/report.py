@@ -9,9 +9,9 @@ from typing import NamedTuple, Optional, Sequence
 class FinetuneRow(NamedTuple):
     name: str                    # what the model started from
     folder: Path                 # the fine-tuned model folder
-    max_length: int
+    max_length: Optional[int]    # None: all of each text (the TF-IDF baseline)
     train_examples: int
-    epochs: int
+    epochs: Optional[int]        # None: not trained in epochs (the TF-IDF baseline)
     steps: int
     train_seconds: float         # optimizer steps only, as the training loop counts them
     wall_seconds: float          # the whole stage: reading, tokenizing, training, dev and test evaluation
@@ -27,7 +27,8 @@ def clock(seconds: float) -> str:
 
 def format_table(rows: Sequence[FinetuneRow], test_size: int, num_labels: int) -> str:
     header = ("start from", "tokens", "train texts", "epochs", "train time", "test accuracy", "macro-F1")
-    body = [(r.name, str(r.max_length), f"{r.train_examples:,}", str(r.epochs), clock(r.train_seconds),
+    body = [(r.name, "all" if r.max_length is None else str(r.max_length), f"{r.train_examples:,}",
+             "-" if r.epochs is None else str(r.epochs), clock(r.train_seconds),
              f"{r.test['accuracy']:.3f}", f"{r.test['macro_f1']:.3f}") for r in rows]
     widths = [max(len(row[i]) for row in (header, *body)) for i in range(len(header))]
 

@@ -93,6 +93,7 @@ def create_app(service: EmbeddingService) -> FastAPI:
     @app.post("/encode", response_model=schemas.EncodeResponse, responses=ERRORS,
               summary="Embed texts (bert-as-service compatible)")
     async def encode(body: schemas.EncodeRequest):
+        service.require_encoder()
         service.check_count(len(body.texts))
         if body.is_tokenized:
             strings = [i for i, t in enumerate(body.texts) if isinstance(t, str)]
@@ -114,6 +115,7 @@ def create_app(service: EmbeddingService) -> FastAPI:
     @app.post("/v1/embeddings", response_model=schemas.EmbeddingsResponse, responses=ERRORS,
               summary="Embed texts (OpenAI-compatible)")
     async def embeddings(body: schemas.EmbeddingsRequest):
+        service.require_encoder()
         items = [body.input] if isinstance(body.input, str) else list(body.input)
         if items and all(isinstance(i, int) for i in items):
             items = [items]       # one token-id list
@@ -136,6 +138,7 @@ def create_app(service: EmbeddingService) -> FastAPI:
     @app.post("/tokenize", response_model=schemas.TokenizeResponse, responses=ERRORS,
               summary="Show the tokens the model sees")
     async def tokenize(body: schemas.TokenizeRequest):
+        service.require_encoder()
         service.check_count(len(body.texts))
         rows = await asyncio.to_thread(tokenize_texts, runner.tokenizer, body.texts)
         to_token = runner.tokenizer.id_to_token
@@ -153,7 +156,7 @@ def create_app(service: EmbeddingService) -> FastAPI:
               summary="Labels, values, entities or answers from the model's fine-tuned head")
     async def predict(body: schemas.PredictRequest):
         predictions, truncated = await service.predict(body.texts, body.truncate)
-        return json_response({"task": runner.task, "predictions": predictions, "truncated": truncated})
+        return json_response({"task": service.task, "predictions": predictions, "truncated": truncated})
 
     @app.post("/search", response_model=schemas.SearchResponse,
               responses={**ERRORS, 404: {"model": schemas.ErrorResponse, "description": "no index loaded"}},

@@ -41,22 +41,31 @@ def _too_long(index: int, length: int, max_length: int, field: str) -> str:
             f"(special tokens included); shorten it or send \"truncate\": true")
 
 
-def prepare_texts(tokenizer, texts: Sequence[str], max_length: int, truncate: bool,
-                  field: str = "texts", allow_pairs: bool = True) -> PreparedTexts:
+def split_pairs(texts: Sequence[str], field: str = "texts", allow_pairs: bool = True) -> list[str | tuple[str, str]]:
+    """Each text as it is, or "a ||| b" as the pair (a, b) with both sides stripped; InputRejected names the
+    empty or whitespace-only ones (and pairs with an empty side)."""
     errors: list[str] = []
-    singles: list[tuple[int, str]] = []
-    pairs: list[tuple[int, str, str]] = []
+    items: list[str | tuple[str, str]] = []
     for index, text in enumerate(texts):
         if allow_pairs and PAIR_SEPARATOR in text:
             first, second = (part.strip() for part in text.split(PAIR_SEPARATOR, 1))
             if not first or not second:
                 errors.append(f"{field}[{index}] is a pair with an empty side; write \"first ||| second\"")
-            pairs.append((index, first, second))
+            items.append((first, second))
         elif not text.strip():
             errors.append(f"{field}[{index}] is empty or whitespace-only; remove it or send some text")
         else:
-            singles.append((index, text))
+            items.append(text)
     _raise_if(errors)
+    return items
+
+
+def prepare_texts(tokenizer, texts: Sequence[str], max_length: int, truncate: bool,
+                  field: str = "texts", allow_pairs: bool = True) -> PreparedTexts:
+    errors: list[str] = []
+    items = split_pairs(texts, field, allow_pairs)
+    singles = [(index, item) for index, item in enumerate(items) if isinstance(item, str)]
+    pairs = [(index, *item) for index, item in enumerate(items) if not isinstance(item, str)]
 
     sequences: list[TokenSequence | None] = [None] * len(texts)
     truncated: list[int] = []

@@ -6,7 +6,9 @@ from pathlib import Path
 from typing import Any
 
 from bertkit.errors import BertkitError
+from bertkit.finetune.linear import LinearPredictor, linear_predictor_of
 from bertkit.serve.config import ServeConfig
+from bertkit.serve.linear import LinearService, TfidfService
 from bertkit.serve.runner import ModelRunner
 from bertkit.serve.search import SearchIndex
 from bertkit.serve.service import EmbeddingService
@@ -22,12 +24,18 @@ def build_service(config: ServeConfig, model: Any = None) -> EmbeddingService:
             raise BertkitError("serve: pass --model DIR (a model folder bertkit.load reads)")
         import bertkit
         model = bertkit.load(config.model)
+    name = Path(config.model).name if config.model else "bertkit"
+    linear = linear_predictor_of(model)
+    if isinstance(model, LinearPredictor):          # TF-IDF: no encoder, so no vectors and no index
+        if config.index:
+            raise BertkitError(f"{config.model}: {model.refusal()}; it cannot serve --index")
+        return TfidfService(config, model, name)
     if getattr(model, "tokenizer", None) is None:
         raise BertkitError(f"{config.model}: the model folder has no tokenizer (vocab.txt or tokenizer.json); "
                            "the server needs one to read text")
     runner = ModelRunner(model)
-    name = Path(config.model).name if config.model else "bertkit"
-    service = EmbeddingService(config, runner, None, model_name=name)
+    service = (LinearService(config, runner, linear, name) if linear is not None
+               else EmbeddingService(config, runner, None, model_name=name))
     if config.index:
         try:
             # The pooling rule of bertkit.search's ModelTextEncoder, so queries match the documents.
@@ -48,8 +56,10 @@ def serve(config: ServeConfig, model: Any = None, log_level: str = "info") -> No
 
     service = build_service(config, model)
     test = service.self_test
-    print(f"bertkit serve: self-test passed ({test['dimension']} dimensions, norm {test['norm']:.3f}); "
-          f"http://{config.host}:{config.port}/ (API: /docs)", file=sys.stderr)
+    passed = (f"{test['dimension']} dimensions, norm {test['norm']:.3f}" if "dimension" in test
+              else f"predicted {test['prediction']}")
+    print(f"bertkit serve: self-test passed ({passed}); http://{config.host}:{config.port}/ (API: /docs)",
+          file=sys.stderr)
     if service.index is not None and service.index.warning:
         print(f"bertkit serve: warning: {service.index.warning}", file=sys.stderr)
     if config.host not in ("127.0.0.1", "localhost", "::1") and not config.api_key:

@@ -76,6 +76,13 @@ class EmbeddingService:
     def can_predict(self) -> bool:
         return self.runner.head is not None or self.qa_task is not None
 
+    @property
+    def task(self) -> Optional[str]:
+        return self.runner.task
+
+    def require_encoder(self) -> None:
+        """Raise ServiceError when the model has no encoder (a TF-IDF folder: linear.py); here it always has."""
+
     def close(self) -> None:
         self.batcher.close()
         if self.index is not None:

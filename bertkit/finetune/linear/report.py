@@ -80,5 +80,10 @@ def collapse_note(predicted: Sequence[int], gold: Sequence[int], label_names: Se
     if predicted_share < COLLAPSE_SHARE or gold_share > SPREAD_SHARE:
         return None
     names = ", ".join(label_names[i] if i < len(label_names) else str(i) for i, _ in predicted_top)
-    return (f"{predicted_share:.0%} of them fall in {top} class{'es' * (top > 1)} ({names}), where the top {top} "
-            f"gold class{'es' * (top > 1)} hold {gold_share:.0%}")
+    used = len(predicted_top)
+    return (f"{predicted_share:.0%} of them fall in {_classes(used)} ({names}), where the {_classes(top, 'top ')} "
+            f"of the gold labels hold {gold_share:.0%}")
+
+
+def _classes(count: int, prefix: str = "") -> str:
+    return f"{prefix}{count} class" if count == 1 else f"{prefix}{count} classes"
