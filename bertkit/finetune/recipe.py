@@ -37,11 +37,11 @@ import numpy as np
 
 REFERENCE_HIDDEN, REFERENCE_LR = 384, 1e-4      # MiniLM-L6: 1e-4 measured best on the proxy
 LR_EXPONENT = 1.5
-LR_RANGE = (1e-5, 1e-3)
+LR_RANGE = (1e-5, 5e-3)
 HEAD_LR_FACTOR = 20.0
 HEAD_LR_MAX = 5e-3                              # but never above (a linear head on AdamW diverges well before 1e-1)
 TARGET_STEPS = 1000
-MIN_EPOCHS, MAX_EPOCHS = 2, 10
+MIN_EPOCHS, MAX_EPOCHS = 2, 20
 SMALL_SET, SMALL_BATCH, BATCH = 2000, 16, 32    # fewer rows than SMALL_SET: batch 16 (more updates per epoch)
 TIME_CAP = "30m"                                # a run whose epochs the recipe chose stops by then (see below)
 EVAL_INTERVAL_STEPS = 500

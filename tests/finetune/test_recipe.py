@@ -26,12 +26,13 @@ def test_lr_follows_the_model_width():
     assert default_lr(768) == pytest.approx(3.5e-5)     # BERT-base: inside the paper's 2e-5..5e-5
     assert default_lr(1024) == pytest.approx(2.3e-5)    # BERT-large
     assert default_lr(128) == pytest.approx(5.2e-4)     # tiny BERTs want ~1e-4..1e-3
-    assert default_lr(32) == pytest.approx(1e-3)        # clipped
+    assert default_lr(32) == pytest.approx(4.2e-3)      # toy widths (tests)
+    assert default_lr(16) == pytest.approx(5e-3)        # clipped
 
 
 @pytest.mark.parametrize("rows, batch, epochs, eval_every", [
-    (32, 16, 10, 0),          # few-shot: the most epochs
-    (1467, 16, 10, 0),        # BBC: 92 steps an epoch
+    (32, 16, 20, 0),          # few-shot: the most epochs
+    (1467, 16, 11, 0),        # BBC: 92 steps an epoch
     (6000, 32, 6, 0),         # the proxy / held-out size: 188 steps an epoch
     (13889, 32, 3, 0),        # chnsenticorp_like: 435 steps an epoch
     (35635, 32, 2, 372),      # People's Daily size: 1,114 steps an epoch, evaluated 3 times an epoch
@@ -45,6 +46,7 @@ def test_epochs_batch_and_evaluation_follow_the_data_size(rows, batch, epochs, e
 def test_new_head_trains_faster_than_the_encoder_and_a_saved_head_does_not():
     assert choose_recipe(classification(6000), MINILM).head_lr == pytest.approx(2e-3)
     assert choose_recipe(classification(6000), TINY).head_lr == pytest.approx(5e-3)   # capped, still > lr
+    assert choose_recipe(classification(6000), ModelProfile(16, 2, 64, False)).head_lr == pytest.approx(5e-3)
     saved = ModelProfile(384, 6, 512, True, new_head=False)
     assert choose_recipe(classification(6000), saved).head_lr is None
 
@@ -102,5 +104,17 @@ def test_describe_names_the_choices_and_the_data():
     data = classification(6000, counts=(100, 1), length=12, long_tail=5)
     text = describe(choose_recipe(data, MINILM), data)
     assert text.count("\n") == 1
-    assert "6 epochs, lr 0.0001, head lr 0.002, batch 32" in text and "class-weighted" in text
+    assert "6 epochs (at most 30m), lr 0.0001, head lr 0.002, batch 32" in text and "class-weighted" in text
     assert "5 rows longer than max_length" in text and "2 labels, 5941..59 rows each" in text
+
+
+def test_time_cap_only_when_the_recipe_chose_the_epochs():
+    assert choose_recipe(classification(6000), MINILM).time_budget == "30m"
+    assert choose_recipe(classification(6000), MINILM, Requested(epochs=3)).time_budget is None
+    assert choose_recipe(classification(6000), MINILM, Requested(time_budget="off")).time_budget is None
+    assert choose_recipe(classification(6000), MINILM, Requested(time_budget="5m")).time_budget == "5m"
+
+
+def test_early_stopping_waits_for_half_the_run_unless_the_user_set_it():
+    assert choose_recipe(classification(6000), MINILM).early_stopping_start == 0.5
+    assert choose_recipe(classification(6000), MINILM, Requested(early_stopping_patience=3)).early_stopping_start == 0
