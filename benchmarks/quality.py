@@ -117,7 +117,8 @@ def _class_metrics(gold, predicted) -> dict:
 def sklearn_baseline(splits: datasets.Splits) -> dict:
     from sklearn.svm import LinearSVC
     vectorizer = _tfidf(splits.name in CHINESE)
-    x = [vectorizer.fit_transform(_texts(splits.train))] + [vectorizer.transform(_texts(p)) for p in (splits.dev, splits.test)]
+    x = [vectorizer.fit_transform(_texts(splits.train))]
+    x += [vectorizer.transform(_texts(part)) for part in (splits.dev, splits.test)]
     y = [[r["label"] for r in part] for part in (splits.train, splits.dev, splits.test)]
     model = _pick_on_dev(lambda c: LinearSVC(C=c), x[0], y[0], x[1], y[1], (0.1, 0.3, 1.0, 3.0))
     return {"test": _class_metrics(y[2], model.predict(x[2]))}
@@ -261,7 +262,8 @@ def table(records: list[dict]) -> str:
             mark = " (sklearn)" if r["how"] == "sklearn" else ""
             cells.append(f"{r['main']:.3f} / {r['macro']:.3f}, {r['wall_s'] / 60:.1f} min{mark}")
         sizes = " / ".join(f"{n:,}" for n in row["sizes"])
-        lines.append(f"| {name} ({sizes}) | {metric.get(row['task'], 'accuracy / macro-F1')} | " + " | ".join(cells) + " |")
+        kind = metric.get(row["task"], "accuracy / macro-F1")
+        lines.append(f"| {name} ({sizes}) | {kind} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 

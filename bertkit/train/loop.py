@@ -181,8 +181,8 @@ def train(model: nn.Module, loss_fn: LossFn, batches: BatchSource, config: Train
             return None
         run["bad_evals"] += 1
         patience = config.early_stopping_patience
-        started = schedule.progress() >= config.early_stopping_start
-        return "early_stopping" if patience is not None and run["bad_evals"] >= patience and started else None
+        begun = schedule.progress() >= config.early_stopping_start
+        return "early_stopping" if patience is not None and run["bad_evals"] >= patience and begun else None
 
     while stop is None:
         if on_epoch_start is not None:
