@@ -26,6 +26,14 @@ def autocast(device: torch.device, enabled: bool = True, cpu: bool = False):
     return contextlib.nullcontext()
 
 
+def cpu_has_fast_bf16() -> bool:
+    """True on CPUs with AMX tiles or avx512_bf16, where a bf16 matmul beats fp32 (AMX: ~5x); elsewhere bf16
+    is emulated and slower, so "auto" precision stays fp32 there."""
+    cpu = getattr(torch, "cpu", None)
+    checks = [getattr(cpu, name, None) for name in ("_is_amx_tile_supported", "_is_avx512_bf16_supported")]
+    return any(check() for check in checks if check is not None)
+
+
 def seed_everything(seed: int) -> None:
     random.seed(seed)
     np.random.seed(seed % 2**32)

@@ -1,7 +1,10 @@
 """The fine-tuning job: read, encode, train on the shared loop, keep the best model, write the run record.
 
-Defaults are BERT's fine-tuning recipe (Devlin et al. 2019, appendix A.3): batch 32, lr in 2e-5..5e-5,
-3 epochs, 10% linear warm-up then linear decay, weight decay 0.01. ULMFiT options (Howard & Ruder 2018):
+Settings left unset (None, or "auto") come from the default recipe (recipe.py), chosen from the data and the
+model: epochs, lr and the new head's lr, warm-up, batch size, max_length, evaluation frequency, early
+stopping, class weights and precision. The choice is printed in two lines and written to run/recipe.json.
+Linear warm-up then linear decay and weight decay 0.01 are BERT's (Devlin et al. 2019, appendix A.3).
+Texts longer than max_length keep their head and tail (Sun et al. 2019). ULMFiT options (Howard & Ruder 2018):
 layer-wise lr decay, the slanted triangular schedule, gradual unfreezing. SiATL (Chronopoulou et al. 2019):
 an auxiliary MLM loss on the training texts, for folders with an MLM head (aux_mlm.py).
 
@@ -16,6 +19,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import platform
+import re
 import shutil
 import sys
 import time
@@ -37,9 +41,10 @@ from bertkit.finetune.linear.beside import best_dev_predictions, report_beside, 
 from bertkit.finetune.linear.methods import LinearJob, run_linear_job
 from bertkit.finetune.linear.model import LINEAR_TASKS
 from bertkit.finetune.model import FinetuneModel, check_saved_task, hf_config_extra, model_from_checkpoint, model_meta
+from bertkit.finetune.recipe import ModelProfile, Recipe, Requested, choose_recipe, describe, profile_data
 from bertkit.finetune.saved_score import METRICS_FILE, dev_fingerprint, read_saved_metrics, saved_score
 from bertkit.finetune.tasks import TaskOptions, build_task, check_training_labels, label_names_from, read_examples
-from bertkit.runtime import seed_everything
+from bertkit.runtime import cpu_has_fast_bf16, pick_device, seed_everything
 from bertkit.train import TrainConfig, train
 from bertkit.train.loop import say
 
@@ -53,20 +58,24 @@ class FinetuneConfig:
     train: str = ""
     dev: Optional[str] = None
     output: str = ""
-    epochs: int = 3
-    lr: float = 3e-5
-    batch_size: int = 32
+    # None / "auto": chosen by the default recipe (recipe.py) from the data and the model
+    epochs: Optional[int] = None
+    lr: Optional[float] = None
+    head_lr: Optional[float] = None       # lr of a newly initialized task head
+    batch_size: Optional[int] = None
     eval_batch_size: int = 64
-    max_length: int = 128                 # QA: 384 is BERT's SQuAD setting
+    max_length: Optional[int] = None      # QA: 384 is BERT's SQuAD setting
     seed: int = 42
-    warmup_ratio: float = 0.1
+    warmup_ratio: Optional[float] = None
     weight_decay: float = 0.01
     schedule: Literal["linear", "cosine", "constant", "slanted_triangular"] = "linear"
     clip_norm: Optional[float] = 1.0
     grad_accum: int = 1
-    eval_every: int = 0                   # steps; 0 = after every epoch
+    eval_every: Optional[int] = None      # steps; 0 = after every epoch
     metric: Optional[str] = None          # metric that picks the best model; None = the task's main one
-    early_stopping_patience: Optional[int] = None
+    early_stopping_patience: Optional[int] = None   # evaluations without improvement; 0 = never stop early
+    class_weights: Literal["auto", "none", "balanced", "sqrt"] = "auto"   # auto: sqrt-balanced when skewed
+    time_budget: Optional[str] = None     # wall-clock cap, e.g. "20m" ("off": none); None: 30m when epochs are unset
     layerwise_lr_decay: Optional[float] = None
     gradual_unfreezing: bool = False      # epoch k trains the head and the top k layers
     bucket_by_length: bool = True
@@ -76,7 +85,7 @@ class FinetuneConfig:
     skip_bad_rows: bool = False
     device: str = "auto"
     resume: bool = False                  # continue an interrupted run from output/run/checkpoint
-    # auto: bf16 autocast on CUDA, fp32 on CPU; bf16: also on CPU (fast on CPUs with AMX / avx512_bf16)
+    # auto: bf16 autocast on CUDA and on CPUs with AMX / avx512_bf16, fp32 on other CPUs
     precision: Literal["auto", "fp32", "bf16"] = "auto"
     progress_bar: bool = True
     aux_mlm_weight: float = 0.0           # SiATL's gamma: + gamma x MLM loss on a masked copy of each batch; 0 = off
@@ -105,7 +114,6 @@ def run_finetune(config: FinetuneConfig) -> FinetuneResult:
             raise BertkitError(f"finetune needs --{name}")
     if config.method != "finetune":
         return _linear_method(config)
-    options = dataclasses.replace(config.options, max_length=config.max_length)
     seed_everything(config.seed)
     checkpoint = load_checkpoint(config.model)
     check_saved_task(checkpoint, config.task)
@@ -117,7 +125,7 @@ def run_finetune(config: FinetuneConfig) -> FinetuneResult:
         mlm_head = mlm_head_for_aux_loss(checkpoint, config.model)   # before reading data: fail early
     if checkpoint.tokenizer is None:
         raise BertkitError(f"{config.model}: the model folder has no vocab.txt or tokenizer.json")
-    if config.max_length > checkpoint.config.max_length:
+    if config.max_length is not None and config.max_length > checkpoint.config.max_length:
         raise BertkitError(f"--max-length {config.max_length} > the {checkpoint.config.max_length} positions of "
                            f"{config.model}; lower it (long inputs are windowed for ner/qa, truncated otherwise)")
     read = ReadOptions(config.encoding, config.skip_bad_rows, Path(config.output + ".rejects.jsonl")
@@ -132,7 +140,10 @@ def run_finetune(config: FinetuneConfig) -> FinetuneResult:
         known = LabelMap(tuple(label_names)) if label_names is not None else None
         dev_examples = read_examples(config.task, config.dev, known, True, dev_read)[:config.max_dev_examples]
     model = model_from_checkpoint(checkpoint, config.task, label_names)
-    task = build_task(config.task, checkpoint.tokenizer, model.label_names, options, train_examples)
+    config, recipe = _apply_recipe(config, checkpoint, model, train_examples)
+    options = dataclasses.replace(config.options, max_length=config.max_length)
+    task = build_task(config.task, checkpoint.tokenizer, model.label_names, options, train_examples,
+                      recipe.class_weights)
     if config.task == "qa":
         options = dataclasses.replace(options, with_negative=task.with_negative)
     train_features = task.encode(train_examples)
@@ -183,24 +194,29 @@ def run_finetune(config: FinetuneConfig) -> FinetuneResult:
             evaluations.append(task.evaluate(net, dev_features, dev_examples, config.eval_batch_size))
             return evaluations[-1]
 
+    # With a time budget the run ends after `epochs` or at the budget, whichever comes first; the lr schedule
+    # follows whichever is further along (the loop's time-budget schedule).
+    max_steps = -(-config.epochs * len(batches) // config.grad_accum) if config.time_budget else None
     train_config = TrainConfig(
-        lr=config.lr, weight_decay=config.weight_decay, warmup_ratio=config.warmup_ratio,
-        schedule=config.schedule, epochs=config.epochs, grad_accum=config.grad_accum, clip_norm=config.clip_norm,
+        lr=config.lr, weight_decay=config.weight_decay, warmup_ratio=config.warmup_ratio, max_steps=max_steps,
+        time_budget=config.time_budget, schedule=config.schedule, epochs=config.epochs, grad_accum=config.grad_accum,
+        clip_norm=config.clip_norm,
         eval_every=config.eval_every, seed=config.seed, device=config.device, bf16=config.precision != "fp32",
-        cpu_bf16=config.precision == "bf16",
+        cpu_bf16=config.precision == "bf16", head_lr=config.head_lr,
         layerwise_lr_decay=config.layerwise_lr_decay, output_dir=str(run_dir), resume=config.resume,
         metric_for_best=metric if evaluate is not None else None, best_to_beat=to_beat,
-        checkpoint_on_eval=evaluate is not None,
-        early_stopping_patience=config.early_stopping_patience, progress_bar=config.progress_bar,
+        checkpoint_on_eval=evaluate is not None, early_stopping_patience=config.early_stopping_patience or None,
+        early_stopping_start=recipe.early_stopping_start, progress_bar=config.progress_bar,
         log_every=10)
     run_dir.mkdir(parents=True, exist_ok=True)
     save_config(config, run_dir)
+    _write_json(run_dir / "recipe.json", recipe.to_dict())
     _write_json(run_dir / "versions.json", package_versions())
     unfreeze = _gradual_unfreezing if config.gradual_unfreezing else None
     started = time.perf_counter()
     trained = AuxMlmModel(model, mlm_head) if mlm_head is not None else model
     result = train(trained, loss_fn, batches, train_config, evaluate=evaluate,
-                   on_best=save if evaluate is not None else None, on_epoch_start=unfreeze)
+                   on_best=save if evaluate is not None else None, on_epoch_start=unfreeze, is_head=_is_head)
     wall = time.perf_counter() - started
     for param in model.parameters():
         param.requires_grad_(True)
@@ -208,10 +224,14 @@ def run_finetune(config: FinetuneConfig) -> FinetuneResult:
         save(model, {})
     shutil.rmtree(run_dir / "checkpoint", ignore_errors=True)   # resume state; the best model is `output`
     metrics = result.best_eval or result.last_eval
+    epochs, stop_reason = result.epochs, result.stop_reason
+    if max_steps is not None:            # the epochs were counted in steps
+        epochs = result.steps * config.grad_accum // len(batches)
+        stop_reason = "epochs" if stop_reason == "max_steps" else stop_reason
     record = {"dev": metrics, "metric_for_best": metric, "dev_data": dev_data, "train_seconds": result.elapsed_s,
-              "wall_seconds": wall, "epochs": result.epochs, "steps": result.steps,
-              "stop_reason": result.stop_reason, "train_examples": len(train_examples),
-              "train_features": len(train_features)}
+              "wall_seconds": wall, "epochs": epochs, "steps": result.steps,
+              "stop_reason": stop_reason, "train_examples": len(train_examples),
+              "train_features": len(train_features), "recipe": recipe.to_dict()}
     kept = to_beat is not None and not result.best_eval   # nothing of this run beat the saved model
     if kept:
         best_of = min if "loss" in metric else max       # the loop's greater_is_better rule
@@ -227,7 +247,30 @@ def run_finetune(config: FinetuneConfig) -> FinetuneResult:
             output, config.task, label_names, dev_features, checkpoint.tokenizer.pad_id, config.eval_batch_size)
         report_beside(output, "fine-tuned", splits_of(config.task, train_examples, dev_examples, label_names),
                       metrics, predicted, config.seed)
-    return FinetuneResult(output, metrics, result.elapsed_s, result.epochs, result.steps, result.stop_reason, kept)
+    return FinetuneResult(output, metrics, result.elapsed_s, epochs, result.steps, stop_reason, kept)
+
+
+def _apply_recipe(config: FinetuneConfig, checkpoint, model: FinetuneModel, examples) -> tuple[FinetuneConfig, Recipe]:
+    """Fill every unset setting from the default recipe; returns the effective config and the recipe."""
+    device = pick_device(config.device)
+    fast_bf16 = device.type == "cuda" or (device.type == "cpu" and cpu_has_fast_bf16())
+    encoder = checkpoint.config
+    profile = ModelProfile(encoder.hidden_size, encoder.num_layers, encoder.max_length, fast_bf16,
+                           new_head=checkpoint.heads.get(model.head_key) is None)
+    data = profile_data(config.task, checkpoint.tokenizer, examples, model.label_names)
+    asked = Requested(**{f.name: getattr(config, f.name) for f in dataclasses.fields(Requested)})
+    recipe = choose_recipe(data, profile, asked)
+    for line in describe(recipe, data).splitlines():
+        say(line)
+    resolved = {name: getattr(recipe, name) for name in ("epochs", "lr", "head_lr", "warmup_ratio", "batch_size",
+                                                         "max_length", "eval_every", "precision", "time_budget")}
+    patience = recipe.early_stopping_patience
+    return dataclasses.replace(config, **resolved, early_stopping_patience=patience if patience else 0), recipe
+
+
+def _is_head(name: str) -> bool:
+    """The task head's parameters (FinetuneModel.head, also inside AuxMlmModel): they train at head_lr."""
+    return re.search(r"(?:^|\.)head\.", name) is not None
 
 
 def _linear_method(config: FinetuneConfig) -> FinetuneResult:

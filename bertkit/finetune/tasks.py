@@ -25,7 +25,7 @@ from bertkit.errors import BertkitError, InputFileError
 class TaskOptions:
     """Task settings that shape encoding and decoding (saved in bertkit.json so predict uses the same)."""
     max_length: int = 128
-    long_texts: Literal["truncate", "head+tail"] = "truncate"   # sequence tasks: what to keep of long texts
+    long_texts: Literal["truncate", "head+tail"] = "head+tail"  # single texts over max_length: keep both ends
     ner_stride: Optional[int] = None       # NER window overlap in sub-tokens (None: a quarter of the window)
     doc_stride: int = 128                  # QA: tokens between the starts of consecutive context windows
     max_question_length: int = 64
@@ -80,7 +80,8 @@ def label_names_from(task: str, examples: Sequence) -> Optional[list[str]]:
 
 
 def build_task(task: str, tokenizer, label_names: Optional[Sequence[str]], options: TaskOptions,
-               train_examples: Optional[Sequence] = None):
+               train_examples: Optional[Sequence] = None, class_weights: Optional[Sequence[float]] = None):
+    """The task object; class_weights (one per label, classification and pairs) weight the training loss."""
     check_task(task)
     if task == "ner":
         return NERTask(tokenizer, label_names or [], options.max_length, options.ner_stride)
@@ -90,4 +91,4 @@ def build_task(task: str, tokenizer, label_names: Optional[Sequence[str]], optio
             negative = bool(train_examples) and any(ex.is_impossible for ex in train_examples)
         return QATask(tokenizer, options.max_length, options.doc_stride, options.max_question_length,
                       options.max_answer_length, options.n_best, negative, options.null_threshold)
-    return SequenceTask(task, tokenizer, label_names or [], options.max_length, options.long_texts)
+    return SequenceTask(task, tokenizer, label_names or [], options.max_length, options.long_texts, class_weights)

@@ -10,6 +10,7 @@ reloads as a plain PETClassifier (bertkit evaluate / predict).
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,12 +25,14 @@ from bertkit.data.readers import ReadOptions, TextExample, read_text_examples
 from bertkit.errors import BertkitError, CheckpointError
 from bertkit.finetune.job import FinetuneResult
 from bertkit.finetune.metrics import classification_metrics
+from bertkit.finetune.recipe import prompt_recipe
 from bertkit.generate.finetune_config import (LoopJobConfig, loop_config, max_length_for, mlm_head_of,
                                               start_run_record, train_and_record, write_json)
 from bertkit.generate.pet import PROMPT_SLOT, Pattern, PETClassifier, Verbalizer, pet_loss
 from bertkit.generate.ptuning import PTuningClassifier
 from bertkit.runtime import pick_device, seed_everything
 from bertkit.train import IndexedBatches
+from bertkit.train.loop import say
 
 TASK = "prompt-classification"
 METRIC = "accuracy"
@@ -41,7 +44,8 @@ class PromptConfig(LoopJobConfig):
     verbalizer: str = ""                  # "pos=great,neg=terrible": one vocabulary token per label
     ptuning: bool = False                 # learn continuous prompt vectors for the template's [P] slots
     freeze_encoder: bool = False          # P-tuning: train only the prompt vectors
-    lr: Optional[float] = None            # None: 1e-5 (PET's), or 1e-3 when only prompt vectors train
+    epochs: Optional[int] = None          # None: the few-shot recipe (bertkit.finetune.recipe.prompt_recipe)
+    lr: Optional[float] = None            # None: the few-shot recipe (5e-5 at width 384), 1e-3 for prompt vectors only
     batch_size: int = 16                  # PET's few-shot setting
 
 
@@ -120,6 +124,13 @@ def run_prompt_finetune(config: PromptConfig) -> FinetuneResult:
     labels = model.verbalizer.labels
     train_examples = [] if zero_shot else _read(config.train, labels, config.encoding, config.max_train_examples)
     dev_examples = _read(config.dev, labels, config.encoding, config.max_dev_examples) if config.dev else None
+    if not zero_shot:
+        frozen = config.ptuning and config.freeze_encoder
+        epochs, lr, line = prompt_recipe(len(train_examples), checkpoint.config.hidden_size, config.batch_size, frozen)
+        config = dataclasses.replace(config, epochs=config.epochs if config.epochs is not None else epochs,
+                                     lr=config.lr if config.lr is not None else lr)
+        say(line if (config.epochs, config.lr) == (epochs, lr) else
+            f"recipe: {config.epochs} epochs, lr {config.lr:g} (set by the user)")
     device = pick_device(config.device)
     output, run_dir = Path(config.output), Path(config.output) / "run"
     start_run_record(config, run_dir)
@@ -154,11 +165,9 @@ def run_prompt_finetune(config: PromptConfig) -> FinetuneResult:
         return {**_padded([rows[i] for i in indices], model.tokenizer.pad_id), "labels": targets[indices]}
 
     batches = IndexedBatches(len(rows), config.batch_size, make_batch, seed=config.seed)
-    frozen = config.ptuning and config.freeze_encoder
-    lr = config.lr if config.lr is not None else (1e-3 if frozen else 1e-5)
-    train_config = loop_config(config, lr, run_dir, METRIC if evaluate is not None else None)
+    train_config = loop_config(config, config.lr, run_dir, METRIC if evaluate is not None else None)
     return train_and_record(model, pet_loss, batches, train_config, evaluate, save, output, run_dir,
-                            {"train_examples": len(train_examples), "lr": lr})
+                            {"train_examples": len(train_examples), "lr": config.lr, "epochs_planned": config.epochs})
 
 
 def load_prompt_classifier(folder: str | Path, device: Optional[str] = None) -> PETClassifier:

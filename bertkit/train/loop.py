@@ -54,6 +54,7 @@ class TrainConfig:
     bf16: bool = True                       # autocast on CUDA only
     cpu_bf16: bool = False                  # and on CPU too (fast with AMX / avx512_bf16; see runtime.autocast)
     layerwise_lr_decay: Optional[float] = None
+    head_lr: Optional[float] = None         # lr of the parameters train(is_head=...) names; None: lr like the rest
     adam_beta1: float = 0.9
     adam_beta2: float = 0.999
     adam_eps: float = 1e-6
@@ -62,6 +63,8 @@ class TrainConfig:
     metric_for_best: Optional[str] = None   # an evaluate() key
     greater_is_better: Optional[bool] = None  # None: False for names containing "loss", else True
     early_stopping_patience: Optional[int] = None  # evaluations without improvement
+    early_stopping_start: float = 0.0       # fraction of the run before which it never stops early (Keras'
+                                            # start_from_epoch): a model still on its first plateau is not done
     best_to_beat: Optional[float] = None    # the score of a model saved earlier: on_best only for better ones
     max_rollbacks: int = 3
     rollback_lr_factor: float = 0.5
@@ -91,9 +94,11 @@ def train(model: nn.Module, loss_fn: LossFn, batches: BatchSource, config: Train
           on_best: Optional[Callable[[nn.Module, dict[str, float]], None]] = None,
           on_epoch_start: Optional[Callable[[nn.Module, int], None]] = None,
           on_checkpoint: Optional[Callable[[nn.Module, int], None]] = None,
-          layer_of: Callable[[str], Optional[int]] = encoder_layer_of) -> TrainResult:
+          layer_of: Callable[[str], Optional[int]] = encoder_layer_of,
+          is_head: Optional[Callable[[str], bool]] = None) -> TrainResult:
     """Train `model` in place. Callbacks get the unwrapped model and run on rank 0 only, except
-    on_epoch_start (every rank, at each epoch start and again after a resume; make it idempotent)."""
+    on_epoch_start (every rank, at each epoch start and again after a resume; make it idempotent).
+    `is_head(parameter name)` marks the parameters that train at config.head_lr."""
     device = pick_device(config.device)
     rank, world = init_distributed(device)
     local_rank = distributed_env()[2]
@@ -106,7 +111,7 @@ def train(model: nn.Module, loss_fn: LossFn, batches: BatchSource, config: Train
             model, device_ids=[local_rank] if device.type == "cuda" else None,
             find_unused_parameters=config.find_unused_parameters)
     optimizer = build_optimizer(model, config.lr, config.weight_decay, (config.adam_beta1, config.adam_beta2),
-                                config.adam_eps, config.layerwise_lr_decay, layer_of)
+                                config.adam_eps, config.layerwise_lr_decay, layer_of, config.head_lr, is_head)
     total = _total_steps(config, batches)
     schedule = Schedule(config.schedule, total, parse_duration(config.time_budget) if config.time_budget else None,
                         config.warmup_ratio, config.warmup_steps)
@@ -183,7 +188,8 @@ def train(model: nn.Module, loss_fn: LossFn, batches: BatchSource, config: Train
             else:
                 run["bad_evals"] += 1
                 patience = config.early_stopping_patience
-                stopping = patience is not None and run["bad_evals"] >= patience
+                begun = schedule.progress() >= config.early_stopping_start
+                stopping = patience is not None and run["bad_evals"] >= patience and begun
         if config.checkpoint_on_eval:
             checkpoint()
         return "early_stopping" if stopping else None

@@ -43,9 +43,13 @@ def encoder_layer_of(name: str) -> Optional[int]:
 
 
 def param_groups(model: nn.Module, lr: float, weight_decay: float, layerwise_lr_decay: Optional[float] = None,
-                 layer_of: Callable[[str], Optional[int]] = encoder_layer_of) -> list[dict]:
+                 layer_of: Callable[[str], Optional[int]] = encoder_layer_of, head_lr: Optional[float] = None,
+                 is_head: Optional[Callable[[str], bool]] = None) -> list[dict]:
     """AdamW groups: no weight decay on biases and LayerNorm parameters (as in BERT's optimizer), and with
-    `layerwise_lr_decay` = d an lr of lr * d ** (top - depth) (Clark et al. 2020, ELECTRA; Sun et al. 2019)."""
+    `layerwise_lr_decay` = d an lr of lr * d ** (top - depth) (Clark et al. 2020, ELECTRA; Sun et al. 2019).
+    With `head_lr`, the parameters `is_head(name)` names (a new task head) train at head_lr instead: a freshly
+    initialized layer on a pre-trained encoder needs a higher lr than the encoder (Howard & Ruder 2018; the
+    measurements behind the fine-tuning default are in bertkit/finetune/recipe.py)."""
     no_decay: set[int] = set()
     for module in model.modules():
         for pname, param in module.named_parameters(recurse=False):
@@ -54,15 +58,17 @@ def param_groups(model: nn.Module, lr: float, weight_decay: float, layerwise_lr_
     named = [(n, p) for n, p in model.named_parameters() if p.requires_grad]   # shared params appear once
     depths = {n: layer_of(n) for n, _ in named} if layerwise_lr_decay is not None else {}
     top = max([d for d in depths.values() if d is not None], default=0) + 1
-    groups: dict[tuple[bool, int], dict] = {}
+    groups: dict[tuple[bool, int, bool], dict] = {}
     for name, param in named:
         decay = id(param) not in no_decay
         depth = depths.get(name)
         depth = top if depth is None else depth
+        head = head_lr is not None and is_head is not None and is_head(name)
         scale = layerwise_lr_decay ** (top - depth) if layerwise_lr_decay is not None else 1.0
-        key = (decay, depth if layerwise_lr_decay is not None else 0)
+        group_lr = head_lr if head else lr * scale
+        key = (decay, depth if layerwise_lr_decay is not None else 0, head)
         group = groups.setdefault(key, {"params": [], "names": [], "weight_decay": weight_decay if decay else 0.0,
-                                        "lr": lr * scale, "base_lr": lr * scale})
+                                        "lr": group_lr, "base_lr": group_lr, "head": head})
         group["params"].append(param)
         group["names"].append(name)
     return list(groups.values())
@@ -70,8 +76,9 @@ def param_groups(model: nn.Module, lr: float, weight_decay: float, layerwise_lr_
 
 def build_optimizer(model: nn.Module, lr: float, weight_decay: float, betas: tuple[float, float] = (0.9, 0.999),
                     eps: float = 1e-6, layerwise_lr_decay: Optional[float] = None,
-                    layer_of: Callable[[str], Optional[int]] = encoder_layer_of) -> torch.optim.AdamW:
-    groups = param_groups(model, lr, weight_decay, layerwise_lr_decay, layer_of)
+                    layer_of: Callable[[str], Optional[int]] = encoder_layer_of, head_lr: Optional[float] = None,
+                    is_head: Optional[Callable[[str], bool]] = None) -> torch.optim.AdamW:
+    groups = param_groups(model, lr, weight_decay, layerwise_lr_decay, layer_of, head_lr, is_head)
     if not groups:
         raise BertkitError("the model has no trainable parameters")
     # fused: one vectorized kernel per tensor instead of a dozen elementwise ops (164 -> ~25 ms a MiniLM step on
@@ -139,11 +146,13 @@ class Schedule:
         return value * self.lr_scale
 
     def apply(self, optimizer: torch.optim.Optimizer) -> float:
-        """Set the lr of every group for the coming optimizer step; returns the peak-group lr."""
+        """Set the lr of every group for the coming optimizer step; returns the peak lr of the groups that are
+        not a task head (the head's own lr, when it has one, is head_lr x the same factor)."""
         factor = self.factor()
         for group in optimizer.param_groups:
             group["lr"] = group.get("base_lr", group["lr"]) * factor
-        self.last_lr = max(g["lr"] for g in optimizer.param_groups)
+        body = [g["lr"] for g in optimizer.param_groups if not g.get("head")]
+        self.last_lr = max(body or [g["lr"] for g in optimizer.param_groups])
         return self.last_lr
 
     def finished(self) -> bool:

@@ -1,0 +1,283 @@
+"""The default fine-tuning recipe: epochs, learning rates, warm-up, batch size, max_length, evaluation frequency,
+early stopping, class weights and precision chosen from the data and the model, for every setting left unset.
+
+BERT's GLUE recipe (3 epochs, lr 2e-5..5e-5, batch 32, 128 tokens) was tuned for a 12-layer model on tens of
+thousands of rows. Applied to a 6-layer, 384-wide model on 6k rows in 36 skewed classes it collapsed onto the
+frequent classes (issue 19: accuracy 0.529, macro-F1 0.15, against TF-IDF's 0.647). `choose_recipe` is a pure
+function of a DataProfile and a ModelProfile; the job measures the profiles, calls it, prints `describe()` and
+writes the recipe with its reasons into the run folder (run/recipe.json). Settings the user gave always win.
+
+Measurements behind each rule (proxy = benchmarks/datasets.py wordnet_lexname, 6k short definitions in 45
+skewed classes; BBC; chnsenticorp_like; all-MiniLM-L6-v2 unless noted; figures in BENCHMARKS.md, "Default
+fine-tuning recipe"):
+- lr = 1e-4 x (384 / hidden) ** 1.5: 1e-4 for MiniLM-L6 (384 wide), 3.5e-5 for BERT-base (768; the paper's
+  2e-5..5e-5), 2.3e-5 for BERT-large, 5.2e-4 for a 128-wide tiny model (Turc et al. 2019 and Cramming use
+  1e-4..1e-3 for small BERTs). Proxy: see LR_NOTE.
+- head lr = HEAD_LR_FACTOR x lr for a freshly initialized head (Howard & Ruder 2018 train new layers faster;
+  a linear head on frozen features converges at ~1e-3, the encoder at 1e-4). Proxy: see HEAD_NOTE.
+- epochs: enough optimizer steps (TARGET_STEPS) for small sets, at least MIN_EPOCHS, at most MAX_EPOCHS
+  (Mosbach et al. 2021 and Zhang et al. 2021: few-sample fine-tuning fails mostly from too few updates), with
+  evaluation on dev every epoch (every ~EVAL_INTERVAL_STEPS steps for large sets), the best model kept and
+  early stopping after PATIENCE evaluations without improvement.
+- class weights when the label distribution is skewed (largest / smallest class >= SKEW_RATIO): cross-entropy
+  weighted by (n / (K n_c)) ** CLASS_WEIGHT_POWER. Proxy: see WEIGHT_NOTE.
+- max_length: the 99th percentile of the training texts' token lengths, rounded up to a multiple of 32, at most
+  the model's positions; longer texts keep their head and tail (Sun et al. 2019). With dynamic padding a short
+  max_length saves nothing on short texts, but it bounds the cost of the long tail.
+- precision: bf16 autocast on CPUs with AMX / avx512_bf16 (same accuracy on the proxy and BBC, same seed, see
+  BF16_NOTE), fp32 on other CPUs, bf16 on CUDA.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+from typing import Optional, Sequence
+
+import numpy as np
+
+REFERENCE_HIDDEN, REFERENCE_LR = 384, 1e-4      # MiniLM-L6: 1e-4 measured best on the proxy
+LR_EXPONENT = 1.5
+LR_RANGE = (1e-5, 5e-3)
+HEAD_LR_FACTOR = 20.0
+HEAD_LR_MAX = 5e-3                              # but never above (a linear head on AdamW diverges well before 1e-1)
+TARGET_STEPS = 1000
+MIN_EPOCHS, MAX_EPOCHS = 2, 20
+SMALL_SET, SMALL_BATCH, BATCH = 2000, 16, 32    # fewer rows than SMALL_SET: batch 16 (more updates per epoch)
+TIME_CAP = "30m"                                # a run whose epochs the recipe chose stops by then (see below)
+EVAL_INTERVAL_STEPS = 500
+PATIENCE = 2
+EARLY_STOPPING_START = 0.5                      # never stop in the first half: the start can be a plateau
+SKEW_RATIO = 5.0
+CLASS_WEIGHT_POWER = 0.5
+LENGTH_QUANTILE, LENGTH_ROUND, MIN_LENGTH = 99, 32, 32
+WARMUP_RATIO = 0.1
+SEQUENCE_TASKS = ("classification", "pair-classification", "multi-label", "regression")
+WEIGHTED_TASKS = ("classification", "pair-classification")
+QA_MAX_LENGTH = 384                             # BERT's SQuAD setting; contexts longer than that are windowed
+NER_MAX_LENGTH = 128                            # NER windows long sentences with overlap (NERTask)
+
+
+@dataclass(frozen=True)
+class DataProfile:
+    task: str
+    examples: int                                # training rows (QA: questions; NER: sentences)
+    label_counts: tuple[int, ...] = ()           # per label, classification and pairs only
+    token_lengths: tuple[int, ...] = ()          # full token length of each training row, specials included
+
+    @staticmethod
+    def of(task: str, lengths: Sequence[int], labels: Sequence[int] = (), num_labels: int = 0) -> "DataProfile":
+        counts = tuple(int(c) for c in np.bincount(np.asarray(labels, dtype=np.int64), minlength=num_labels)) \
+            if task in WEIGHTED_TASKS and len(labels) else ()
+        return DataProfile(task, len(lengths), counts, tuple(int(n) for n in lengths))
+
+
+@dataclass(frozen=True)
+class ModelProfile:
+    hidden_size: int
+    num_layers: int
+    max_positions: int
+    fast_bf16: bool                              # a CUDA device, or a CPU with AMX / avx512_bf16
+    new_head: bool = True                        # the task head is freshly initialized (not a saved one)
+
+
+@dataclass
+class Recipe:
+    epochs: int
+    lr: float
+    head_lr: Optional[float]
+    warmup_ratio: float
+    batch_size: int
+    max_length: int
+    eval_every: int                              # steps; 0 = every epoch
+    early_stopping_patience: Optional[int]
+    early_stopping_start: float                  # fraction of the run before early stopping may stop it
+    class_weights: Optional[list[float]]
+    precision: str                               # fp32 | bf16
+    time_budget: Optional[str]                   # wall-clock cap ("30m"); None: epochs only
+    reasons: dict[str, str] = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class Requested:
+    """What the user set (None: let the recipe choose); mirrors FinetuneConfig's fields."""
+    epochs: Optional[int] = None
+    lr: Optional[float] = None
+    head_lr: Optional[float] = None
+    warmup_ratio: Optional[float] = None
+    batch_size: Optional[int] = None
+    max_length: Optional[int] = None
+    eval_every: Optional[int] = None
+    early_stopping_patience: Optional[int] = None   # 0 = off
+    class_weights: str = "auto"                     # auto | none | balanced | sqrt
+    precision: str = "auto"                         # auto | fp32 | bf16
+    time_budget: Optional[str] = None               # "20m"; "off" = no cap
+
+
+def default_lr(hidden_size: int) -> float:
+    lr = REFERENCE_LR * (REFERENCE_HIDDEN / hidden_size) ** LR_EXPONENT
+    lr = float(f"{lr:.2g}")
+    return min(max(lr, LR_RANGE[0]), LR_RANGE[1])
+
+
+def default_max_length(task: str, lengths: Sequence[int], max_positions: int) -> int:
+    if task == "qa":
+        return min(QA_MAX_LENGTH, max_positions)
+    if task == "ner":
+        return min(NER_MAX_LENGTH, max_positions)
+    if not len(lengths):
+        return min(128, max_positions)
+    quantile = float(np.percentile(np.asarray(lengths), LENGTH_QUANTILE))
+    rounded = int(math.ceil(quantile / LENGTH_ROUND) * LENGTH_ROUND)
+    return min(max(rounded, MIN_LENGTH), max_positions)
+
+
+def class_weights_for(counts: Sequence[int], power: float) -> list[float]:
+    """(n / (K n_c)) ** power, scaled so the average weight over the training rows is 1 (the loss keeps its
+    scale); a label with no training rows gets weight 1."""
+    counts = np.asarray(counts, dtype=np.float64)
+    present = counts > 0
+    raw = np.ones_like(counts)
+    raw[present] = (counts.sum() / (present.sum() * counts[present])) ** power
+    raw *= counts.sum() / float((raw * counts).sum())
+    return [round(float(w), 6) for w in raw]
+
+
+def is_skewed(counts: Sequence[int]) -> bool:
+    present = [c for c in counts if c > 0]
+    return len(present) > 1 and max(present) / min(present) >= SKEW_RATIO
+
+
+def choose_recipe(data: DataProfile, model: ModelProfile, asked: Requested = Requested()) -> Recipe:
+    reasons: dict[str, str] = {}
+
+    def pick(name: str, value, why: str):
+        given = getattr(asked, name)
+        if given is not None:
+            reasons[name] = "set by the user"
+            return given
+        reasons[name] = why
+        return value
+
+    lr = pick("lr", default_lr(model.hidden_size), f"1e-4 x (384 / hidden {model.hidden_size}) ** 1.5")
+    head_lr = None
+    if model.new_head:
+        head_lr = pick("head_lr", float(f"{max(lr, min(lr * HEAD_LR_FACTOR, HEAD_LR_MAX)):.2g}"),
+                       f"{HEAD_LR_FACTOR:g} x lr for the new head, at most {HEAD_LR_MAX:g}")
+    elif asked.head_lr is not None:
+        head_lr = pick("head_lr", None, "")
+    else:
+        reasons["head_lr"] = "the head was already trained (continuing a fine-tuned folder): same lr as the encoder"
+    small = data.examples < SMALL_SET
+    batch = pick("batch_size", SMALL_BATCH if small else BATCH,
+                 f"{data.examples} rows {'<' if small else '>='} {SMALL_SET}")
+    steps_per_epoch = max(1, -(-data.examples // batch))
+    epochs = min(max(-(-TARGET_STEPS // steps_per_epoch), MIN_EPOCHS), MAX_EPOCHS)
+    epochs = pick("epochs", epochs, f"~{TARGET_STEPS} steps at {steps_per_epoch} steps an epoch, within "
+                                    f"{MIN_EPOCHS}..{MAX_EPOCHS} (early stopping picks the best)")
+    evals = -(-steps_per_epoch // EVAL_INTERVAL_STEPS)
+    eval_every = pick("eval_every", 0 if evals <= 1 else -(-steps_per_epoch // evals),
+                      "every epoch" if evals <= 1 else f"{evals} times an epoch of {steps_per_epoch} steps")
+    patience = pick("early_stopping_patience", PATIENCE, f"stop after {PATIENCE} evaluations without improvement, "
+                                                          f"not in the first {EARLY_STOPPING_START:.0%} of the run")
+    start = EARLY_STOPPING_START if asked.early_stopping_patience is None else 0.0
+    if patience == 0:
+        patience = None
+    max_length = pick("max_length", default_max_length(data.task, data.token_lengths, model.max_positions),
+                      f"{LENGTH_QUANTILE}th percentile of the training lengths, at most {model.max_positions}"
+                      if data.task in SEQUENCE_TASKS else f"the {data.task} default")
+    warmup = pick("warmup_ratio", WARMUP_RATIO, "BERT's 10% linear warm-up")
+    weights = None
+    if asked.class_weights == "auto":
+        if data.task in WEIGHTED_TASKS and is_skewed(data.label_counts):
+            weights = class_weights_for(data.label_counts, CLASS_WEIGHT_POWER)
+            present = [c for c in data.label_counts if c > 0]
+            reasons["class_weights"] = (f"labels skewed ({max(present)} vs {min(present)} rows): "
+                                        f"(n / (K n_c)) ** {CLASS_WEIGHT_POWER:g}")
+        else:
+            reasons["class_weights"] = "labels balanced enough" if data.task in WEIGHTED_TASKS else \
+                f"not used for {data.task}"
+    elif asked.class_weights in ("balanced", "sqrt"):
+        if data.task not in WEIGHTED_TASKS:
+            raise ValueError(f"class_weights {asked.class_weights!r} applies to classification and pairs, "
+                             f"not {data.task}")
+        weights = class_weights_for(data.label_counts, 1.0 if asked.class_weights == "balanced" else 0.5)
+        reasons["class_weights"] = "set by the user"
+    else:
+        reasons["class_weights"] = "set by the user" if asked.class_weights == "none" else ""
+    if asked.precision == "auto":
+        precision = "bf16" if model.fast_bf16 else "fp32"
+        reasons["precision"] = "bf16: the device computes bf16 fast" if model.fast_bf16 else \
+            "fp32: no fast bf16 on this CPU (no AMX / avx512_bf16)"
+    else:
+        precision = asked.precision
+        reasons["precision"] = "set by the user"
+    if asked.time_budget is not None:
+        budget = None if asked.time_budget == "off" else asked.time_budget
+        reasons["time_budget"] = "set by the user"
+    elif asked.epochs is None:
+        budget = TIME_CAP
+        reasons["time_budget"] = (f"at most {TIME_CAP}: on a slow machine the lr schedule follows the clock and the "
+                                  "run ends by then")
+    else:
+        budget = None
+        reasons["time_budget"] = "the user set the epochs"
+    return Recipe(epochs, lr, head_lr, warmup, batch, max_length, eval_every, patience, start, weights, precision,
+                  budget, reasons)
+
+
+def describe(recipe: Recipe, data: DataProfile) -> str:
+    """Two lines for the log: what was chosen, and why the data looked the way it did."""
+    head = f", head lr {recipe.head_lr:g}" if recipe.head_lr is not None else ""
+    evals = "each epoch" if not recipe.eval_every else f"every {recipe.eval_every} steps"
+    stop = f", early stopping after {recipe.early_stopping_patience}" if recipe.early_stopping_patience else ""
+    weights = ", class-weighted loss" if recipe.class_weights is not None else ""
+    cap = f" (at most {recipe.time_budget})" if recipe.time_budget else ""
+    first = (f"recipe: {recipe.epochs} epochs{cap}, lr {recipe.lr:g}{head}, batch {recipe.batch_size}, warm-up "
+             f"{recipe.warmup_ratio:g}, max_length {recipe.max_length}, {recipe.precision}, dev {evals}{stop}{weights}")
+    lengths = np.asarray(data.token_lengths) if data.token_lengths else np.zeros(1)
+    longer = int((lengths > recipe.max_length).sum())
+    second = (f"recipe: from {data.examples} training rows, token length median {int(np.median(lengths))} / "
+              f"p99 {int(np.percentile(lengths, 99))}; {longer} rows longer than max_length")
+    if data.label_counts:
+        present = [c for c in data.label_counts if c > 0]
+        second += f"; {len(present)} labels, {max(present)}..{min(present)} rows each"
+    return first + "\n" + second
+
+
+def profile_data(task: str, tokenizer, examples: Sequence, label_names: Sequence[str]) -> DataProfile:
+    """Token lengths (full, untruncated; sequence tasks) and label counts (classification, pairs) of the
+    training examples."""
+    lengths: list[int] = []
+    if task in SEQUENCE_TASKS:
+        texts = [ex.text for ex in examples]
+        pairs = [ex.text_pair or "" for ex in examples] if any(ex.text_pair for ex in examples) else None
+        lengths = [len(ids) for ids in tokenizer.encode_batch(texts, pairs=pairs, max_length=None,
+                                                              truncation=None).input_ids]
+    elif task == "ner":
+        lengths = [len(sentence.tokens) + 2 for sentence in examples]
+    else:
+        lengths = [0] * len(examples)
+    index = {name: i for i, name in enumerate(label_names)}
+    labels = [index[ex.label] for ex in examples] if task in WEIGHTED_TASKS else []
+    return DataProfile.of(task, lengths, labels, len(label_names))
+
+
+# Prompt-based few-shot (PET / P-tuning, bertkit.generate.prompt_job). PET trains the pre-trained MLM head, no new
+# layer, so there is no head lr. Measured (issue 19, 32 BBC examples): PET at its old default lr 1e-5 reached 36%
+# test accuracy, at 5e-5 85% (P-tuning 84%, plain fine-tuning 53%); on the 128-wide Chinese MLM of BENCHMARKS.md
+# (32 examples, 5 draws, 20 epochs) PET at 1e-4 0.580 and 1e-3 0.572. Half the width rule's lr gives 5e-5 at
+# width 384 and 2.6e-4 at 128, inside both measured optima. P-tuning with a frozen encoder trains only the prompt
+# vectors: 1e-3 (P-tuning's own setting, Liu et al. 2021).
+PROMPT_LR_SHARE = 0.5
+FROZEN_PROMPT_LR = 1e-3
+
+
+def prompt_recipe(examples: int, hidden_size: int, batch_size: int, frozen_encoder: bool) -> tuple[int, float, str]:
+    """(epochs, lr, one line for the log) for prompt-based few-shot training on `examples` rows."""
+    steps_per_epoch = max(1, -(-examples // batch_size))
+    epochs = min(max(-(-TARGET_STEPS // steps_per_epoch), MIN_EPOCHS), MAX_EPOCHS)
+    lr = FROZEN_PROMPT_LR if frozen_encoder else float(f"{default_lr(hidden_size) * PROMPT_LR_SHARE:.2g}")
+    return epochs, lr, f"recipe: {epochs} epochs ({steps_per_epoch} steps each), lr {lr:g} for {examples} examples"

@@ -1,0 +1,105 @@
+"""The default recipe end to end on a tiny model: it learns a planted long-tailed signal, class weights raise
+the recall of a rare class, the recipe is printed and recorded, and head+tail truncation keeps exact ends."""
+from __future__ import annotations
+
+import json
+import random
+
+import pytest
+
+from bertkit.finetune import FinetuneConfig, evaluate_file, predict, run_finetune
+from bertkit.finetune.classification import SequenceTask, head_tokens
+from bertkit.tokenizer import Tokenizer
+
+# Six classes with a long tail (160 rows down to 5); each class has its own keyword, among filler words.
+KEYWORDS = ("good", "bad", "paris", "london", "alice", "bob")
+TAIL_COUNTS = (160, 80, 40, 20, 10, 5)
+FILLER = "the a is was movie film book went to in city".split()
+
+
+def planted_rows(counts, seed: int) -> list[dict]:
+    rng = random.Random(seed)
+    rows = []
+    for keyword, count in zip(KEYWORDS, counts):
+        for _ in range(count):
+            words = rng.sample(FILLER, 2)
+            words.insert(rng.randrange(3), keyword)
+            rows.append({"text": " ".join(words), "label": keyword})
+    rng.shuffle(rows)
+    return rows
+
+
+def ambiguous_rows(counts: dict[str, int], seed: int) -> list[dict]:
+    """'rare' rows hold the cue word 'paris' half the time, 'common' rows 10% of the time. Among rows with the
+    cue, P(rare) = 0.5 n_rare / (0.5 n_rare + 0.1 n_common): with 300 common and 20 rare training rows that is
+    0.25, so the unweighted Bayes decision is 'common'; a loss weighted by sqrt(300 / 20) ~ 3.9 tips it to 'rare'."""
+    rng = random.Random(seed)
+    rows = []
+    for label, count in counts.items():
+        cue_rate = 0.5 if label == "rare" else 0.1
+        for _ in range(count):
+            words = rng.sample(FILLER, 4)
+            if rng.random() < cue_rate:
+                words.insert(rng.randrange(5), "paris")
+            rows.append({"text": " ".join(words), "label": label})
+    rng.shuffle(rows)
+    return rows
+
+
+def write_jsonl(path, rows):
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    return path
+
+
+def test_default_recipe_learns_a_long_tailed_planted_signal(finetune_model_dir, tmp_path, capsys):
+    train = write_jsonl(tmp_path / "train.jsonl", planted_rows(TAIL_COUNTS, 0))
+    dev = write_jsonl(tmp_path / "dev.jsonl", planted_rows((8,) * 6, 1))
+    test = write_jsonl(tmp_path / "test.jsonl", planted_rows((20,) * 6, 2))
+    # no settings beyond model and data (progress_bar only silences the bar)
+    result = run_finetune(FinetuneConfig(model=str(finetune_model_dir), train=str(train), dev=str(dev),
+                                         output=str(tmp_path / "m"), progress_bar=False))
+    scores = evaluate_file(result.output, test)
+    # random init (no pre-training): the keyword is the only signal. Majority-class guessing gives macro-F1
+    # 0.05 on this balanced test set; the rarest class has 5 training rows.
+    assert scores["macro_f1"] >= 0.9, scores
+    printed = capsys.readouterr().err
+    assert "recipe: 10 epochs, lr 0.001, head lr 0.005, batch 16" in printed and "class-weighted loss" in printed
+    recorded = json.loads((result.output / "run" / "recipe.json").read_text())
+    assert recorded["epochs"] == 10 and recorded["class_weights"][5] > recorded["class_weights"][0]
+    effective = json.loads((result.output / "run" / "config.effective.json").read_text())
+    assert (effective["lr"], effective["head_lr"], effective["batch_size"]) == (1e-3, 5e-3, 16)
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_class_weights_raise_the_recall_of_a_rare_class(finetune_model_dir, tmp_path, seed):
+    train = write_jsonl(tmp_path / "train.jsonl", ambiguous_rows({"common": 300, "rare": 20}, seed))
+    dev = write_jsonl(tmp_path / "dev.jsonl", ambiguous_rows({"common": 60, "rare": 20}, seed + 10))
+    rare_test = ambiguous_rows({"rare": 200}, seed + 20)
+    recall = {}
+    for weights in ("auto", "none"):
+        result = run_finetune(FinetuneConfig(model=str(finetune_model_dir), train=str(train), dev=str(dev),
+                                             output=str(tmp_path / weights), class_weights=weights,
+                                             early_stopping_patience=0, seed=seed, progress_bar=False))
+        predicted = predict(str(result.output), [row["text"] for row in rare_test])
+        recall[weights] = sum(p["label"] == "rare" for p in predicted) / len(rare_test)
+    # Bayes-optimal recall of 'rare' is 0 unweighted and ~0.5 (the cue rate) weighted
+    assert recall["none"] <= 0.15 and recall["auto"] >= recall["none"] + 0.3, recall
+
+
+def test_head_plus_tail_keeps_exactly_the_first_and_last_tokens(finetune_model_dir):
+    tokenizer = Tokenizer.from_folder(finetune_model_dir)
+    words = "good great fine nice bad awful poor sad movie film book the a is was what word means paris".split()
+    text = " ".join(words * 3)                          # 57 single-token words
+    for max_length in (12, 24, 40):
+        task = SequenceTask("classification", tokenizer, ["x"], max_length=max_length, long_texts="head+tail")
+        row = task.encode([type("E", (), {"text": text, "text_pair": None, "label": None})()], quiet=True)[0]
+        body = [tokenizer.token_to_id(w) for w in words * 3]
+        head = head_tokens(max_length - 2)
+        assert row.input_ids == [tokenizer.cls_id, *body[:head], *body[len(body) - (max_length - 2 - head):],
+                                 tokenizer.sep_id]
+        assert row.token_type_ids == [0] * max_length
+    assert head_tokens(510) == 128                      # Sun et al. 2019: first 128 + last 382 tokens
+    short = SequenceTask("classification", tokenizer, ["x"], max_length=64, long_texts="head+tail")
+    row = short.encode([type("E", (), {"text": "good movie", "text_pair": None, "label": None})()], quiet=True)[0]
+    assert row.input_ids == [tokenizer.cls_id, tokenizer.token_to_id("good"), tokenizer.token_to_id("movie"),
+                             tokenizer.sep_id]
