@@ -1,0 +1,101 @@
+"""The baseline beside every result: finetune prints both on dev and records them; --no-baseline skips it; a model
+that loses or collapses gets one plain line with what to try; bad training files stop with one line (exit 2)."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from bertkit.cli import main
+from bertkit.finetune import FinetuneConfig, run_finetune
+from bertkit.finetune.linear.report import collapse_note, compare
+
+from linear_data import keyword_rows, write_jsonl
+
+pytest.importorskip("sklearn")
+
+BASELINE = {"accuracy": 0.647, "macro_f1": 0.51, "mcc": 0.6}
+
+
+def test_collapse_onto_frequent_classes_is_named():
+    names = ["a", "b", "c", "d", "e"]
+    gold = [0] * 30 + [1] * 20 + [2] * 20 + [3] * 15 + [4] * 15      # the top two gold classes hold 50%
+    collapsed = [0] * 70 + [1] * 25 + [2] * 5                         # 95% of predictions in two classes
+    note = collapse_note(collapsed, gold, names)
+    assert note is not None and "95%" in note and "(a, b)" in note and "50%" in note
+    assert collapse_note(gold, gold, names) is None                   # predictions as spread as the gold labels
+    skewed_gold = [0] * 80 + [1] * 12 + [2] * 8                       # gold itself is concentrated: no collapse
+    assert collapse_note([0] * 92 + [1] * 8, skewed_gold, names[:3]) is None
+    binary = collapse_note([1] * 95 + [0] * 5, [0] * 50 + [1] * 50, ["neg", "pos"])
+    assert binary is not None and "95% of them fall in 1 class (pos)" in binary
+
+
+def test_warnings_say_what_to_try():
+    loses = compare("classification", "fine-tuned", {"accuracy": 0.62, "macro_f1": 0.48}, BASELINE, 2.0)
+    assert len(loses.warnings) == 1 and "loses to the TF-IDF baseline" in loses.warnings[0]
+    assert "--method hybrid" in loses.warnings[0] and "0.620 vs 0.647" in loses.warnings[0]
+    far_below = compare("classification", "fine-tuned", {"accuracy": 0.529, "macro_f1": 0.15}, BASELINE, 2.0)
+    assert len(far_below.warnings) == 1 and "collapse" in far_below.warnings[0]   # issue 19's held-out run
+    wins = compare("classification", "hybrid", {"accuracy": 0.70, "macro_f1": 0.52}, BASELINE, 2.0)
+    assert wins.warnings == [] and wins.table()[1].split()[-2:] == ["0.7000", "0.5200"]
+    regression = compare("regression", "fine-tuned", {"spearman": 0.3, "pearson": 0.3, "mse": 2.0},
+                         {"spearman": 0.5, "pearson": 0.5, "mse": 1.0}, 1.0)
+    assert len(regression.warnings) == 1 and "Spearman 0.300 vs 0.500" in regression.warnings[0]
+    assert "\n" not in "".join(loses.warnings + far_below.warnings + regression.warnings)   # one line each
+
+
+@pytest.fixture
+def keyword_split(tmp_path):
+    return {name: write_jsonl(tmp_path / f"{name}.jsonl", keyword_rows(n, seed))
+            for name, n, seed in (("train", 120, 0), ("dev", 60, 1))}
+
+
+def test_finetune_reports_the_baseline_beside_its_result(finetune_model_dir, keyword_split, tmp_path, capsys):
+    # one epoch at a tiny lr: the random model stays at the prior, the baseline learns the keywords
+    output = tmp_path / "ft"
+    result = run_finetune(FinetuneConfig(model=str(finetune_model_dir), train=str(keyword_split["train"]),
+                                         dev=str(keyword_split["dev"]), output=str(output), epochs=1, lr=1e-6,
+                                         max_length=32, progress_bar=False))
+    err = capsys.readouterr().err
+    record = json.loads((output / "metrics.json").read_text(encoding="utf-8"))
+    baseline = record["baseline"]
+    assert baseline["dev"]["accuracy"] >= 0.85 and baseline["model_dev"] == result.metrics
+    for line in baseline["table"]:                                     # printed as recorded
+        assert line in err
+    assert len(baseline["warnings"]) == 1 and f"warning: {baseline['warnings'][0]}" in err
+    assert "--method hybrid" in baseline["warnings"][0]
+    events = [json.loads(line) for line in (output / "run" / "log.jsonl").read_text(encoding="utf-8").splitlines()]
+    assert events[-1]["event"] == "baseline" and events[-1]["dev"] == baseline["dev"]
+    assert (output / "run" / "baseline" / "linear.safetensors").is_file()     # a model folder of its own
+
+    skipped = tmp_path / "ft_no_baseline"
+    assert main(["finetune", "--model", str(finetune_model_dir), "--train", str(keyword_split["train"]), "--dev",
+                 str(keyword_split["dev"]), "--output", str(skipped), "--epochs", "1", "--lr", "1e-6",
+                 "--max-length", "32", "--no-baseline", "--progress_bar=false"]) == 0
+    assert "baseline" not in json.loads((skipped / "metrics.json").read_text(encoding="utf-8"))
+    assert not (skipped / "run" / "baseline").exists() and "TF-IDF baseline" not in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("command", ["baseline", "finetune"])
+def test_bad_training_files_stop_with_one_line(command, finetune_model_dir, tmp_path, capsys):
+    good = [{"text": "a vote in the city", "label": "politics"}, {"text": "the match was good", "label": "sport"}]
+    cases = {
+        "one_class": ([{"text": f"text {i}", "label": "pos"} for i in range(5)], good,
+                      "train.jsonl: all 5 rows (lines 1-5) have the label 'pos'"),
+        "unknown_dev_label": (good * 3, good + [{"text": "new words", "label": "tech"}],
+                              "dev.jsonl:3: 1 bad row(s): 1 x unknown label"),
+        "empty_text": (good + [{"text": "   ", "label": "sport"}] + good, good,
+                       "train.jsonl:3: 1 bad row(s): 1 x empty text"),
+    }
+    for case, (train_rows, dev_rows, expected) in cases.items():
+        folder = tmp_path / case
+        folder.mkdir()
+        train, dev = write_jsonl(folder / "train.jsonl", train_rows), write_jsonl(folder / "dev.jsonl", dev_rows)
+        output = folder / "out"
+        argv = [command, "--train", str(train), "--dev", str(dev), "--output", str(output)]
+        if command == "finetune":
+            argv += ["--model", str(finetune_model_dir), "--epochs", "1"]
+        assert main(argv) == 2, case
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and err[0].startswith("bertkit: error: ") and expected in err[0], (case, err)
+        assert not output.exists(), case                                 # nothing written
