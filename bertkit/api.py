@@ -14,6 +14,7 @@ from bertkit.checkpoints.sentence_transformers import read_encode_defaults
 from bertkit.errors import BertkitError
 from bertkit.features import EncodeOptions, EncodeReport, encode_texts
 from bertkit.finetune.linear import LinearPredictor, is_tfidf_folder
+from bertkit.finetune.linear.folder import write_linear_files
 from bertkit.runtime import pick_device
 
 
@@ -101,7 +102,13 @@ class Model:
         return predict(self, inputs, batch_size=batch_size)
 
     def save(self, folder: str | os.PathLike) -> Path:
-        return save_checkpoint(folder, self.encoder, self.tokenizer, self.heads, self.meta)
+        return save_checkpoint(folder, self.encoder, self.tokenizer, self.heads, self.meta,
+                               write_extra=self._linear_files())
+
+    def _linear_files(self):
+        """A linear probe's or hybrid's files go with its encoder into any folder saved from it."""
+        linear = self.linear
+        return None if linear is None else (lambda tmp: write_linear_files(tmp, linear.model))
 
 
 def load(path: str | os.PathLike, device: str | None = None):
@@ -122,10 +129,13 @@ def load(path: str | os.PathLike, device: str | None = None):
 def convert(source: str | os.PathLike, target: str | os.PathLike) -> Path:
     """Re-save any folder `load` reads as a bertkit folder that transformers also loads as is."""
     model = load(source, device="cpu")
+    if isinstance(model, LinearPredictor):
+        raise BertkitError(f"{source} is a TF-IDF + linear model: it has no encoder for transformers to load")
     meta = dict(model.meta)
     if model.encode_defaults:
         meta["encode"] = {k: v for k, v in model.encode_defaults.items() if k in ("pooling", "normalize", "max_length")}
-    return save_checkpoint(target, model.encoder, model.tokenizer, model.heads, meta)
+    return save_checkpoint(target, model.encoder, model.tokenizer, model.heads, meta,
+                           write_extra=model._linear_files())
 
 
 def minilm_path() -> Path:

@@ -273,17 +273,27 @@ def _is_head(name: str) -> bool:
     return re.search(r"(?:^|\.)head\.", name) is not None
 
 
+# Settings of the gradient-descent loop: a linear method has none of them (its regularization is chosen on dev).
+_LOOP_ONLY = ("epochs", "lr", "head_lr", "batch_size", "warmup_ratio", "eval_every", "early_stopping_patience",
+              "layerwise_lr_decay", "gradual_unfreezing", "aux_mlm_weight", "resume", "time_budget")
+
+
 def _linear_method(config: FinetuneConfig) -> FinetuneResult:
     """--method linear-probe | hybrid (bertkit.finetune.linear.methods), then the baseline beside it."""
+    defaults = FinetuneConfig()
+    for name in _LOOP_ONLY:
+        if getattr(config, name) != getattr(defaults, name):
+            raise BertkitError(f"--{name.replace('_', '-')} is a fine-tuning setting; --method {config.method} "
+                               "fits a linear model on frozen vectors (its regularization is chosen on dev)")
     read = ReadOptions(config.encoding, config.skip_bad_rows, Path(config.output + ".rejects.jsonl")
                        if config.skip_bad_rows else None)
     job = LinearJob(config.method, config.task, config.model, config.train, config.dev, config.output, read,
-                    config.max_train_examples, config.max_dev_examples, config.seed)
+                    config.max_train_examples, config.max_dev_examples, config.seed, max_length=config.max_length)
     result = run_linear_job(job)
-    if config.baseline:
+    if config.baseline and not result.kept_earlier_model:
         report_beside(result.output, config.method, result.splits, result.dev, result.predicted_dev, config.seed,
                       result.tfidf)
-    return FinetuneResult(result.output, result.dev, result.seconds, 0, 0, config.method)
+    return FinetuneResult(result.output, result.dev, result.seconds, 0, 0, config.method, result.kept_earlier_model)
 
 
 def _gradual_unfreezing(model: FinetuneModel, epoch: int) -> None:

@@ -27,7 +27,8 @@ from bertkit.finetune.linear.model import LinearModel
 from bertkit.finetune.linear.splits import Splits, read_splits
 from bertkit.finetune.linear.training import TfidfOptions, fit_tfidf_part, fit_vector_part, training_versions
 from bertkit.finetune.linear.vectors import cached_vectors, encoding_of, model_fingerprint
-from bertkit.finetune.saved_score import METRICS_FILE
+from bertkit.finetune.saved_score import METRICS_FILE, dev_fingerprint, read_saved_metrics, saved_score
+from bertkit.train.loop import say
 
 METHODS = ("linear-probe", "hybrid")
 
@@ -45,6 +46,7 @@ class LinearJob:
     max_dev_examples: Optional[int] = None
     seed: int = 0
     tfidf: TfidfOptions = TfidfOptions()
+    max_length: Optional[int] = None  # tokens per text for the vectors; None: the folder's own setting
 
 
 class LinearJobResult(NamedTuple):
@@ -56,13 +58,14 @@ class LinearJobResult(NamedTuple):
     splits: Splits
     predicted_dev: Optional[np.ndarray]   # class indices on dev (classification), for the collapse check
     tfidf: Optional[FittedBaseline]   # the hybrid's TF-IDF part: the baseline, already fitted on this split
+    kept_earlier_model: bool = False  # OUTPUT held a model that scored better on the same dev data: kept
 
 
 def run_linear_job(job: LinearJob) -> LinearJobResult:
     splits = read_splits(job.task, job.train, job.dev, None, job.read, job.max_train_examples, job.max_dev_examples)
     started = time.perf_counter()
     checkpoint = load_checkpoint(job.model)
-    encoding = encoding_of(checkpoint)
+    encoding = encoding_of(checkpoint, job.max_length)
     pairs = job.task == "pair-classification"
     cache = Path(job.output) / "run" / "vectors"
     model_hash = model_fingerprint(Path(job.model))
@@ -87,17 +90,24 @@ def run_linear_job(job: LinearJob) -> LinearJobResult:
                           "stack": fitted.regularization}
     seconds = time.perf_counter() - started
     output = Path(job.output)
+    metric = "spearman" if job.task == "regression" else "accuracy"
+    dev_data = dev_fingerprint(job.task, job.dev, len(splits.dev))
+    to_beat = saved_score(output, metric, dev_data)
+    predicted = None if job.task == "regression" else model.scores(splits.dev, dev_vectors).argmax(-1)
+    if to_beat is not None and not fitted.dev_metrics[metric] > to_beat:
+        say(f"kept the model already in {output} ({metric} {to_beat:.4g}); this {job.method} model's "
+            f"{fitted.dev_metrics[metric]:.4g} did not beat it")
+        earlier = (read_saved_metrics(output) or {}).get("dev", {})     # as finetune does: the kept model's
+        return LinearJobResult(output, model, earlier, seconds, encode_seconds, splits, predicted, baseline, True)
     meta = linear_meta(model, {"regularization": regularization, "trained_with": training_versions()})
     meta.update(encode={"pooling": encoding.pooling, "normalize": encoding.normalize,
                         "max_length": encoding.max_length}, trained_from=str(job.model))
     save_checkpoint(output, checkpoint.encoder, checkpoint.tokenizer, {}, meta,
                     write_extra=lambda tmp: write_linear_files(tmp, model))
     write_json(output / METRICS_FILE, {
-        "dev": fitted.dev_metrics, "method": job.method, "seconds": seconds, "encode_seconds": encode_seconds,
-        "train_examples": len(splits.train), "regularization": regularization})
+        "dev": fitted.dev_metrics, "metric_for_best": metric, "dev_data": dev_data, "method": job.method,
+        "seconds": seconds, "encode_seconds": encode_seconds, "train_examples": len(splits.train),
+        "regularization": regularization})
     print(f"bertkit: {job.method}: {len(splits.train):,} training rows, encoded (or read from the cache) in "
           f"{encode_seconds:.0f} s, fitted in {seconds - encode_seconds:.0f} s", file=sys.stderr)
-    predicted = None
-    if job.task != "regression":
-        predicted = model.scores(splits.dev, dev_vectors).argmax(-1)
     return LinearJobResult(output, model, fitted.dev_metrics, seconds, encode_seconds, splits, predicted, baseline)

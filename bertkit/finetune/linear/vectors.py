@@ -30,14 +30,17 @@ from bertkit.finetune.linear.features import VectorBlock, pair_vectors
 ENCODE_BATCH_SIZE = 64
 
 
-def encoding_of(checkpoint: Checkpoint) -> VectorBlock:
-    """The folder's own encode defaults (as Model.encode reads them): pooling, normalize, max_length."""
+def encoding_of(checkpoint: Checkpoint, max_length: Optional[int] = None) -> VectorBlock:
+    """The folder's own encode defaults (as Model.encode reads them): pooling, normalize, max_length (unless
+    `max_length` is given)."""
     if checkpoint.tokenizer is None:
         raise BertkitError(f"{checkpoint.path}: the model folder has no vocab.txt or tokenizer.json to encode text")
     defaults = {**(read_encode_defaults(checkpoint.path) if checkpoint.path else {}),
                 **(checkpoint.meta or {}).get("encode", {})}
-    max_length = defaults.get("max_length")
     limit = checkpoint.config.max_length
+    if max_length is not None and not 2 < max_length <= limit:
+        raise BertkitError(f"--max-length {max_length}: {checkpoint.path} encodes 3 to {limit} tokens per text")
+    max_length = max_length or defaults.get("max_length")
     max_length = min(int(max_length), limit) if max_length else limit
     return VectorBlock(defaults.get("pooling", "mean"), bool(defaults.get("normalize", False)), max_length,
                        np.zeros(0), np.zeros(0))

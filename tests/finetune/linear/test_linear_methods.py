@@ -156,3 +156,26 @@ def test_pair_and_regression_hybrids_run_end_to_end(cased_encoder_dir, tmp_path)
                     assert single.status_code == 422 and "pairs" in single.json()["detail"]
         finally:
             service.close()
+
+
+def test_saving_a_probe_folder_again_keeps_its_linear_model(folders, tmp_path):
+    copy = bertkit.convert(folders["hybrid"], tmp_path / "converted")
+    texts = ["zorp the Day", "quib a day"]
+    assert bertkit.load(copy).predict(texts) == bertkit.load(folders["hybrid"]).predict(texts)
+    with pytest.raises(bertkit.errors.BertkitError, match="no encoder"):
+        bertkit.convert(folders["tfidf"], tmp_path / "nothing")
+
+
+def test_linear_methods_refuse_loop_settings_and_keep_a_better_model(cased_encoder_dir, split_signal_files,
+                                                                     tmp_path, capsys):
+    files = {k: str(v) for k, v in split_signal_files.items()}
+    common = dict(model=str(cased_encoder_dir), train=files["train"], dev=files["dev"], output=str(tmp_path / "m"))
+    with pytest.raises(bertkit.errors.BertkitError, match="--epochs is a fine-tuning setting"):
+        run_finetune(FinetuneConfig(**common, method="linear-probe", epochs=3))
+    hybrid = run_finetune(FinetuneConfig(**common, method="hybrid", baseline=False))
+    probe = run_finetune(FinetuneConfig(**common, method="linear-probe", baseline=False))
+    # the probe (one bit of two) scores below the hybrid on the same dev file: the hybrid stays, and its
+    # metrics are the ones reported (as finetune reports a kept model's)
+    assert probe.kept_earlier_model and probe.metrics == hybrid.metrics and hybrid.metrics["accuracy"] >= 0.95
+    assert json.loads((tmp_path / "m" / "bertkit.json").read_text(encoding="utf-8"))["linear"]["method"] == "hybrid"
+    assert "kept the model already in" in capsys.readouterr().err
