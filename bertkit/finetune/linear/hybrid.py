@@ -19,7 +19,7 @@ from typing import Sequence
 
 import numpy as np
 
-from bertkit.finetune.linear.layer import SAGA_TOL, Fitted, fit_classifier, fit_regressor
+from bertkit.finetune.linear.layer import Fitted, fit_classifier, fit_regressor
 from bertkit.finetune.linear.model import LinearModel, stack_inputs
 from bertkit.finetune.linear.training import PartFit, Targets
 
@@ -45,7 +45,7 @@ def out_of_fold(task: str, data: PartFit, y: np.ndarray, num_labels: int, seed: 
     for train_rows, held_rows in folds:
         estimator = clone(data.fitted.estimator)
         if task != "regression":
-            estimator.set_params(warm_start=False, tol=SAGA_TOL)
+            estimator.set_params(warm_start=False)
         with threadpool_limits(1), warnings.catch_warnings():
             warnings.simplefilter("ignore")             # saga's ConvergenceWarning at max_iter on a fold
             estimator.fit(data.train_x[train_rows], y[train_rows])
