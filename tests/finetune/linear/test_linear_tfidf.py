@@ -153,3 +153,53 @@ def test_loading_and_predicting_need_no_scikit_learn(keyword_files, tmp_path):
               f"print(json.dumps(bertkit.load({str(folder)!r}).predict(['a vote in the city', 'match'])))\n")
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
     assert json.loads(done.stdout) == expected
+
+
+def test_cli_baseline_evaluate_and_predict_agree(keyword_files, tmp_path, capsys):
+    from bertkit.cli import main
+
+    folder = tmp_path / "tfidf"
+    assert main(["baseline", "--train", str(keyword_files["train"]), "--dev", str(keyword_files["dev"]),
+                 "--test", str(keyword_files["test"]), "--output", str(folder)]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    assert main(["evaluate", "--model", str(folder), "--data", str(keyword_files["test"])]) == 0
+    assert json.loads(capsys.readouterr().out) == printed["test"]
+    assert main(["predict", "--model", str(folder), "--input", str(keyword_files["test"]), "--output",
+                 str(tmp_path / "p.jsonl")]) == 0
+    rows = [json.loads(line) for line in (tmp_path / "p.jsonl").read_text(encoding="utf-8").splitlines()]
+    offline = LinearPredictor.load(folder).predict([row["text"] for row in rows])
+    assert [{k: row[k] for k in ("label", "score", "scores")} for row in rows] == offline
+
+
+@pytest.mark.parametrize("damage, message", [
+    ("vocabulary", "tfidf_vocabulary.json: blocks"),
+    ("weight", "linear.safetensors: parts.0.weight"),
+    ("nan", "holds NaN or infinite values"),
+    ("method", "bertkit.json: linear.method"),
+])
+def test_damaged_folders_are_named_in_one_line(keyword_files, tmp_path, capsys, damage, message):
+    from safetensors.numpy import load_file, save_file
+
+    from bertkit.cli import main
+
+    folder = run_baseline(BaselineConfig(train=str(keyword_files["train"]), dev=str(keyword_files["dev"]),
+                                         output=str(tmp_path / "m"))).output
+    if damage == "vocabulary":
+        vocabulary = json.loads((folder / "tfidf_vocabulary.json").read_text(encoding="utf-8"))
+        vocabulary["blocks"] = vocabulary["blocks"][:1]
+        (folder / "tfidf_vocabulary.json").write_text(json.dumps(vocabulary), encoding="utf-8")
+    elif damage in ("weight", "nan"):
+        tensors = load_file(str(folder / "linear.safetensors"))
+        if damage == "weight":
+            tensors["parts.0.weight"] = tensors["parts.0.weight"][:-3]
+        else:
+            tensors["parts.0.bias"][0] = np.nan
+        save_file(tensors, str(folder / "linear.safetensors"))
+    else:
+        meta = json.loads((folder / "bertkit.json").read_text(encoding="utf-8"))
+        meta["linear"]["method"] = "pickle"
+        (folder / "bertkit.json").write_text(json.dumps(meta), encoding="utf-8")
+    capsys.readouterr()
+    assert main(["evaluate", "--model", str(folder), "--data", str(keyword_files["dev"])]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and message in err[0], err
