@@ -20,8 +20,9 @@ def register(subparsers) -> None:
     p.add_argument("--input", required=True, help=".txt or .jsonl file (optionally .gz)")
     p.add_argument("--output", required=True, help="output .npy file; pooling 'none' writes a .npz of arrays")
     p.add_argument("--pooling", choices=POOLINGS, default=None, help="default: the model folder's, else mean")
-    p.add_argument("--layers", choices=LAYER_STRATEGIES, default="last")
-    p.add_argument("--max-length", type=int, default=None, help="tokens per text (default: the model's limit)")
+    p.add_argument("--layers", choices=LAYER_STRATEGIES, default=None, help="default: the model folder's, else last")
+    p.add_argument("--max-length", type=int, default=None,
+                   help="tokens per text (default: the folder's max_seq_length, else the position limit)")
     p.add_argument("--batch-size", type=int, default=32)
     p.add_argument("--normalize", action="store_true", default=None, help="L2-normalize the vectors")
     p.add_argument("--long-texts", choices=("truncate", "sliding-window", "error"), default="truncate",
