@@ -69,7 +69,8 @@ def write_sentence_transformers_folder(base: Path, folder: Path, pooling_mode: s
     for in_features, out_features, activation in dense:
         path = add("Dense", "sentence_transformers.base.modules.dense.Dense",
                    {"in_features": in_features, "out_features": out_features, "bias": True,
-                    "activation_function": f"torch.nn.modules.activation.{activation}"})
+                    "activation_function": f"torch.nn.modules.{'linear' if activation == 'Identity' else 'activation'}"
+                                           f".{activation}"})
         save_file({"linear.weight": torch.randn(out_features, in_features, generator=generator) / in_features ** 0.5,
                    "linear.bias": torch.randn(out_features, generator=generator) * 0.1}, str(path / "model.safetensors"))
     if normalize:
