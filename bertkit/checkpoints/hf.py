@@ -34,9 +34,17 @@ ARCHITECTURES = {
 }
 
 
-def config_to_hf(config: EncoderConfig, model_type: str = "bert") -> dict[str, Any]:
+def is_roberta(config: EncoderConfig) -> bool:
+    """RoBERTa numbers positions from pad_token_id + 1; config.json says so with model_type "roberta"."""
+    return config.position_offset > 0 and config.position_offset == (config.pad_token_id or 0) + 1
+
+
+def config_to_hf(config: EncoderConfig) -> dict[str, Any]:
+    if config.position_offset and not is_roberta(config):
+        raise CheckpointError(f"position_offset {config.position_offset} with pad_token_id {config.pad_token_id} "
+                              "has no config.json form (RoBERTa's offset is pad_token_id + 1)")
     return {
-        "model_type": model_type,
+        "model_type": "roberta" if is_roberta(config) else "bert",
         "vocab_size": config.vocab_size,
         "hidden_size": config.hidden_size,
         "num_hidden_layers": config.num_layers,

@@ -149,9 +149,9 @@ def _load_strict(module: nn.Module, state: dict[str, torch.Tensor], where: str) 
 
 
 def _load_tokenizer(folder: Path, config: EncoderConfig) -> Tokenizer | None:
-    if not any((folder / name).is_file() for name in ("tokenizer.json", "vocab.txt")):
-        warnings.warn(f"{folder}: no vocab.txt or tokenizer.json; the model loads without a tokenizer",
-                      stacklevel=3)
+    if not any((folder / name).is_file() for name in ("tokenizer.json", "vocab.txt", "vocab.json")):
+        warnings.warn(f"{folder}: no vocab.txt, tokenizer.json or vocab.json + merges.txt; the model loads "
+                      "without a tokenizer", stacklevel=3)
         return None
     tokenizer = Tokenizer.from_folder(folder)
     if tokenizer.vocab_size > config.vocab_size:
@@ -190,13 +190,14 @@ def save_checkpoint(folder: str | os.PathLike, encoder: Encoder, tokenizer: Toke
     head_keys = tuple(sorted(heads, key=["mlm", "pair", "classifier", "token_classifier", "qa"].index))
     if head_keys not in hf.ARCHITECTURES:
         raise CheckpointError(f"cannot save heads {head_keys} together; HF has no class with that combination")
-    prefix = "bert." if heads else ""
+    roberta = hf.is_roberta(config)
+    prefix = ("roberta." if roberta else "bert.") if heads else ""
     state = hf.encoder_state_to_hf(encoder.state_dict(), prefix)
     state.update(hf.heads_state_to_hf({k: v.state_dict() for k, v in heads.items()}))
     if "mlm" in heads:   # HF's tied decoder weight; stored so HF needs no re-tying to be exact
         state["cls.predictions.decoder.weight"] = encoder.embeddings.token.weight.detach().clone()
     hf_config = hf.config_to_hf(config)
-    hf_config["architectures"] = [hf.ARCHITECTURES[head_keys]]
+    hf_config["architectures"] = ["RobertaModel" if roberta else hf.ARCHITECTURES[head_keys]]
     for key in ("classifier", "token_classifier"):
         if key in heads:
             hf_config.update(hf.label_config(heads[key].num_labels, (meta or {}).get("labels"),
@@ -207,8 +208,9 @@ def save_checkpoint(folder: str | os.PathLike, encoder: Encoder, tokenizer: Toke
     full_meta = {"format": "bertkit", "format_version": FORMAT_VERSION,
                  "encoder": {k: getattr(config, k) for k in hf.EXTRA_FIELDS},
                  **{k: v for k, v in (meta or {}).items() if k not in SENTENCE_KEYS}}
-    if config.norm_position == "pre" or config.embedding_size or config.causal:
-        full_meta["hf_compatible"] = False   # HF BertModel cannot compute these variants
+    if config.norm_position == "pre" or config.embedding_size or config.causal or (roberta and heads):
+        # HF BertModel cannot compute these variants; HF's RoBERTa heads differ from these BERT-style heads
+        full_meta["hf_compatible"] = False
 
     folder.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{folder.name}.tmp-", dir=folder.parent))
