@@ -11,6 +11,7 @@ import numpy as np
 from bertkit.errors import BertkitError
 from bertkit.model.pooling import LAYER_STRATEGIES, POOLINGS
 from bertkit.tokenizer.encoding import TextTooLongError
+from bertkit.tokenizer.tokenizer import InvalidTextError
 
 
 def register(subparsers) -> None:
@@ -83,9 +84,11 @@ def run_encode(args: argparse.Namespace) -> int:
                                    pooling=args.pooling, layers=args.layers, normalize=args.normalize,
                                    long_texts=args.long_texts, stride=args.stride, progress=sys.stderr.isatty())
         except TextTooLongError as err:
-            where = f"line {err.index + 1}" if args.input.endswith((".txt", ".txt.gz")) else f"text {err.index + 1}"
-            raise BertkitError(f"{args.input}: {where} has {err.length} tokens, over the limit of {err.limit}; "
-                               "pass --long-texts truncate or --long-texts sliding-window") from None
+            raise BertkitError(f"{args.input}: {_where(args.input, err.index)} has {err.length} tokens, over the "
+                               f"limit of {err.limit}; pass --long-texts truncate or --long-texts sliding-window") \
+                from None
+        except InvalidTextError as err:
+            raise BertkitError(f"{args.input}: {_where(args.input, err.index)} {err.reason}") from None
     report = model.last_report
     if isinstance(vectors, list):
         np.savez(output, *vectors)
@@ -96,6 +99,11 @@ def run_encode(args: argparse.Namespace) -> int:
     note = f", {report.truncated} truncated (see --long-texts)" if report.truncated else ""
     print(f"encoded {len(texts)} texts from {args.input} -> {output} ({shape}{note})", file=sys.stderr)
     return 0
+
+
+def _where(path: str, index: int) -> str:
+    """Every line of a .txt input is a text; a .jsonl's texts are counted (blank lines are skipped)."""
+    return f"line {index + 1}" if path.endswith((".txt", ".txt.gz")) else f"text {index + 1}"
 
 
 def run_convert(args: argparse.Namespace) -> int:

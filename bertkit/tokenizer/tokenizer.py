@@ -41,8 +41,9 @@ class InvalidTextError(BertkitError):
 
     def __init__(self, index: int, position: int, char: str):
         self.index = index
-        super().__init__(f"text {index} holds a lone UTF-16 surrogate U+{ord(char):04X} at character {position}, "
-                         "which is not valid Unicode; fix or drop that text")
+        self.reason = (f"holds a lone UTF-16 surrogate U+{ord(char):04X} at character {position}, which is not "
+                       "valid Unicode; fix or drop that text")
+        super().__init__(f"text {index} {self.reason}")
 
 
 class Tokenizer:
@@ -150,7 +151,11 @@ class Tokenizer:
         return self.backend.get_vocab_size(with_added_tokens=True)
 
     def token_to_id(self, token: str) -> int | None:
-        return self.backend.token_to_id(token)
+        try:
+            return self.backend.token_to_id(token)
+        except UnicodeEncodeError:
+            surrogate = _LONE_SURROGATE.search(token)
+            raise InvalidTextError(0, surrogate.start(), surrogate.group()) from None
 
     def id_to_token(self, token_id: int) -> str | None:
         return self.backend.id_to_token(token_id)
