@@ -147,8 +147,7 @@ def _batches(batch: BatchEncoding, pad_id: int, options: EncodeOptions,
     progress = _progress(len(order), options.progress)
     for start in range(0, len(order), options.batch_size):
         rows = order[start:start + options.batch_size]
-        tensors = pad_to_tensors([batch.input_ids[i] for i in rows], pad_id,
-                                 [batch.token_type_ids[i] for i in rows])
+        tensors = pad_to_tensors([batch.input_ids[i] for i in rows], pad_id)   # single texts: segment 0
         report.tokens += int(tensors["attention_mask"].sum())
         yield rows, tensors
         if progress is not None:
@@ -161,8 +160,7 @@ def _run(sentence: SentenceEncoder, pad_id: int, batch: BatchEncoding, options: 
          report: EncodeReport) -> np.ndarray:
     results = np.zeros((len(batch.input_ids), sentence.dim), dtype=np.float32)
     for rows, tensors in _batches(batch, pad_id, options, report):
-        results[rows] = embed_batch(sentence, tensors["input_ids"], tensors["attention_mask"],
-                                    tensors["token_type_ids"])
+        results[rows] = embed_batch(sentence, tensors["input_ids"], tensors["attention_mask"])
     return results
 
 

@@ -151,11 +151,8 @@ class Tokenizer:
         return self.backend.get_vocab_size(with_added_tokens=True)
 
     def token_to_id(self, token: str) -> int | None:
-        try:
-            return self.backend.token_to_id(token)
-        except UnicodeEncodeError:
-            surrogate = _LONE_SURROGATE.search(token)
-            raise InvalidTextError(0, surrogate.start(), surrogate.group()) from None
+        _check_texts([token])
+        return self.backend.token_to_id(token)
 
     def id_to_token(self, token_id: int) -> str | None:
         return self.backend.id_to_token(token_id)
@@ -242,16 +239,8 @@ class Tokenizer:
         """Word pieces of every text (no special tokens), in one parallel call into Rust."""
         if isinstance(texts, str):
             raise TypeError("expected a list of texts, got one string; wrap it in a list")
-        try:
-            return self.backend.encode_batch(list(texts), add_special_tokens=False)
-        except Exception:  # Rust raises TypeError for a non-str and for a lone surrogate
-            for index, text in enumerate(texts):
-                if not isinstance(text, str):
-                    raise BertkitError(f"text {index} is {type(text).__name__}, not a string") from None
-                surrogate = _LONE_SURROGATE.search(text)
-                if surrogate is not None:
-                    raise InvalidTextError(index, surrogate.start(), surrogate.group()) from None
-            raise
+        texts = _check_texts(texts)
+        return self.backend.encode_batch(texts, add_special_tokens=False)
 
     def _split_heads(self, texts: Sequence[str], budget: int) -> list[Encoding]:
         """Like _split, for texts that will be cut to `budget` tokens: a text much longer than that is split
@@ -274,6 +263,20 @@ class Tokenizer:
 
 
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")   # a str holding one cannot be encoded to UTF-8
+
+
+def _check_texts(texts: Sequence[str]) -> list[str]:
+    """Strings only, and valid Unicode: checked here, not left to the Rust library (older `tokenizers` releases
+    encode a lone surrogate silently, newer ones raise a bare TypeError). ASCII texts take the fast path."""
+    texts = list(texts)
+    for index, text in enumerate(texts):
+        if not isinstance(text, str):
+            raise BertkitError(f"text {index} is {type(text).__name__}, not a string")
+        if not text.isascii():
+            surrogate = _LONE_SURROGATE.search(text)
+            if surrogate is not None:
+                raise InvalidTextError(index, surrogate.start(), surrogate.group())
+    return texts
 
 
 def _head(text: str, max_chars: int) -> str:
