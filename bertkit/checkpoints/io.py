@@ -20,6 +20,7 @@ import torch
 from torch import nn
 
 from bertkit.checkpoints import google, hf, sentence_transformers
+from bertkit.checkpoints.json_files import read_json
 from bertkit.checkpoints.sentence import read_sentence_pipeline, write_sentence_pipeline
 from bertkit.checkpoints.weights import read_weights
 from bertkit.errors import CheckpointError
@@ -68,11 +69,11 @@ def load_checkpoint(path: str | os.PathLike, device: str | torch.device = "cpu")
         raise CheckpointError(f"model folder {folder} does not exist")
     if not folder.is_dir():
         raise CheckpointError(f"{folder} is a file; pass the model folder that holds config.json and the weights")
-    meta = _read_json(folder / META_FILE) if (folder / META_FILE).is_file() else {}
+    meta = read_json(folder / META_FILE) if (folder / META_FILE).is_file() else {}
     model_folder = sentence_transformers.transformer_folder(folder)
     hf_config: dict[str, Any] = {}
     if (model_folder / "config.json").is_file():
-        hf_config = _read_json(model_folder / "config.json")
+        hf_config = read_json(model_folder / "config.json")
         config = hf.config_from_hf(hf_config, str(model_folder / "config.json"), meta.get("encoder"))
         raw_state = read_weights(model_folder)
     elif (folder / "bert_config.json").is_file():
@@ -158,16 +159,6 @@ def _load_tokenizer(folder: Path, config: EncoderConfig) -> Tokenizer | None:
         raise CheckpointError(f"{folder}: the tokenizer has {tokenizer.vocab_size} tokens but the model's "
                               f"embedding table only {config.vocab_size}; vocabulary and weights do not match")
     return tokenizer
-
-
-def _read_json(path: Path) -> dict[str, Any]:
-    try:
-        value = json.loads(path.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise CheckpointError(f"{path}: not valid JSON ({err})") from None
-    if not isinstance(value, dict):
-        raise CheckpointError(f"{path}: expected a JSON object, got a {type(value).__name__}")
-    return value
 
 
 # --- saving ------------------------------------------------------------------------------------------------

@@ -17,6 +17,7 @@ import numpy as np
 import torch
 
 from bertkit.checkpoints import sentence_transformers
+from bertkit.checkpoints.json_files import read_json
 from bertkit.errors import CheckpointError
 from bertkit.model.config import EncoderConfig
 from bertkit.model.pooling import LAYER_STRATEGIES, POOLINGS
@@ -212,12 +213,4 @@ def load_whitening(folder: str | Path) -> Optional[Whitening]:
 
 
 def _read_meta(path: Path) -> dict[str, Any]:
-    if not path.is_file():
-        return {}
-    try:
-        meta = json.loads(path.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise CheckpointError(f"{path}: not valid JSON ({err})") from None
-    if not isinstance(meta, dict):
-        raise CheckpointError(f"{path}: expected a JSON object")
-    return meta
+    return read_json(path) if path.is_file() else {}

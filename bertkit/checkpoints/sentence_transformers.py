@@ -5,10 +5,10 @@ that look fine and are wrong).
 """
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any, Optional
 
+from bertkit.checkpoints.json_files import read_json
 from bertkit.checkpoints.weights import read_weights
 from bertkit.errors import CheckpointError
 from bertkit.model.sentence import Dense
@@ -25,19 +25,12 @@ _ACTIVATIONS = {"Tanh": "tanh", "Identity": "identity", "ReLU": "relu", "GELU": 
 _SUPPORTED = ("Transformer", "Pooling", "Dense", "Normalize")
 
 
-def _read(path: Path) -> Any:
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise CheckpointError(f"{path}: not valid JSON ({err})") from None
-
-
 def read_modules(folder: Path) -> Optional[list[dict]]:
     """modules.json's entries, or None for a folder that is not a sentence-transformers model."""
     path = folder / "modules.json"
     if not path.is_file():
         return None
-    modules = _read(path)
+    modules = read_json(path, expect=None)
     if not isinstance(modules, list) or not all(isinstance(m, dict) and isinstance(m.get("type"), str)
                                                 for m in modules):
         raise CheckpointError(f"{path}: expected a list of modules with a \"type\" each")
@@ -95,7 +88,7 @@ def read_sentence_settings(folder: Path, limit: int, tokenizer_max_length: Optio
 def _check_prompts(folder: Path) -> None:
     path = folder / "config_sentence_transformers.json"
     if path.is_file():
-        config = _read(path)
+        config = read_json(path)
         if isinstance(config, dict) and config.get("default_prompt_name"):
             raise CheckpointError(f"{path}: default_prompt_name {config['default_prompt_name']!r} makes "
                                   "sentence-transformers prefix every text with a prompt, which bertkit does not do; "
@@ -103,7 +96,7 @@ def _check_prompts(folder: Path) -> None:
 
 
 def _max_length(path: Path, limit: int, tokenizer_max_length: Optional[int]) -> Optional[int]:
-    config = _read(path) if path.is_file() else {}
+    config = read_json(path) if path.is_file() else {}
     if not isinstance(config, dict):
         raise CheckpointError(f"{path}: expected a JSON object")
     if config.get("do_lower_case"):
@@ -119,7 +112,7 @@ def _max_length(path: Path, limit: int, tokenizer_max_length: Optional[int]) -> 
 
 
 def _pooling(path: Path) -> str:
-    config = _read(path) if path.is_file() else None
+    config = read_json(path) if path.is_file() else None
     if not isinstance(config, dict):
         raise CheckpointError(f"{path}: missing or not a JSON object; the Pooling module needs its config")
     modes = config.get("pooling_mode")
@@ -137,7 +130,7 @@ def _pooling(path: Path) -> str:
 
 
 def _dense(folder: Path) -> Dense:
-    config = _read(folder / "config.json") if (folder / "config.json").is_file() else None
+    config = read_json(folder / "config.json") if (folder / "config.json").is_file() else None
     if not isinstance(config, dict):
         raise CheckpointError(f"{folder / 'config.json'}: missing or not a JSON object; the Dense module needs it")
     where = folder / "config.json"

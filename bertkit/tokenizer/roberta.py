@@ -52,15 +52,9 @@ def special_tokens(folder: Path) -> SpecialTokens:
     {"content": ...}), else RoBERTa's."""
     names = ROBERTA_SPECIALS._asdict()
     for file in ("special_tokens_map.json", "tokenizer_config.json"):
-        path = folder / file
-        if not path.is_file():
-            continue
-        try:
-            config = json.loads(path.read_text(encoding="utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError) as err:
-            raise CheckpointError(f"{path}: not valid JSON ({err})") from None
+        config = _read_config(folder / file)
         for field, key in _CONFIG_KEYS.items():
-            value = config.get(key) if isinstance(config, dict) else None
+            value = config.get(key)
             value = value.get("content") if isinstance(value, dict) else value
             if isinstance(value, str):
                 names[field] = value
@@ -80,7 +74,7 @@ def load_roberta_backend(folder: Path) -> tuple[RustTokenizer, SpecialTokens]:
         except Exception as err:
             raise CheckpointError(f"{folder / 'vocab.json'} / {folder / 'merges.txt'}: not a valid BPE vocabulary "
                                   f"({err})") from None
-        add_prefix_space = _read_config(folder).get("add_prefix_space", False) is True
+        add_prefix_space = _read_config(folder / "tokenizer_config.json").get("add_prefix_space", False) is True
         backend.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=add_prefix_space)
         backend.decoder = decoders.ByteLevel()
         backend.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in specials])
@@ -108,8 +102,7 @@ def save_roberta_files(backend: RustTokenizer, specials: SpecialTokens, model_ma
         (folder / name).write_text(json.dumps(value, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
 
 
-def _read_config(folder: Path) -> dict:
-    path = folder / "tokenizer_config.json"
+def _read_config(path: Path) -> dict:
     try:
         value = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
     except (UnicodeDecodeError, json.JSONDecodeError) as err:
