@@ -31,9 +31,11 @@ except ImportError:  # pragma: no cover - optional speed-up
 API_DESCRIPTION = """Embeddings, predictions and search from one loaded BERT-family model.
 
 Requests from all clients are queued and run together in length-sorted micro-batches. Limits are in
-GET /status (`limits`). Input rules: an empty or whitespace-only text gets 422 naming its index; a text
-over the model's token limit gets 422 unless `truncate` is true (then it is cut and listed in
-`truncated`); `"a ||| b"` is a sentence pair. With an API key set, every endpoint but /health needs
+GET /status (`limits`). Vectors are the model folder's own (its pooling, length limit, dense layers, whitening
+and normalization): the same as `Model.encode` and `bertkit encode` give. Input rules: an empty or
+whitespace-only text, or one with a lone UTF-16 surrogate, gets 422 naming its index; a text over the model's
+token limit gets 422 unless `truncate` is true (then it is cut and listed in `truncated`); `"a ||| b"` is a
+sentence pair. With an API key set, every endpoint but /health needs
 `Authorization: Bearer KEY` (or `X-API-Key: KEY`)."""
 
 ERRORS = {status: {"model": schemas.ErrorResponse, "description": text} for status, text in (

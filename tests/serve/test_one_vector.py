@@ -158,3 +158,16 @@ def test_index_over_the_whitened_folder_matches_served_search(folders, tmp_path)
         service.close()
     assert [h["id"] for h in served] == [h.id for h in offline] and served[0]["id"] == "5"
     np.testing.assert_allclose([h["score"] for h in served], [h.score for h in offline], atol=1e-6)
+
+
+def test_onnx_export_carries_the_whole_sentence_path(folders, tmp_path):
+    """export-onnx of the whitened folder: its pooling, dense layer, whitening, normalization and 16-token
+    length, without flags. onnxruntime's kernels differ from torch's in float rounding: 1e-5."""
+    pytest.importorskip("onnxruntime")
+    from bertkit.distill.onnx_model import OnnxModel
+
+    folder = folders("whitened")
+    _run("export-onnx", "--model", str(folder), "--output", str(tmp_path / "onnx" / "model.onnx"))
+    onnx = OnnxModel(tmp_path / "onnx" / "model.onnx")
+    assert (onnx.meta["max_length"], onnx.meta["dimension"], onnx.meta["normalize"]) == (16, 8, True)
+    np.testing.assert_allclose(onnx.encode(TEXTS), bertkit.load(folder).encode(TEXTS), rtol=0, atol=1e-5)
