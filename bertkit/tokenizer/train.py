@@ -14,6 +14,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Iterator, Sequence
 
+import numpy as np
+
 from tokenizers import Tokenizer as RustTokenizer, pre_tokenizers
 from tokenizers.models import WordPiece
 from tokenizers.trainers import WordPieceTrainer
@@ -67,14 +69,22 @@ def _alphabet(corpus: "_Corpus", normalizer, limit: int) -> list[str]:
     """The `limit` most frequent characters of the normalized corpus (ties: lower code point first), sorted.
 
     Whitespace is not a character of any word (the pre-tokenizer splits on it); all else is counted as the
-    trainer counts it. A first pass over the files, in Rust-speed batches (str.count-like Counter updates)."""
-    counts: Counter[str] = Counter()
+    trainer counts it. The BERT normalizer works character by character (cleaning, CJK spacing, NFD and accent
+    removal, lowercasing; NFD's reordering of marks keeps their counts), so the raw characters are counted in
+    a first pass (numpy over code points) and each distinct one is normalized once."""
+    raw: Counter[int] = Counter()
     for batch in corpus.batches():
-        counts.update(normalizer.normalize_str("\n".join(batch)))
+        codes, counts = np.unique(np.frombuffer("".join(batch).encode("utf-32-le"), dtype=np.uint32),
+                                  return_counts=True)
+        raw.update(dict(zip(codes.tolist(), counts.tolist())))
     if corpus.error is not None:
         raise corpus.error
     if corpus.num_lines == 0:
         raise BertkitError(f"the corpus is empty: no non-blank lines in {', '.join(map(str, corpus.paths))}")
+    counts: Counter[str] = Counter()
+    for code, count in raw.items():
+        for char in normalizer.normalize_str(chr(code)):
+            counts[char] += count
     kept = sorted((char for char in counts if not char.isspace()), key=lambda char: (-counts[char], ord(char)))
     return sorted(kept[:limit])
 
