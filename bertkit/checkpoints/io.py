@@ -2,15 +2,16 @@
 bertkit.json for what HF has no key for. Loading also reads plain HF folders and Google BERT folders.
 
 Loading checks what it reads and says what is wrong: git-lfs pointers, truncated files, shape mismatches,
-missing weights, a vocabulary larger than the embedding table. Saving is atomic: the folder appears whole
-or not at all, and an existing folder is replaced only once the new one is complete.
+missing weights, a vocabulary larger than the embedding table. Saving is atomic and durable: the folder
+appears whole or not at all, an existing folder is replaced only once the new one is complete and on disk,
+and what a save killed between its two renames left is put right by the next load or save
+(bertkit/atomic_write.py).
 """
 from __future__ import annotations
 
 import json
 import os
 import shutil
-import tempfile
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,6 +20,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from bertkit.atomic_write import recover_folder, replace_folder, temp_folder
 from bertkit.checkpoints import google, hf, sentence_transformers
 from bertkit.checkpoints.json_files import read_json
 from bertkit.checkpoints.sentence import read_sentence_pipeline, write_sentence_pipeline
@@ -65,6 +67,7 @@ def build_head(key: str, config: EncoderConfig, state: dict[str, torch.Tensor]) 
 
 def load_checkpoint(path: str | os.PathLike, device: str | torch.device = "cpu") -> Checkpoint:
     folder = Path(path)
+    recover_folder(folder)
     if not folder.exists():
         raise CheckpointError(f"model folder {folder} does not exist")
     if not folder.is_dir():
@@ -203,8 +206,8 @@ def save_checkpoint(folder: str | os.PathLike, encoder: Encoder, tokenizer: Toke
         # HF BertModel cannot compute these variants; HF's RoBERTa heads differ from these BERT-style heads
         full_meta["hf_compatible"] = False
 
-    folder.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{folder.name}.tmp-", dir=folder.parent))
+    recover_folder(folder)
+    tmp = temp_folder(folder)
     try:
         save_file({k: v.detach().cpu().contiguous() for k, v in state.items()}, str(tmp / "model.safetensors"),
                   metadata={"format": "pt"})
@@ -214,23 +217,8 @@ def save_checkpoint(folder: str | os.PathLike, encoder: Encoder, tokenizer: Toke
         (tmp / META_FILE).write_text(json.dumps(full_meta, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
         if tokenizer is not None:
             tokenizer.save(tmp)
-        _replace_folder(tmp, folder)
+        replace_folder(tmp, folder)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return folder
-
-
-def _replace_folder(new: Path, target: Path) -> None:
-    """Swap the complete `new` folder into place by renames; files of the old folder that the new one lacks
-    (run logs, metrics) are carried over."""
-    if not target.exists():
-        os.replace(new, target)
-        return
-    old = target.with_name(f".{target.name}.old-{os.getpid()}")
-    os.replace(target, old)
-    os.replace(new, target)
-    for item in old.iterdir():
-        if not (target / item.name).exists():
-            os.replace(item, target / item.name)
-    shutil.rmtree(old, ignore_errors=True)

@@ -30,6 +30,7 @@ def register(subparsers) -> None:
     build.add_argument("--backend", choices=("faiss", "milvus"), default="faiss")
     build.add_argument("--milvus-uri", default=None, help="Milvus server URI; default: Milvus Lite in the index")
     build.add_argument("--overwrite", action="store_true", help="replace an existing index in --index")
+    _lock_timeout_flag(build)
     build.set_defaults(func=run_build)
 
     for name, help_text in (("add", "add new documents (an existing id is an error)"),
@@ -37,12 +38,14 @@ def register(subparsers) -> None:
         q = actions.add_parser(name, help=help_text)
         q.add_argument("--index", required=True)
         q.add_argument("--input", required=True, help="documents .jsonl: id, text, other fields as metadata")
+        _lock_timeout_flag(q)
         q.set_defaults(func=run_add, replace=name == "update")
 
     delete = actions.add_parser("delete", help="delete documents by id")
     delete.add_argument("--index", required=True)
     delete.add_argument("ids", nargs="*", help="ids to delete")
     delete.add_argument("--input", help="a .txt (one id per line) or .jsonl (field id) file of ids")
+    _lock_timeout_flag(delete)
     delete.set_defaults(func=run_delete)
 
     info = actions.add_parser("info", help="what the index holds and how it searches")
@@ -57,6 +60,12 @@ def register(subparsers) -> None:
                    help="keep documents whose metadata FIELD equals VALUE; repeat a field to allow several")
     s.add_argument("--nprobe", type=int, default=None, help="IVF lists to probe (default: chosen at build)")
     s.set_defaults(func=run_search)
+
+
+def _lock_timeout_flag(parser) -> None:
+    parser.add_argument("--lock-timeout", type=float, default=0.0, metavar="SECONDS",
+                        help="when another writer holds the index, wait this long for it before giving up "
+                             "(default: give up at once, naming the writer's PID)")
 
 
 def _say(message: str) -> None:
@@ -100,7 +109,8 @@ def run_build(args: argparse.Namespace) -> int:
     encoder = ModelTextEncoder(EncoderSpec(args.model, pooling=args.pooling, layers=args.layers,
                                            max_length=args.max_length, batch_size=args.batch_size))
     started = time.perf_counter()
-    index = Index.create(args.index, encoder=encoder, settings=settings, overwrite=args.overwrite)
+    index = Index.create(args.index, encoder=encoder, settings=settings, overwrite=args.overwrite,
+                         lock_timeout_s=args.lock_timeout)
     try:
         count = add_documents(index, args.input, replace=False)
         info = index.save()
@@ -114,7 +124,7 @@ def run_add(args: argparse.Namespace) -> int:
     from bertkit.search import Index
     from bertkit.search.documents import add_documents
 
-    with Index.open(args.index) as index:
+    with Index.open(args.index, lock_timeout_s=args.lock_timeout) as index:
         count = add_documents(index, args.input, replace=args.replace)
         info = index.save()
     _say(f"{'updated' if args.replace else 'added'} {count} documents: {_describe(info)}")
@@ -128,7 +138,7 @@ def run_delete(args: argparse.Namespace) -> int:
     ids = list(args.ids) + (read_ids(args.input) if args.input else [])
     if not ids:
         raise BertkitError("index delete: give ids as arguments or --input FILE")
-    with Index.open(args.index) as index:
+    with Index.open(args.index, lock_timeout_s=args.lock_timeout) as index:
         missing = index.delete(ids)
         info = index.save()
     _say(f"deleted {len(ids) - len(missing)} documents: {_describe(info)}")

@@ -39,7 +39,8 @@ sentence pair. With an API key set, every endpoint but /health needs
 `Authorization: Bearer KEY` (or `X-API-Key: KEY`)."""
 
 ERRORS = {status: {"model": schemas.ErrorResponse, "description": text} for status, text in (
-    (401, "missing or wrong API key"), (413, "over a published limit"), (422, "invalid input"),
+    (401, "missing or wrong API key"), (408, "request body too slow"), (413, "over a published limit"),
+    (422, "invalid input"),
     (503, "busy or timed out; retry after Retry-After seconds"))}
 
 
@@ -73,7 +74,9 @@ def create_app(service: EmbeddingService) -> FastAPI:
     app = FastAPI(title="bertkit server", version=getattr(bertkit, "__version__", "unknown"),
                   description=API_DESCRIPTION)
     app.add_middleware(GuardMiddleware, api_key=service.config.api_key,
-                       max_request_bytes=service.config.max_request_bytes, stats=service.stats)
+                       max_request_bytes=service.config.max_request_bytes, stats=service.stats,
+                       body_timeout_s=service.config.body_timeout_s,
+                       max_header_bytes=service.config.max_header_bytes)
     runner = service.runner
 
     @app.exception_handler(ServiceError)
@@ -169,8 +172,13 @@ def create_app(service: EmbeddingService) -> FastAPI:
         return json_response({"query": body.query, "query_truncated": truncated, "results": [
             {"id": h.id, "score": h.score, "text": h.text, "metadata": h.metadata} for h in hits]})
 
-    @app.get("/health", response_model=schemas.HealthResponse, summary="Liveness (no API key needed)")
+    @app.get("/health", response_model=schemas.HealthResponse, response_model_exclude_none=True,
+             summary="Health (no API key needed)",
+             responses={503: {"model": schemas.HealthResponse, "description": "a route cannot answer now"}})
     async def health():
+        problem = service.health_problem()
+        if problem is not None:
+            return JSONResponse({"status": "unhealthy", "detail": problem}, status_code=503)
         return {"status": "ok"}
 
     @app.get("/status", responses={401: ERRORS[401]},

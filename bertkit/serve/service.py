@@ -13,7 +13,7 @@ from typing import Any, Optional, Sequence
 import numpy as np
 
 from bertkit.data.squad import QAExample
-from bertkit.errors import BertkitError
+from bertkit.errors import BertkitError, TimeLimitExceeded
 from bertkit.serve.batching import CPU_BATCH_OVERHEAD_TOKENS, GPU_BATCH_OVERHEAD_TOKENS, Batcher, QueueFull
 from bertkit.serve.config import ServeConfig
 from bertkit.serve.inputs import InputRejected, PreparedTexts, TokenSequence, prepare_texts
@@ -225,8 +225,19 @@ class EmbeddingService:
                                                        max_length=self.index.max_length)
         try:
             return await self.index.search(vectors[0], k, filter), bool(truncated)
+        except TimeLimitExceeded as err:
+            self.stats.timeouts += 1
+            raise ServiceError(503, f"{err}; retry shortly", {"Retry-After": "1"}) from None
         except BertkitError as err:   # a bad filter field, for one
             raise ServiceError(422, str(err)) from None
+
+    def health_problem(self) -> Optional[str]:
+        """Why this server cannot answer every route now (for /health), or None when it can."""
+        stuck = self.index.stuck_for() if self.index is not None else None
+        if stuck is not None:
+            return (f"the search thread has run one query {stuck:.0f} s past its {self.index.timeout_s:g} s "
+                    "limit; /search requests time out until it finishes")
+        return None
 
     # --- status ------------------------------------------------------------------------------------------
     def status(self) -> dict:
@@ -245,7 +256,10 @@ class EmbeddingService:
                        "max_request_bytes": config.max_request_bytes,
                        "max_queued_texts": config.max_queued_texts,
                        "request_timeout_s": config.request_timeout_s,
-                       "search_k_limit": config.search_k_limit},
+                       "search_k_limit": config.search_k_limit,
+                       "header_timeout_s": config.header_timeout_s, "body_timeout_s": config.body_timeout_s,
+                       "keep_alive_timeout_s": config.keep_alive_timeout_s,
+                       "max_connections": config.max_connections, "max_header_bytes": config.max_header_bytes},
             "config": config.public_dict(),
             "self_test": self.self_test,
             "index": self.index.describe() if self.index is not None else None,

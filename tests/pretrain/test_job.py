@@ -31,7 +31,7 @@ def test_pretrain_cli_end_to_end_then_evaluate_and_continue(tmp_path, corpus, vo
     summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert summary["steps"] == 12 and "eval_mlm_accuracy" in summary
     for name in ("config.json", "model.safetensors", "vocab.txt", "bertkit.json", "log.jsonl", "loss.png",
-                 "pretrain_config.json", "checkpoint/training_state.pt"):
+                 "pretrain_config.json", "checkpoint/training_state.safetensors"):
         assert (out / name).exists(), name
     assert json.loads((out / "config.json").read_text())["architectures"] == ["BertForPreTraining"]
 
@@ -146,3 +146,28 @@ def test_two_runs_with_the_same_seed_give_identical_weights(tmp_path, corpus):
     weights_a, weights_b = (load_file(str(out / "model.safetensors")) for out in runs)
     assert weights_a.keys() == weights_b.keys()
     assert all(torch.equal(weights_a[k], weights_b[k]) for k in weights_a)
+
+
+class _Payload:
+    """Unpickling this creates the marker file: proof that loading ran code."""
+
+    def __init__(self, marker):
+        self.marker = marker
+
+    def __reduce__(self):
+        return Path.touch, (self.marker,)
+
+
+def test_resume_refuses_a_pickled_training_state_with_one_line(tmp_path, corpus, vocab_dir, capsys):
+    import torch
+
+    common = ["--corpus", str(corpus), "--vocab", str(vocab_dir), "--max-steps", "2", "--output", str(tmp_path / "o")]
+    assert pretrain(common) == 0
+    checkpoint = tmp_path / "o" / "checkpoint"
+    (checkpoint / "training_state.safetensors").unlink()
+    torch.save({"model": _Payload(tmp_path / "pwned")}, checkpoint / "training_state.pt")  # a crafted run folder
+    capsys.readouterr()
+    assert pretrain([*common, "--resume"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "pickle format" in err[0] and "without --resume" in err[0], err
+    assert not (tmp_path / "pwned").exists()
