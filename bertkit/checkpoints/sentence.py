@@ -9,13 +9,13 @@ writes all of it; nothing about sentence vectors travels in loose metadata.
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any, Optional
 
 import numpy as np
 import torch
 
+from bertkit.atomic_write import write_file
 from bertkit.checkpoints import sentence_transformers
 from bertkit.checkpoints.json_files import read_json
 from bertkit.errors import CheckpointError
@@ -172,11 +172,19 @@ def write_sentence_pipeline(folder: Path, pipeline: SentencePipeline) -> dict[st
 
 
 def _write_whitening(folder: Path, whitening: Whitening) -> dict[str, Any]:
+    _save_whitening_tensors(folder / WHITENING_FILE, whitening)
+    return _whitening_entry(whitening)
+
+
+def _save_whitening_tensors(path: Path, whitening: Whitening) -> None:
     from safetensors.numpy import save_file
 
     save_file({"mean": np.ascontiguousarray(whitening.mean.cpu().numpy()),
                "kernel": np.ascontiguousarray(whitening.kernel.cpu().numpy())},
-              str(folder / WHITENING_FILE), metadata={"count": str(whitening.count)})
+              str(path), metadata={"count": str(whitening.count)})
+
+
+def _whitening_entry(whitening: Whitening) -> dict[str, Any]:
     return {"file": WHITENING_FILE, "dim_in": whitening.dim_in, "dim_out": whitening.dim_out,
             "fitted_on": whitening.count, "pooling": whitening.pooling, "layers": whitening.layers}
 
@@ -188,22 +196,12 @@ def save_whitening(folder: str | Path, whitening: Whitening, pooling: str, layer
     if not folder.is_dir():
         raise CheckpointError(f"{folder}: no such model folder")
     whitening.pooling, whitening.layers = pooling, layers
-    path = folder / META_FILE
-    meta = _read_meta(path)
-    tmp = folder / f".{WHITENING_FILE}.tmp-{os.getpid()}"
-    tmp.mkdir()
-    try:
-        meta["whitening"] = _write_whitening(tmp, whitening)
-        os.replace(tmp / WHITENING_FILE, folder / WHITENING_FILE)
-    finally:
-        for item in tmp.iterdir():
-            item.unlink()
-        tmp.rmdir()
+    meta = _read_meta(folder / META_FILE)
+    write_file(folder / WHITENING_FILE, lambda tmp: _save_whitening_tensors(tmp, whitening))
+    meta["whitening"] = _whitening_entry(whitening)
     meta["encode"] = {**meta.get("encode", {}), "pooling": pooling, **({"layers": layers} if layers != "last" else {})}
     text = json.dumps(meta, indent=2, ensure_ascii=False) + "\n"
-    tmp_meta = path.with_name(f".{META_FILE}.tmp-{os.getpid()}")
-    tmp_meta.write_text(text, encoding="utf-8")
-    os.replace(tmp_meta, path)
+    write_file(folder / META_FILE, lambda tmp: tmp.write_text(text, encoding="utf-8"))
 
 
 def load_whitening(folder: str | Path) -> Optional[Whitening]:
