@@ -10,6 +10,7 @@ those agree to 1e-6.
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -23,6 +24,7 @@ from bertkit.serve.app import create_app
 LONG = "the cat sat on the mat and the dog is on the mat " * 3          # ~40 tokens: over the 16 kept
 TEXTS = ["the cat sat on the mat", "hello world", LONG, "dog", "你好 世界", "is the cat on the mat ? hello"]
 WORDS = "the cat sat on mat dog is hello world".split()
+PRETRAIN_CONFIG = Path(__file__).parents[2] / "configs" / "pretrain" / "tiny.toml"
 
 
 def _sentences(n: int) -> list[str]:
@@ -69,6 +71,10 @@ def folders(tmp_path_factory, tiny_model_dir, make_sentence_transformers_folder)
                                       "--epochs", "1", "--batch-size", "8", "--max-length", "32", *fast),
         "pruned": lambda out: _run("prune-heads", "--model", str(built("finetuned")), "--output", str(out),
                                    "--dev", str(data), "--per-layer", "1"),
+        "pretrained": lambda out: _run("pretrain", "--config", str(PRETRAIN_CONFIG), "--corpus", str(corpus),
+                                       "--output", str(out), "--init", str(built("sentence-transformers")),
+                                       "--max-steps", "2", "--data.max_length=16", "--data.batch_size=8",
+                                       "--data.heldout_fraction=0", "--train.progress_bar=false"),
     }
     cache: dict = {}
 
@@ -102,7 +108,7 @@ def _three_routes(folder, texts, tmp_path):
 
 
 FOLDERS = ["plain", "sentence-transformers", "converted", "whitened", "quantized", "simcse", "distilled-embedding",
-           "finetuned", "distilled", "pruned"]
+           "finetuned", "distilled", "pruned", "pretrained"]
 
 
 @pytest.mark.parametrize("name", FOLDERS)
@@ -127,7 +133,7 @@ def test_writers_carry_length_dense_normalization_and_whitening(folders):
         "sentence-transformers": (16, 1, True, False), "converted": (16, 1, True, False),
         "whitened": (16, 1, True, True), "quantized": (16, 1, True, True), "simcse": (16, 1, True, False),
         "distilled-embedding": (16, 0, True, False), "finetuned": (16, 1, True, False),
-        "distilled": (16, 0, True, False), "pruned": (16, 1, True, False)}
+        "distilled": (16, 0, True, False), "pruned": (16, 1, True, False), "pretrained": (16, 1, True, False)}
     for name, (max_length, dense, normalize, whitened) in expectations.items():
         model = bertkit.load(folders(name))
         got = (model.max_length, len(model.sentence.dense), model.sentence.config.normalize,
