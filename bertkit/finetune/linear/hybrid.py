@@ -68,5 +68,6 @@ def fit_stack(task: str, parts: Sequence[PartFit], y: Targets, num_labels: int, 
     return fit_classifier(train_inputs, y.train, dev_inputs, y.dev, num_labels, STACK_C_GRID, seed)
 
 
-def hybrid_model(task: str, label_names: list[str], pairs: bool, parts: Sequence[PartFit], stack: Fitted) -> LinearModel:
+def hybrid_model(task: str, label_names: list[str], pairs: bool, parts: Sequence[PartFit],
+                 stack: Fitted) -> LinearModel:
     return LinearModel("hybrid", task, label_names, pairs, [p.part for p in parts], stack.layer)

@@ -100,9 +100,9 @@ def run_linear_job(job: LinearJob) -> LinearJobResult:
         earlier = (read_saved_metrics(output) or {}).get("dev", {})     # as finetune does: the kept model's
         return LinearJobResult(output, model, earlier, seconds, encode_seconds, splits, predicted, baseline, True)
     meta = linear_meta(model, {"regularization": regularization, "trained_with": training_versions()})
-    meta.update(encode={"pooling": encoding.pooling, "normalize": encoding.normalize,
-                        "max_length": encoding.max_length}, trained_from=str(job.model))
-    save_checkpoint(output, checkpoint.encoder, checkpoint.tokenizer, {}, meta,
+    meta["trained_from"] = str(job.model)
+    # the frozen encoder with its whole sentence pipeline: the folder encodes exactly as the model it came from
+    save_checkpoint(output, checkpoint.encoder, checkpoint.tokenizer, {}, meta, sentence=checkpoint.sentence,
                     write_extra=lambda tmp: write_linear_files(tmp, model))
     write_json(output / METRICS_FILE, {
         "dev": fitted.dev_metrics, "metric_for_best": metric, "dev_data": dev_data, "method": job.method,

@@ -1,8 +1,9 @@
 """The frozen model's sentence vectors for the linear probe and the hybrid, and their cache.
 
-Vectors come from the path `Model.encode` runs (bertkit.features.encode_texts: length-sorted batches, the
-folder's pooling, normalization and max length); the saved whitening is not applied: a linear classifier
-over standardized features does not need it (whitening is an affine map, standardization is another).
+Vectors come from the folder's one sentence-embedding path, the one `Model.encode` runs (model/sentence.py:
+its pooling, layers, dense layers, whitening, normalization and max length; features.encode_texts batches
+by length), so a probe's vectors are exactly the model's vectors. The linear-probe and hybrid folders keep
+that pipeline (saved with their encoder), so prediction makes the same vectors again.
 Pairs are encoded side by side and joined as [u, v, |u - v|, u * v].
 
 Training encodes train and dev once and caches them in the run folder as .npy files (numpy's own format,
@@ -21,7 +22,6 @@ import numpy as np
 
 from bertkit.atomic_write import write_file
 from bertkit.checkpoints import Checkpoint
-from bertkit.checkpoints.sentence_transformers import read_encode_defaults
 from bertkit.data.readers import TextExample
 from bertkit.errors import BertkitError
 from bertkit.features import EncodeOptions, encode_texts
@@ -31,34 +31,29 @@ ENCODE_BATCH_SIZE = 64
 
 
 def encoding_of(checkpoint: Checkpoint, max_length: Optional[int] = None) -> VectorBlock:
-    """The folder's own encode defaults (as Model.encode reads them): pooling, normalize, max_length (unless
-    `max_length` is given)."""
+    """The folder's own sentence settings (pooling, normalize, max_length unless `max_length` is given)."""
     if checkpoint.tokenizer is None:
         raise BertkitError(f"{checkpoint.path}: the model folder has no vocab.txt or tokenizer.json to encode text")
-    defaults = {**(read_encode_defaults(checkpoint.path) if checkpoint.path else {}),
-                **(checkpoint.meta or {}).get("encode", {})}
     limit = checkpoint.config.max_length
     if max_length is not None and not 2 < max_length <= limit:
         raise BertkitError(f"--max-length {max_length}: {checkpoint.path} encodes 3 to {limit} tokens per text")
-    max_length = max_length or defaults.get("max_length")
-    max_length = min(int(max_length), limit) if max_length else limit
-    return VectorBlock(defaults.get("pooling", "mean"), bool(defaults.get("normalize", False)), max_length,
+    settings = checkpoint.sentence.config
+    return VectorBlock(settings.pooling, settings.normalize, max_length or settings.max_length or limit,
                        np.zeros(0), np.zeros(0))
 
 
 def encode_examples(checkpoint: Checkpoint, examples: Sequence[TextExample], encoding: VectorBlock,
                     pairs: bool, batch_size: int = ENCODE_BATCH_SIZE, progress: bool = False) -> np.ndarray:
-    """(N, C) vectors of the texts, or (N, 4C) [u, v, |u-v|, u*v] for pairs."""
-    options = EncodeOptions(batch_size=batch_size, max_length=encoding.max_length, pooling=encoding.pooling,
-                            normalize=encoding.normalize, progress=progress)
+    """(N, D) vectors of the texts, or (N, 4D) [u, v, |u-v|, u*v] for pairs."""
+    sentence = checkpoint.sentence.build(checkpoint.encoder, encoding.pooling, normalize=encoding.normalize)
+    options = EncodeOptions(batch_size=batch_size, max_length=encoding.max_length, progress=progress)
     was_training = checkpoint.encoder.training
     checkpoint.encoder.eval()
     try:
-        first = encode_texts(checkpoint.encoder, checkpoint.tokenizer, [ex.text for ex in examples], options)
+        first = encode_texts(sentence, checkpoint.tokenizer, [ex.text for ex in examples], options)
         if not pairs:
             return first
-        second = encode_texts(checkpoint.encoder, checkpoint.tokenizer, [ex.text_pair or "" for ex in examples],
-                              options)
+        second = encode_texts(sentence, checkpoint.tokenizer, [ex.text_pair or "" for ex in examples], options)
         return pair_vectors(first, second)
     finally:
         checkpoint.encoder.train(was_training)
