@@ -64,6 +64,14 @@ def cli_has(*words: str) -> bool:
     return words[-1] in text
 
 
+def cpu_seconds() -> float:
+    """CPU time of this process and its finished children: on a shared machine the wall time follows the load,
+    the CPU time much less (with one thread, a quiet machine's wall time is about the CPU time)."""
+    import resource
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
 def scores(task: str, metrics: dict) -> tuple[float, float]:
     """(main, macro) for the table: accuracy / macro-F1, entity F1 / macro over types, or EM / F1."""
     if task == "ner":
@@ -227,14 +235,15 @@ def main(argv: Optional[list[str]] = None) -> int:
         paths = datasets.write_splits(splits, args.work / "data")
         for method in args.methods:
             work.mkdir(parents=True, exist_ok=True)
-            started = time.perf_counter()
+            started, cpu = time.perf_counter(), cpu_seconds()
             result = run_method(method, splits, model, paths, work)
             if not result:
                 continue
             main_score, macro = scores(splits.task, result["test"])
             record = {"set": name, "task": splits.task, "method": method, "how": result.get("how", "bertkit"),
                       "model": model.name, "sizes": splits.sizes(), "main": main_score, "macro": macro,
-                      "wall_s": round(time.perf_counter() - started, 1), "load": round(os.getloadavg()[0], 1),
+                      "wall_s": round(time.perf_counter() - started, 1), "cpu_s": round(cpu_seconds() - cpu, 1),
+                      "threads": os.environ.get("OMP_NUM_THREADS", "all"), "load": round(os.getloadavg()[0], 1),
                       "test": result["test"], "recipe": result.get("recipe")}
             records.append(record)
             print(json.dumps(record), file=sys.stderr)

@@ -21,7 +21,7 @@ _FLAGS = {"task": str, "model": str, "train": str, "dev": str, "output": str, "e
           "batch_size": int, "max_length": int, "seed": int, "warmup_ratio": float, "eval_every": int,
           "early_stopping_patience": int, "layerwise_lr_decay": float, "schedule": str, "metric": str,
           "encoding": str, "device": str, "max_train_examples": int, "max_dev_examples": int,
-          "aux_mlm_weight": float, "method": str}
+          "aux_mlm_weight": float, "head_lr": float, "class_weights": str, "time_budget": str, "method": str}
 
 
 def register(subparsers) -> None:
@@ -37,10 +37,18 @@ def register(subparsers) -> None:
     p.add_argument("--dev", help="dev file, evaluated every epoch (or --eval-every steps); picks the best model")
     p.add_argument("--output", help="folder for the best model")
     p.add_argument("--config", help="TOML file with FinetuneConfig keys")
-    p.add_argument("--epochs", type=int)
-    p.add_argument("--lr", type=float)
-    p.add_argument("--batch-size", type=int)
-    p.add_argument("--max-length", type=int, help="tokens per row; longer NER/QA inputs are windowed")
+    recipe = p.add_argument_group("training settings (default: the recipe picks each from the data and the model, "
+                                  "prints its choice and writes run/recipe.json)")
+    recipe.add_argument("--epochs", type=int)
+    recipe.add_argument("--lr", type=float)
+    recipe.add_argument("--head-lr", type=float, help="lr of a newly initialized task head (default 20 x lr)")
+    recipe.add_argument("--batch-size", type=int)
+    recipe.add_argument("--max-length", type=int, help="tokens per row; longer NER/QA inputs are windowed, longer "
+                                                       "texts keep their head and tail")
+    recipe.add_argument("--class-weights", choices=("auto", "none", "balanced", "sqrt"),
+                        help="loss weights per label (auto: sqrt-balanced when the labels are skewed)")
+    recipe.add_argument("--time-budget", help="wall-clock cap, e.g. 20m (off: none; default 30m when the recipe "
+                                              "picks the epochs)")
     p.add_argument("--seed", type=int)
     p.add_argument("--warmup-ratio", type=float)
     p.add_argument("--schedule", choices=("linear", "cosine", "constant", "slanted_triangular"))

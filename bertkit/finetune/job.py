@@ -46,6 +46,7 @@ from bertkit.finetune.saved_score import METRICS_FILE, dev_fingerprint, read_sav
 from bertkit.finetune.tasks import TaskOptions, build_task, check_training_labels, label_names_from, read_examples
 from bertkit.runtime import cpu_has_fast_bf16, pick_device, seed_everything
 from bertkit.train import TrainConfig, train
+from bertkit.train.checkpointing import state_path
 from bertkit.train.loop import say
 
 Task = Literal["classification", "pair-classification", "multi-label", "regression", "ner", "qa"]
@@ -140,6 +141,9 @@ def run_finetune(config: FinetuneConfig) -> FinetuneResult:
         known = LabelMap(tuple(label_names)) if label_names is not None else None
         dev_examples = read_examples(config.task, config.dev, known, True, dev_read)[:config.max_dev_examples]
     model = model_from_checkpoint(checkpoint, config.task, label_names)
+    saved_state = state_path(Path(config.output) / "run")
+    if config.resume and not saved_state.is_file():       # before the recipe lines: a one-line error
+        raise BertkitError(f"--resume: no training state at {saved_state}; start without --resume")
     config, recipe = _apply_recipe(config, checkpoint, model, train_examples)
     options = dataclasses.replace(config.options, max_length=config.max_length)
     task = build_task(config.task, checkpoint.tokenizer, model.label_names, options, train_examples,
@@ -276,7 +280,8 @@ def _is_head(name: str) -> bool:
 
 # Settings of the gradient-descent loop: a linear method has none of them (its regularization is chosen on dev).
 _LOOP_ONLY = ("epochs", "lr", "head_lr", "batch_size", "warmup_ratio", "eval_every", "early_stopping_patience",
-              "layerwise_lr_decay", "gradual_unfreezing", "aux_mlm_weight", "resume", "time_budget")
+              "layerwise_lr_decay", "gradual_unfreezing", "aux_mlm_weight", "resume", "time_budget",
+              "class_weights")
 
 
 def _linear_method(config: FinetuneConfig) -> FinetuneResult:

@@ -17,7 +17,8 @@ from bertkit.finetune.ner import NERTask
 from bertkit.finetune.qa import QATask
 from bertkit.tokenizer import Tokenizer
 
-FAST = dict(epochs=12, lr=5e-3, batch_size=16, max_length=24, progress_bar=False, warmup_ratio=0.0)
+FAST = dict(epochs=12, lr=5e-3, batch_size=16, max_length=24, progress_bar=False, warmup_ratio=0.0,
+            early_stopping_patience=0)
 
 
 def sentiment_rows(n: int = 64, seed: int = 0) -> list[dict]:
