@@ -39,6 +39,7 @@ import datasets  # noqa: E402  (benchmarks/datasets.py)
 CHINESE = ("chnsenticorp_like", "peoples_daily_ner")
 METHODS = ("baseline", "finetune", "linear-probe", "hybrid")
 CLASSIFICATION = ("classification", "pair-classification")
+TASKS = {"bible_pairs": "pair-classification", "peoples_daily_ner": "ner", "wordnet_qa": "qa"}   # else classification
 
 
 def minilm_path() -> Path:
@@ -255,9 +256,11 @@ def main(argv: Optional[list[str]] = None) -> int:
 
 
 def table(records: list[dict]) -> str:
-    by_set: dict[str, dict] = {}
+    """Markdown: one row per set of the data kit, one cell per method (a later record of the same cell wins).
+    A method that does not apply to the task says so; a cell with no record says "not run"."""
+    by_set: dict[str, dict] = {name: {"task": TASKS.get(name, "classification")} for name in datasets.LOADERS}
     for r in records:
-        by_set.setdefault(r["set"], {"task": r["task"], "sizes": r["sizes"]})[r["method"]] = r
+        by_set[r["set"]].update({"task": r["task"], "sizes": r["sizes"], r["method"]: r})
     metric = {"ner": "entity F1 / macro", "qa": "EM / F1"}
     lines = ["| set (train / dev / test) | metric | " + " | ".join(METHODS) + " |",
              "|---|---|" + "---:|" * len(METHODS)]
@@ -265,14 +268,18 @@ def table(records: list[dict]) -> str:
         cells = []
         for method in METHODS:
             r = row.get(method)
-            if r is None:
-                cells.append("—")
-                continue
-            mark = " (sklearn)" if r["how"] == "sklearn" else ""
-            cells.append(f"{r['main']:.3f} / {r['macro']:.3f}, {r['wall_s'] / 60:.1f} min{mark}")
-        sizes = " / ".join(f"{n:,}" for n in row["sizes"])
+            if r is not None:
+                mark = " (sklearn)" if r["how"] == "sklearn" else ""
+                cells.append(f"{r['main']:.3f} / {r['macro']:.3f}, {r['wall_s'] / 60:.1f} min{mark}")
+            elif method in ("linear-probe", "hybrid") and row["task"] not in CLASSIFICATION:
+                cells.append("n/a (classification only)")
+            elif method == "baseline" and row["task"] == "qa":
+                cells.append("n/a (no TF-IDF span extractor)")
+            else:
+                cells.append("not run")
+        sizes = " (" + " / ".join(f"{n:,}" for n in row["sizes"]) + ")" if "sizes" in row else ""
         kind = metric.get(row["task"], "accuracy / macro-F1")
-        lines.append(f"| {name} ({sizes}) | {kind} | " + " | ".join(cells) + " |")
+        lines.append(f"| {name}{sizes} | {kind} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
