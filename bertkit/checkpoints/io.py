@@ -20,12 +20,14 @@ import torch
 from torch import nn
 
 from bertkit.checkpoints import google, hf
-from bertkit.checkpoints.weights import read_weights
+from bertkit.checkpoints.weights import INDEX_FILES, INT8_WEIGHTS_FILE, WEIGHT_FILES, read_weights
 from bertkit.errors import CheckpointError
 from bertkit.model.config import EncoderConfig
 from bertkit.model.encoder import Encoder
 from bertkit.model.heads import (MaskedLMHead, QuestionAnsweringHead, SentencePairHead,
                                  SequenceClassificationHead, TokenClassificationHead)
+from bertkit.model.precision import apply_precision, has_int8, shape_int8
+from bertkit.runtime import PrecisionChoice, choose_precision
 from bertkit.tokenizer import Tokenizer
 
 META_FILE = "bertkit.json"
@@ -41,6 +43,7 @@ class Checkpoint:
     meta: dict[str, Any] = field(default_factory=dict)     # bertkit.json: task, labels, pooling, whitening, ...
     skipped: list[str] = field(default_factory=list)        # names in the weight file that are not model weights
     path: Path | None = None
+    precision: PrecisionChoice | None = None                # what the weights were put into at load
 
 
 def build_head(key: str, config: EncoderConfig, state: dict[str, torch.Tensor]) -> nn.Module:
@@ -58,13 +61,20 @@ def build_head(key: str, config: EncoderConfig, state: dict[str, torch.Tensor]) 
     raise CheckpointError(f"unknown head {key!r}")
 
 
-def load_checkpoint(path: str | os.PathLike, device: str | torch.device = "cpu") -> Checkpoint:
+def load_checkpoint(path: str | os.PathLike, device: str | torch.device = "cpu",
+                    precision: str | None = None) -> Checkpoint:
+    """precision: fp32 | bf16 | int8 | auto (runtime.choose_precision); None keeps what the folder stores (fp32,
+    or int8 for a folder written by `bertkit quantize`)."""
     folder = Path(path)
     if not folder.exists():
         raise CheckpointError(f"model folder {folder} does not exist")
     if not folder.is_dir():
         raise CheckpointError(f"{folder} is a file; pass the model folder that holds config.json and the weights")
     meta = _read_json(folder / META_FILE) if (folder / META_FILE).is_file() else {}
+    if (meta.get("quantization") or {}).get("scheme") == "dynamic-int8":
+        warnings.warn(f"{folder}: written by an older `bertkit quantize` (fp32 weights + a per-tensor dynamic int8 "
+                      "flag, min cosine to fp32 0.77 on real texts); it now loads as the fp32 model it holds. Run "
+                      "`bertkit quantize` again for a measured int8 folder", stacklevel=2)
     if (folder / "config.json").is_file():
         config = hf.config_from_hf(_read_json(folder / "config.json"), str(folder / "config.json"),
                                    meta.get("encoder"))
@@ -82,6 +92,12 @@ def load_checkpoint(path: str | os.PathLike, device: str | torch.device = "cpu")
     if hf_config.get("pruned_heads"):
         encoder.shape_pruned({int(layer): [int(h) for h in heads]
                               for layer, heads in hf_config["pruned_heads"].items()})
+    int8_names = sorted({name.rsplit(".", 1)[0] for name in split.encoder if name.endswith(".weight_scale")})
+    try:
+        shape_int8(encoder, int8_names)
+    except KeyError as err:
+        raise CheckpointError(f"{folder}: int8 scales for {err.args[0]!r}, which is not a Linear or Embedding "
+                              "layer of the model config.json describes") from None
     _load_encoder_state(encoder, split.encoder, folder)
     heads = {}
     for key, state in split.heads.items():
@@ -92,10 +108,14 @@ def load_checkpoint(path: str | os.PathLike, device: str | torch.device = "cpu")
     if split.skipped:
         warnings.warn(f"{folder}: skipped {len(split.skipped)} entries that are not model weights: "
                       f"{', '.join(split.skipped[:5])}{' ...' if len(split.skipped) > 5 else ''}", stacklevel=2)
+    device = torch.device(device)
     encoder.to(device).eval()
     for head in heads.values():
         head.to(device).eval()
-    return Checkpoint(config, encoder, tokenizer, heads, meta, split.skipped, folder)
+    choice = choose_precision(precision, device, "int8" if int8_names else "fp32")
+    if choice.precision != "fp32" or int8_names:
+        apply_precision(encoder, heads, choice)
+    return Checkpoint(config, encoder, tokenizer, heads, meta, split.skipped, folder, choice)
 
 
 def _load_encoder_state(encoder: Encoder, state: dict[str, torch.Tensor], folder: Path) -> None:
@@ -182,11 +202,15 @@ def save_checkpoint(folder: str | os.PathLike, encoder: Encoder, tokenizer: Toke
     if config.norm_position == "pre" or config.embedding_size or config.causal:
         full_meta["hf_compatible"] = False   # HF BertModel cannot compute these variants
 
+    int8 = has_int8(encoder)
+    if int8:
+        full_meta["hf_compatible"] = False   # int8 values and scales: bertkit.load only
+
     folder.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{folder.name}.tmp-", dir=folder.parent))
     try:
-        save_file({k: v.detach().cpu().contiguous() for k, v in state.items()}, str(tmp / "model.safetensors"),
-                  metadata={"format": "pt"})
+        save_file({k: v.detach().cpu().contiguous() for k, v in state.items()},
+                  str(tmp / (INT8_WEIGHTS_FILE if int8 else "model.safetensors")), metadata={"format": "pt"})
         (tmp / "config.json").write_text(json.dumps(hf_config, indent=2) + "\n", encoding="utf-8")
         (tmp / META_FILE).write_text(json.dumps(full_meta, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
         if tokenizer is not None:
@@ -208,6 +232,7 @@ def _replace_folder(new: Path, target: Path) -> None:
     os.replace(target, old)
     os.replace(new, target)
     for item in old.iterdir():
-        if not (target / item.name).exists():
+        # never an old weight file: beside the new one it would be read instead (or shadow an int8 file)
+        if not (target / item.name).exists() and item.name not in WEIGHT_FILES + INDEX_FILES:
             os.replace(item, target / item.name)
     shutil.rmtree(old, ignore_errors=True)

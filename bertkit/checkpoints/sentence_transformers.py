@@ -35,3 +35,8 @@ def read_encode_defaults(folder: Path) -> dict[str, Any]:
         if isinstance(max_length, int):
             defaults["max_length"] = max_length
     return defaults
+
+
+def encode_defaults(folder: Path | None, meta: dict[str, Any]) -> dict[str, Any]:
+    """The folder's encode defaults: bertkit.json "encode" over a sentence-transformers folder's."""
+    return {**(read_encode_defaults(folder) if folder is not None else {}), **(meta or {}).get("encode", {})}

@@ -93,7 +93,7 @@ class SelfAttention(nn.Module):
         """-> (output (B, T, C), attention weights or None, (keys, values) including `past`).
         queries: compute only the first `queries` positions' outputs (keys and values still cover all T)."""
         B, T, _ = x.shape
-        if queries is None or type(self.qkv) is not nn.Linear:     # int8-quantized Linear: no weight tensor
+        if queries is None or type(self.qkv) is not nn.Linear:     # int8 Linear: no float weight to slice
             q, k, v = self.qkv(x).view(B, T, 3, self.num_heads, self.head_dim).permute(2, 0, 3, 1, 4)  # (B, H, T, D)
             q = q[:, :, :queries] if queries is not None else q
         else:

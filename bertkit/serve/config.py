@@ -35,6 +35,7 @@ class ServeConfig:
     request_timeout_s: float = 30.0
     api_key: Optional[str] = None
     search_k_limit: int = 100
+    precision: Optional[str] = None    # fp32 | bf16 | int8 | auto, as bertkit.load; None: what the folder holds
 
     def __post_init__(self) -> None:
         for name in ("workers", "max_batch_tokens", "max_batch_size", "max_request_texts", "max_request_bytes",
