@@ -140,7 +140,7 @@ class FeedForward(nn.Module):
         super().__init__()
         self.up = nn.Linear(config.hidden_size, config.intermediate_size)
         self.down = nn.Linear(config.intermediate_size, config.hidden_size)
-        self.act = ACTIVATIONS[config.activation]
+        self.act = ACTIVATIONS[config.activation]      # on CPU in bf16, model/precision.py fuses it into `up`
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.down(self.act(self.up(x)))

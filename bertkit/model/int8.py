@@ -16,6 +16,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from bertkit.model.encoder import ACTIVATIONS
+from bertkit.model.onednn import linear
+
 KERNELS = ("int_mm", "dequant")
 
 
@@ -36,6 +39,7 @@ class Int8Linear(nn.Module):
         self.register_buffer("weight_scale", torch.ones(out_features))
         self.register_buffer("bias", torch.zeros(out_features) if bias else None)
         self.kernel = "int_mm"
+        self.activation: Optional[str] = None      # applied to the output (fused on CPU in bf16), see precision.py
         self._dense: Optional[tuple[torch.Tensor, Optional[torch.Tensor]]] = None   # "dequant" weights, cached
 
     @classmethod
@@ -59,7 +63,7 @@ class Int8Linear(nn.Module):
             if self._dense is None or self._dense[0].dtype != x.dtype or self._dense[0].device != x.device:
                 bias = self.bias.to(x.dtype) if self.bias is not None else None
                 self._dense = (self.dequantized().to(x.dtype), bias)
-            return F.linear(x, *self._dense)
+            return linear(x, *self._dense, self.activation)
         rows = x.reshape(-1, self.in_features)                            # (M, K), one row per token
         x_scale = rows.abs().amax(dim=1, keepdim=True).float().clamp_(min=1e-12) / 127.0   # (M, 1)
         x_int8 = torch.round(rows / x_scale).to(torch.int8)
@@ -70,10 +74,13 @@ class Int8Linear(nn.Module):
         y = acc * (x_scale * self.weight_scale)                           # (M, N) fp32
         if self.bias is not None:
             y = y + self.bias
+        if self.activation:
+            y = ACTIVATIONS[self.activation](y)
         return y.to(x.dtype).view(*x.shape[:-1], self.out_features)
 
     def extra_repr(self) -> str:
-        return f"in_features={self.in_features}, out_features={self.out_features}, kernel={self.kernel}"
+        return (f"in_features={self.in_features}, out_features={self.out_features}, kernel={self.kernel}"
+                + (f", activation={self.activation}" if self.activation else ""))
 
 
 class Int8Embedding(nn.Module):

@@ -12,7 +12,9 @@ from typing import Iterable, Mapping
 import torch
 from torch import nn
 
+from bertkit.model.encoder import FeedForward
 from bertkit.model.int8 import INT8_MODULES, Int8Embedding, Int8Linear
+from bertkit.model.onednn import FusedLinear
 from bertkit.runtime import PrecisionChoice
 
 TOKEN_EMBEDDING = "embeddings.token"
@@ -29,6 +31,15 @@ def int8_module_names(module: nn.Module) -> list[str]:
 
 def has_int8(module: nn.Module) -> bool:
     return any(isinstance(m, INT8_MODULES) for m in module.modules())
+
+
+def inference_only(module: nn.Module) -> str | None:
+    """Why the module cannot be trained (int8 weights, or oneDNN inference kernels), or None."""
+    if has_int8(module):
+        return "it holds int8 weights (a folder written by bertkit quantize); train the fp32 folder it came from"
+    if any(isinstance(m, FusedLinear) for m in module.modules()):
+        return "it was loaded for inference in bf16 (oneDNN kernels without gradients); load it in fp32 to train"
+    return None
 
 
 def quantize_encoder(encoder: nn.Module, keep: Iterable[str] = (), embeddings: bool = True) -> None:
@@ -79,6 +90,23 @@ def apply_precision(encoder: nn.Module, heads: Mapping[str, nn.Module], choice: 
                 m.set_kernel(kernel)
             elif isinstance(m, Int8Embedding):
                 m.dtype = choice.dtype
+    device = next(encoder.parameters()).device
+    if choice.dtype == torch.bfloat16 and device.type == "cpu":
+        fuse_linears(encoder)
+
+
+def fuse_linears(encoder: nn.Module) -> None:
+    """In place, for bf16 on CPU: Linear layers run oneDNN's fused kernel (bias inside the matmul), and each
+    feed-forward's activation moves into its up projection (bertkit.model.onednn)."""
+    _replace(encoder, {name: FusedLinear.wrap(m) for name, m in encoder.named_modules() if type(m) is nn.Linear})
+    for ffn in encoder.modules():
+        if isinstance(ffn, FeedForward) and ffn.act is not _identity:
+            ffn.up.activation = encoder.config.activation
+            ffn.act = _identity
+
+
+def _identity(x: torch.Tensor) -> torch.Tensor:
+    return x
 
 
 def cast_floats(module: nn.Module, dtype: torch.dtype) -> None:

@@ -14,7 +14,8 @@ from bertkit.model import Encoder, EncoderConfig
 from bertkit.model.heads import SequenceClassificationHead
 from bertkit.model.int8 import Int8Embedding, Int8Linear
 from bertkit.model.pooling import pool
-from bertkit.model.precision import (apply_precision, dequantize_encoder, has_int8, int8_module_names,
+from bertkit.model.onednn import FusedLinear
+from bertkit.model.precision import (apply_precision, cast_floats, dequantize_encoder, has_int8, int8_module_names,
                                      quantizable_linears, quantize_encoder)
 from bertkit.runtime import PrecisionChoice
 
@@ -107,3 +108,17 @@ def test_dequantize_gives_back_float_modules_with_the_same_outputs():
         after = plain(ids, mask).last_hidden_state
     assert not has_int8(plain)
     torch.testing.assert_close(after, before, atol=1e-6, rtol=1e-6)
+
+
+def test_fused_onednn_linears_match_plain_bf16():
+    """On CPU in bf16 the Linear layers run oneDNN's fused kernel (bias and GELU inside the matmul)."""
+    encoder, heads = model()
+    ids, mask = inputs()
+    plain = copy.deepcopy(encoder)
+    cast_floats(plain, torch.bfloat16)                       # bf16 weights, F.linear + separate GELU
+    apply_precision(encoder, heads, BF16)
+    assert isinstance(encoder.blocks[0].ffn.up, FusedLinear) and encoder.blocks[0].ffn.up.activation == "gelu"
+    assert set(encoder.state_dict()) == set(plain.state_dict())                      # same weights, same names
+    with torch.no_grad():
+        fused, reference = encoder(ids, mask).last_hidden_state, plain(ids, mask).last_hidden_state
+    assert token_cosines(fused, reference, mask).min() >= 0.9999
