@@ -5,11 +5,14 @@ thread count, interleaved rounds in one run.
     python benchmarks/encode_precision.py --data ../shared/data/en_corpus.txt.gz --texts 3000 --rounds 5 \
         --threads 2 --ov-python /work/venvs/ov/bin/python --onnx-python /work/venvs/onnx/bin/python
 
+bertkit's own ONNX export, in fp32 and after onnxruntime's dynamic int8 quantization, runs in-process too.
 Texts: non-empty lines of the corpus, shuffled with --seed (as benchmarks/encode.py). The int8 folder comes from
 `bertkit quantize` on a different sample of the corpus (--seed + 1), its gate table printed first, unless
 --int8 DIR names one. Reports sentences/s and tokens/s (median round), the ratios to sentence-transformers fp32,
 and every variant's cosine to bertkit fp32 (min and mean over all texts). The CPU model, its bf16/int8 flags and
 the load average are printed beside the figures: on a shared machine the ratios, not the rates, are the result.
+On a busy machine, `--threads 1 --clock cpu` times each variant by the CPU time of its process instead of wall
+time, which other jobs on the machine do not inflate (with more threads, idle spinning would count too).
 """
 from __future__ import annotations
 
@@ -48,13 +51,13 @@ class Subprocess:
     """A sentence-transformers backend in another interpreter (benchmarks/st_backend_worker.py)."""
 
     def __init__(self, python: str, backend: str, model: str, texts_file: str, threads: int, batch_size: int,
-                 work: Path):
+                 work: Path, clock: str):
         self.vectors_file = work / f"{backend}.npy"
         env = {**os.environ, "OMP_NUM_THREADS": str(threads), "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
         self.process = subprocess.Popen(
             [python, str(Path(__file__).with_name("st_backend_worker.py")), "--model", model, "--backend", backend,
              "--texts", texts_file, "--threads", str(threads), "--batch-size", str(batch_size),
-             "--vectors", str(self.vectors_file)],
+             "--vectors", str(self.vectors_file), "--clock", clock],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
         line = self.process.stdout.readline()
         if line.strip() != "ready":
@@ -85,6 +88,25 @@ def bertkit_runner(folder, texts, batch_size, precision=None, int8_kernel_fp32=F
     return lambda: model.encode(texts, batch_size=batch_size, normalize=True)
 
 
+def onnx_runners(folder: str, texts, batch_size: int, threads: int, work: Path) -> dict:
+    """bertkit's ONNX export (mean pooling and normalization in the graph) run by onnxruntime, in fp32 and after
+    onnxruntime's dynamic int8 quantization (per-channel int8 weights, uint8 activations per tensor)."""
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    from bertkit.distill.onnx_export import export_onnx
+    from bertkit.distill.onnx_model import OnnxModel
+    fp32 = export_onnx(folder, work / "onnx" / "model.onnx", pooling="mean", normalized=True).path
+    int8 = work / "onnx-int8" / "model.onnx"
+    int8.parent.mkdir()
+    quantize_dynamic(str(fp32), str(int8), per_channel=True, weight_type=QuantType.QInt8)
+    for name in ("tokenizer.json", "vocab.txt", "tokenizer_config.json", "special_tokens_map.json"):
+        if (fp32.parent / name).is_file():
+            (int8.parent / name).write_bytes((fp32.parent / name).read_bytes())
+    models = {"bertkit ONNX fp32 (onnxruntime)": OnnxModel(fp32, threads),
+              "bertkit ONNX int8 (onnxruntime quantize_dynamic)": OnnxModel(int8, threads)}
+    return {name: (lambda model=model: model.encode(texts, batch_size=batch_size)) for name, model in models.items()}
+
+
 def quantize_minilm(folder: str, data: str, seed: int, work: Path) -> str:
     from bertkit.distill.quantize import QuantizeConfig, run_quantize
     sample = work / "gate_texts.txt"
@@ -107,6 +129,9 @@ def main() -> None:
     parser.add_argument("--int8", help="an int8 folder of all-MiniLM-L6-v2 (default: quantize one here)")
     parser.add_argument("--ov-python", help="interpreter with optimum-intel[openvino] (sentence-transformers OpenVINO)")
     parser.add_argument("--onnx-python", help="interpreter with optimum-onnx[onnxruntime] (sentence-transformers ONNX)")
+    parser.add_argument("--no-onnx", action="store_true", help="skip bertkit's ONNX export (fp32 and int8)")
+    parser.add_argument("--clock", choices=("wall", "cpu"), default="wall",
+                        help="cpu: CPU time of each process (with --threads 1, for a busy machine)")
     parser.add_argument("--output", help="write the results as JSON here too")
     args = parser.parse_args()
 
@@ -130,21 +155,25 @@ def main() -> None:
         "bertkit int8 (int_mm kernel)": bertkit_runner(int8, texts, args.batch_size, "fp32", int8_kernel_fp32=True),
         "sentence-transformers fp32": lambda: st.encode(texts, batch_size=args.batch_size, normalize_embeddings=True),
     }
+    if not args.no_onnx:
+        runners.update(onnx_runners(folder, texts, args.batch_size, args.threads, work))
     workers = {}
     for name, python, backend in (("sentence-transformers ONNX (onnxruntime)", args.onnx_python, "onnx"),
                                   ("sentence-transformers OpenVINO", args.ov_python, "openvino")):
         if python:
-            workers[name] = Subprocess(python, backend, folder, str(texts_file), args.threads, args.batch_size, work)
+            workers[name] = Subprocess(python, backend, folder, str(texts_file), args.threads, args.batch_size, work,
+                                       args.clock)
 
     vectors = {name: encode() for name, encode in runners.items()}          # warm-up, and the vectors compared
     vectors.update({name: worker.vectors() for name, worker in workers.items()})
     load_before = os.getloadavg()
+    clock = time.process_time if args.clock == "cpu" else time.perf_counter
     times: dict[str, list[float]] = {name: [] for name in vectors}
     for _ in range(args.rounds):                  # interleaved rounds: machine drift hits every variant alike
         for name, encode in runners.items():
-            started = time.perf_counter()
+            started = clock()
             encode()
-            times[name].append(time.perf_counter() - started)
+            times[name].append(clock() - started)
         for name, worker in workers.items():
             times[name].append(worker.timed())
     load_after = os.getloadavg()
@@ -164,13 +193,14 @@ def main() -> None:
                       "vs_bertkit_fp32": median["bertkit fp32"] / seconds,
                       "min_cosine_to_bertkit_fp32": float(cosines.min()),
                       "mean_cosine_to_bertkit_fp32": float(cosines.mean())}
-    result = {"cpu": cpu_description(), "torch": torch.__version__, "threads": args.threads,
+    result = {"cpu": cpu_description(), "torch": torch.__version__, "threads": args.threads, "clock": args.clock,
               "load_average_before_after": [round(load_before[0], 2), round(load_after[0], 2)],
               "texts": len(texts), "tokens": tokens, "rounds": args.rounds, "batch_size": args.batch_size,
               "int8_folder": int8, "results": rows, "seconds": times}
     print(f"CPU: {result['cpu']}; torch {torch.__version__}, {args.threads} threads; load average (1 min) "
           f"{load_before[0]:.1f} before, {load_after[0]:.1f} after the timed rounds")
-    print(f"{len(texts)} texts, {tokens} tokens, batch {args.batch_size}, median of {args.rounds} interleaved rounds")
+    print(f"{len(texts)} texts, {tokens} tokens, batch {args.batch_size}, median of {args.rounds} interleaved rounds, "
+          f"{'CPU time of each process' if args.clock == 'cpu' else 'wall-clock time'}")
     print("| implementation | sentences/s | tokens/s | vs ST fp32 | vs bertkit fp32 | min / mean cosine to bertkit fp32 |")
     print("|---|---:|---:|---:|---:|---:|")
     for name, row in rows.items():

@@ -63,7 +63,7 @@ class ExportResult(NamedTuple):
 
 def export_onnx(model_dir: str | os.PathLike, output: str | os.PathLike, pooling: str = "mean",
                 normalized: bool = False, opset: int = 17, check: bool = True) -> ExportResult:
-    checkpoint = load_checkpoint(model_dir)
+    checkpoint = load_checkpoint(model_dir, precision="fp32")     # an int8 folder: its weights, dequantized
     encoder = checkpoint.encoder.float().eval()
     classifier = checkpoint.heads.get("classifier")
     graph = ExportedGraph(encoder, pooling, normalized, classifier.eval() if classifier is not None else None).eval()
