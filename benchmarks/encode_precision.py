@@ -88,6 +88,20 @@ def bertkit_runner(folder, texts, batch_size, precision=None, int8_kernel_fp32=F
     return lambda: model.encode(texts, batch_size=batch_size, normalize=True)
 
 
+def torch_ao_runner(folder, texts, batch_size):
+    """torch.ao dynamic quantization with per-channel weights (fbgemm's quantized::linear_dynamic): the other
+    int8 kernel PyTorch ships for CPUs; activations per tensor, quantized on the fly."""
+    import warnings
+
+    import bertkit
+    model = bertkit.load(folder, device="cpu")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model.encoder = torch.ao.quantization.quantize_dynamic(
+            model.encoder, {torch.nn.Linear: torch.ao.quantization.per_channel_dynamic_qconfig}, dtype=torch.qint8)
+    return lambda: model.encode(texts, batch_size=batch_size, normalize=True)
+
+
 def onnx_runners(folder: str, texts, batch_size: int, threads: int, work: Path) -> dict:
     """bertkit's ONNX export (mean pooling and normalization in the graph) run by onnxruntime, in fp32 and after
     onnxruntime's dynamic int8 quantization (per-channel int8 weights, uint8 activations per tensor)."""
@@ -153,6 +167,7 @@ def main() -> None:
         "bertkit auto": bertkit_runner(folder, texts, args.batch_size, "auto"),
         "bertkit int8": bertkit_runner(int8, texts, args.batch_size),
         "bertkit int8 (int_mm kernel)": bertkit_runner(int8, texts, args.batch_size, "fp32", int8_kernel_fp32=True),
+        "torch.ao quantize_dynamic, per-channel (fbgemm)": torch_ao_runner(folder, texts, args.batch_size),
         "sentence-transformers fp32": lambda: st.encode(texts, batch_size=args.batch_size, normalize_embeddings=True),
     }
     if not args.no_onnx:

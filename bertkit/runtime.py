@@ -58,9 +58,9 @@ def fast_bf16(device: torch.device) -> str | None:
         return None
     flags = cpu_capabilities()
     if flags.get("amx_bf16"):
-        return "this CPU has AMX (amx_bf16)"
+        return "AMX bf16 on this CPU"
     if flags.get("avx512_bf16"):
-        return "this CPU has avx512_bf16"
+        return "avx512_bf16 on this CPU"
     return None
 
 
@@ -77,16 +77,24 @@ def choose_precision(requested: str | None, device: torch.device, stored: str = 
     reason = fast_bf16(device)
     float_name = "bf16" if reason else "fp32"
     if requested == "auto":
-        chosen = "int8" if stored == "int8" else float_name
-        why = "the folder holds int8 weights" if stored == "int8" else (reason or "no fast bf16 on " + _name(device))
-        return PrecisionChoice(chosen, FLOAT_DTYPES[float_name if chosen == "int8" else chosen],
-                               f"precision auto -> {chosen} ({why})")
+        if stored == "int8":
+            return PrecisionChoice("int8", FLOAT_DTYPES[float_name],
+                                   f"precision auto -> int8 (an int8 folder; {_int8_kernel(reason)})")
+        why = reason or "no fast bf16 on " + _name(device)
+        return PrecisionChoice(float_name, FLOAT_DTYPES[float_name], f"precision auto -> {float_name} ({why})")
     if requested == "int8":
         if stored != "int8":
             raise BertkitError("precision int8 needs a folder written by `bertkit quantize`, which measures the "
                                "int8 model against this one first: bertkit quantize --model DIR --output DIR_INT8")
-        return PrecisionChoice("int8", FLOAT_DTYPES[float_name], f"precision int8 (the rest in {float_name})")
+        return PrecisionChoice("int8", FLOAT_DTYPES[float_name], f"precision int8 ({_int8_kernel(reason)})")
     return PrecisionChoice(requested, FLOAT_DTYPES[requested], f"precision {requested}")
+
+
+def _int8_kernel(fast_bf16_reason: str | None) -> str:
+    """How an int8 model runs (bertkit.model.precision.apply_precision picks the kernel by the float dtype)."""
+    if fast_bf16_reason:
+        return f"weights dequantized to bf16 matmuls, faster than int8 ones with {fast_bf16_reason}"
+    return "int8 matmuls through torch._int_mm, fp32 elsewhere"
 
 
 def _name(device: torch.device) -> str:

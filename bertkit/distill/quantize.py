@@ -20,10 +20,13 @@ from typing import Optional
 from bertkit.checkpoints import Checkpoint, load_checkpoint, save_checkpoint
 from bertkit.checkpoints.sentence_transformers import encode_defaults
 from bertkit.data.text import builtin_sentences, read_texts
+from bertkit.distill.measure import load_dev_set
 from bertkit.distill.quantize_gate import (INT8_KERNELS, GateLimits, Row, Sample, int8_variant, layer_errors,
                                           measure, table)
+from bertkit.embed.whitening import load_whitening, save_whitening
 from bertkit.errors import BertkitError
 from bertkit.features import EncodeOptions
+from bertkit.finetune.model import HEAD_KEYS, FinetuneModel
 from bertkit.model.precision import has_int8, quantizable_linears, quantize_encoder
 
 SCHEME = "int8-per-channel"
@@ -106,7 +109,6 @@ def _sample(source: Checkpoint, config: QuantizeConfig) -> tuple[Sample, str]:
                             pooling=defaults.get("pooling", "mean"))
     whitening = None
     if "whitening" in source.meta:           # measured on the whitened vectors, as the folder encodes them
-        from bertkit.embed.whitening import load_whitening
         whitening = load_whitening(source.path)
         fitted = source.meta["whitening"]
         options = dataclasses.replace(options, pooling=fitted.get("pooling", options.pooling),
@@ -124,9 +126,6 @@ def _sample(source: Checkpoint, config: QuantizeConfig) -> tuple[Sample, str]:
 
 
 def _dev_sample(source: Checkpoint, config: QuantizeConfig, options: EncodeOptions, whitening):
-    from bertkit.distill.measure import load_dev_set
-    from bertkit.finetune.model import FinetuneModel, HEAD_KEYS
-
     task = source.meta.get("task")
     if task not in ("classification", "pair-classification"):
         raise BertkitError(f"--dev measures classification accuracy; {config.model} is "
@@ -162,7 +161,6 @@ def save_int8(source: Checkpoint, output: str | os.PathLike, keep: list[str], em
                                                   for row in rows]}}
     path = save_checkpoint(output, encoder, source.tokenizer, source.heads, meta)
     if "whitening" in source.meta:
-        from bertkit.embed.whitening import load_whitening, save_whitening
         fitted = source.meta["whitening"]
         save_whitening(path, load_whitening(source.path), fitted.get("pooling", "mean"), fitted.get("layers", "last"))
     return path

@@ -21,10 +21,11 @@ import numpy as np
 import torch
 from torch import nn
 
+from bertkit.distill.measure import measure_module
 from bertkit.features import EncodeOptions, encode_texts
 from bertkit.model.int8 import Int8Linear
 from bertkit.model.precision import apply_precision, quantize_encoder
-from bertkit.runtime import FLOAT_DTYPES, PrecisionChoice
+from bertkit.runtime import PrecisionChoice
 
 # The two ways an int8 folder runs (runtime.choose_precision + model.precision.apply_precision).
 INT8_KERNELS = {"int_mm, fp32 elsewhere": PrecisionChoice("int8", torch.float32, "int8 (int_mm)"),
@@ -109,8 +110,6 @@ def sentence_vectors(encoder: nn.Module, tokenizer, sample: Sample) -> tuple[np.
 def measure(name: str, encoder: nn.Module, heads: dict, tokenizer, sample: Sample,
             reference: Optional[tuple[np.ndarray, Optional[float]]], limits: GateLimits) -> tuple[Row, np.ndarray]:
     """One row: cosine to the reference vectors (and dev accuracy); reference None measures the fp32 model."""
-    from bertkit.distill.measure import measure_module
-
     vectors, rate = sentence_vectors(encoder, tokenizer, sample)
     row = Row(name, rate)
     if sample.dev is not None:
@@ -152,7 +151,3 @@ def layer_errors(encoder: nn.Module, tokenizer, sample: Sample, limit: int = 128
         for handle in hooks:
             handle.remove()
     return {name: err / max(total, 1e-30) for name, (err, total) in sums.items()}
-
-
-def float_choice(name: str) -> PrecisionChoice:
-    return PrecisionChoice(name, FLOAT_DTYPES[name], f"precision {name}")

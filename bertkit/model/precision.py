@@ -25,10 +25,6 @@ def quantizable_linears(encoder: nn.Module) -> list[str]:
     return [name for name, module in encoder.named_modules() if isinstance(module, nn.Linear)]
 
 
-def int8_module_names(module: nn.Module) -> list[str]:
-    return [name for name, m in module.named_modules() if isinstance(m, INT8_MODULES)]
-
-
 def has_int8(module: nn.Module) -> bool:
     return any(isinstance(m, INT8_MODULES) for m in module.modules())
 

@@ -4,7 +4,6 @@ import pickle
 import random
 
 import numpy as np
-import pytest
 import torch
 
 import bertkit
