@@ -133,18 +133,22 @@ def load_test(port: int, texts: list[str], clients: int, batch: int, seconds: fl
                 latencies.append(elapsed)
                 done_texts[0] += len(rows)
 
-    threads = [threading.Thread(target=client) for _ in range(clients)]
-    started = time.perf_counter()
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    wall = time.perf_counter() - started
+    wall = run_threads([threading.Thread(target=client) for _ in range(clients)])
     p50, p99 = np.percentile(np.asarray(latencies) * 1000, [50, 99]) if latencies else (float("nan"),) * 2
     return {"clients": clients, "texts_per_request": batch, "texts": done_texts[0], "requests": len(latencies),
             "seconds": round(wall, 2), "texts_per_s": round(done_texts[0] / wall, 1),
             "p50_ms": round(float(p50), 1), "p99_ms": round(float(p99), 1), "errors": len(errors),
             "first_errors": errors[:3], "worst_cosine_vs_in_process": round(worst_cosine[0], 6)}
+
+
+def run_threads(threads: list[threading.Thread]) -> float:
+    """Start the threads together, wait for all; returns the wall-clock seconds."""
+    started = time.perf_counter()
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return time.perf_counter() - started
 
 
 def median(values: list[float]) -> float:

@@ -20,3 +20,7 @@ class InputFileError(BertkitError):
 
 class CheckpointError(BertkitError):
     """A model folder that is missing, incomplete, corrupt or does not match what it is loaded into."""
+
+
+class TimeLimitExceeded(BertkitError):
+    """Work stopped because it ran past its time limit (a search query, say); retrying may succeed."""

@@ -2,15 +2,16 @@
 bertkit.json for what HF has no key for. Loading also reads plain HF folders and Google BERT folders.
 
 Loading checks what it reads and says what is wrong: git-lfs pointers, truncated files, shape mismatches,
-missing weights, a vocabulary larger than the embedding table. Saving is atomic: the folder appears whole
-or not at all, and an existing folder is replaced only once the new one is complete.
+missing weights, a vocabulary larger than the embedding table. Saving is atomic and durable: the folder
+appears whole or not at all, an existing folder is replaced only once the new one is complete and on disk,
+and what a save killed between its two renames left is put right by the next load or save
+(bertkit/atomic_write.py).
 """
 from __future__ import annotations
 
 import json
 import os
 import shutil
-import tempfile
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,7 +20,10 @@ from typing import Any
 import torch
 from torch import nn
 
-from bertkit.checkpoints import google, hf
+from bertkit.atomic_write import recover_folder, replace_folder, temp_folder
+from bertkit.checkpoints import google, hf, sentence_transformers
+from bertkit.checkpoints.json_files import read_json
+from bertkit.checkpoints.sentence import read_sentence_pipeline, write_sentence_pipeline
 from bertkit.checkpoints.weights import INDEX_FILES, INT8_WEIGHTS_FILE, WEIGHT_FILES, read_weights
 from bertkit.errors import CheckpointError
 from bertkit.model.config import EncoderConfig
@@ -27,11 +31,13 @@ from bertkit.model.encoder import Encoder
 from bertkit.model.heads import (MaskedLMHead, QuestionAnsweringHead, SentencePairHead,
                                  SequenceClassificationHead, TokenClassificationHead)
 from bertkit.model.precision import apply_precision, has_int8, shape_int8
+from bertkit.model.sentence import SentencePipeline
 from bertkit.runtime import PrecisionChoice, choose_precision
 from bertkit.tokenizer import Tokenizer
 
 META_FILE = "bertkit.json"
 FORMAT_VERSION = 1
+SENTENCE_KEYS = ("encode", "whitening")    # bertkit.json entries only the sentence pipeline writes
 
 
 @dataclass
@@ -43,6 +49,7 @@ class Checkpoint:
     meta: dict[str, Any] = field(default_factory=dict)     # bertkit.json: task, labels, pooling, whitening, ...
     skipped: list[str] = field(default_factory=list)        # names in the weight file that are not model weights
     path: Path | None = None
+    sentence: SentencePipeline = field(default_factory=SentencePipeline)   # how it makes sentence vectors
     precision: PrecisionChoice | None = None                # what the weights were put into at load
 
 
@@ -66,32 +73,34 @@ def load_checkpoint(path: str | os.PathLike, device: str | torch.device = "cpu",
     """precision: fp32 | bf16 | int8 | auto (runtime.choose_precision); None keeps what the folder stores (fp32,
     or int8 for a folder written by `bertkit quantize`)."""
     folder = Path(path)
+    recover_folder(folder, WEIGHT_FILES + INDEX_FILES)
     if not folder.exists():
         raise CheckpointError(f"model folder {folder} does not exist")
     if not folder.is_dir():
         raise CheckpointError(f"{folder} is a file; pass the model folder that holds config.json and the weights")
-    meta = _read_json(folder / META_FILE) if (folder / META_FILE).is_file() else {}
+    meta = read_json(folder / META_FILE) if (folder / META_FILE).is_file() else {}
     if (meta.get("quantization") or {}).get("scheme") == "dynamic-int8":
         warnings.warn(f"{folder}: written by an older `bertkit quantize` (fp32 weights + a per-tensor dynamic int8 "
                       "flag, min cosine to fp32 0.77 on real texts); it now loads as the fp32 model it holds. Run "
                       "`bertkit quantize` again for a measured int8 folder", stacklevel=2)
-    if (folder / "config.json").is_file():
-        config = hf.config_from_hf(_read_json(folder / "config.json"), str(folder / "config.json"),
-                                   meta.get("encoder"))
-        raw_state = read_weights(folder)
+    model_folder = sentence_transformers.transformer_folder(folder)
+    hf_config: dict[str, Any] = {}
+    if (model_folder / "config.json").is_file():
+        hf_config = read_json(model_folder / "config.json")
+        config = hf.config_from_hf(hf_config, str(model_folder / "config.json"), meta.get("encoder"))
+        raw_state = read_weights(model_folder)
     elif (folder / "bert_config.json").is_file():
         config, raw_state = google.load_google_folder(folder)
     else:
         raise CheckpointError(f"{folder}: no config.json (Hugging Face / bertkit) or bert_config.json (Google "
                               "BERT) found; is this a model folder?")
-    hf_config = _read_json(folder / "config.json") if (folder / "config.json").is_file() else {}
-    architectures = hf_config.get("architectures", [])
+    architectures = hf_config.get("architectures") or []
     split = hf.split_hf_state(raw_state, token_head="BertForTokenClassification" in architectures
                               or meta.get("task") == "ner")
+    hf.check_sizes(config, split.encoder, str(model_folder / "config.json"))
     encoder = Encoder(config)
     if hf_config.get("pruned_heads"):
-        encoder.shape_pruned({int(layer): [int(h) for h in heads]
-                              for layer, heads in hf_config["pruned_heads"].items()})
+        encoder.shape_pruned(_pruned_heads(hf_config["pruned_heads"], config, model_folder / "config.json"))
     int8_names = sorted({name.rsplit(".", 1)[0] for name in split.encoder if name.endswith(".weight_scale")})
     try:
         shape_int8(encoder, int8_names)
@@ -104,18 +113,34 @@ def load_checkpoint(path: str | os.PathLike, device: str | torch.device = "cpu",
         head = build_head(key, config, state)
         _load_strict(head, state, f"{folder}: head {key!r}")
         heads[key] = head
-    tokenizer = _load_tokenizer(folder, config)
+    tokenizer = _load_tokenizer(model_folder, config)
+    sentence = read_sentence_pipeline(folder, meta, config, tokenizer.model_max_length if tokenizer else None)
     if split.skipped:
         warnings.warn(f"{folder}: skipped {len(split.skipped)} entries that are not model weights: "
                       f"{', '.join(split.skipped[:5])}{' ...' if len(split.skipped) > 5 else ''}", stacklevel=2)
     device = torch.device(device)
     encoder.to(device).eval()
-    for head in heads.values():
-        head.to(device).eval()
+    for module in (*heads.values(), *sentence.dense, sentence.whitening):
+        if module is not None:
+            module.to(device).eval()
     choice = choose_precision(precision, device, "int8" if int8_names else "fp32")
     if choice.precision != "fp32" or int8_names:
-        apply_precision(encoder, heads, choice)
-    return Checkpoint(config, encoder, tokenizer, heads, meta, split.skipped, folder, choice)
+        apply_precision(encoder, heads, choice)    # the sentence steps (dense, whitening) stay in fp32
+    return Checkpoint(config, encoder, tokenizer, heads, meta, split.skipped, folder, sentence, choice)
+
+
+def _pruned_heads(record: Any, config: EncoderConfig, source: Path) -> dict[int, list[int]]:
+    """config.json "pruned_heads": {"layer": [head, ...]}, checked against the layer and head counts."""
+    try:
+        removed = {int(layer): sorted({int(h) for h in heads}) for layer, heads in record.items()}
+    except (AttributeError, TypeError, ValueError):
+        raise CheckpointError(f"{source}: pruned_heads must map layer numbers to lists of head numbers") from None
+    for layer, heads in removed.items():
+        if not 0 <= layer < config.num_layers or any(not 0 <= h < config.num_heads for h in heads) \
+                or len(heads) >= config.num_heads:
+            raise CheckpointError(f"{source}: pruned_heads {layer}: {heads} does not fit {config.num_layers} "
+                                  f"layers of {config.num_heads} heads (a layer keeps at least one head)")
+    return removed
 
 
 def _load_encoder_state(encoder: Encoder, state: dict[str, torch.Tensor], folder: Path) -> None:
@@ -148,9 +173,9 @@ def _load_strict(module: nn.Module, state: dict[str, torch.Tensor], where: str) 
 
 
 def _load_tokenizer(folder: Path, config: EncoderConfig) -> Tokenizer | None:
-    if not any((folder / name).is_file() for name in ("tokenizer.json", "vocab.txt")):
-        warnings.warn(f"{folder}: no vocab.txt or tokenizer.json; the model loads without a tokenizer",
-                      stacklevel=3)
+    if not any((folder / name).is_file() for name in ("tokenizer.json", "vocab.txt", "vocab.json")):
+        warnings.warn(f"{folder}: no vocab.txt, tokenizer.json or vocab.json + merges.txt; the model loads "
+                      "without a tokenizer", stacklevel=3)
         return None
     tokenizer = Tokenizer.from_folder(folder)
     if tokenizer.vocab_size > config.vocab_size:
@@ -159,21 +184,17 @@ def _load_tokenizer(folder: Path, config: EncoderConfig) -> Tokenizer | None:
     return tokenizer
 
 
-def _read_json(path: Path) -> dict[str, Any]:
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise CheckpointError(f"{path}: not valid JSON ({err})") from None
-
-
 # --- saving ------------------------------------------------------------------------------------------------
 
 def save_checkpoint(folder: str | os.PathLike, encoder: Encoder, tokenizer: Tokenizer | None,
                     heads: dict[str, nn.Module] | None = None, meta: dict[str, Any] | None = None,
-                    hf_config_extra: dict[str, Any] | None = None) -> Path:
+                    hf_config_extra: dict[str, Any] | None = None, sentence: SentencePipeline | None = None) -> Path:
     """Write one folder that `transformers.AutoModel.from_pretrained` loads with identical outputs.
 
     hf_config_extra: more config.json keys (id2label/label2id, problem_type) for the HF head classes.
+    sentence: the sentence-embedding steps to save (a writer that starts from a folder passes that folder's,
+    `checkpoint.sentence`, or `.after_training()` of it when it changed the encoder); "encode" and "whitening"
+    entries in `meta` are ignored, since only the pipeline writes them together with their files.
     """
     from safetensors.torch import save_file
 
@@ -183,13 +204,14 @@ def save_checkpoint(folder: str | os.PathLike, encoder: Encoder, tokenizer: Toke
     head_keys = tuple(sorted(heads, key=["mlm", "pair", "classifier", "token_classifier", "qa"].index))
     if head_keys not in hf.ARCHITECTURES:
         raise CheckpointError(f"cannot save heads {head_keys} together; HF has no class with that combination")
-    prefix = "bert." if heads else ""
+    roberta = hf.is_roberta(config)
+    prefix = ("roberta." if roberta else "bert.") if heads else ""
     state = hf.encoder_state_to_hf(encoder.state_dict(), prefix)
     state.update(hf.heads_state_to_hf({k: v.state_dict() for k, v in heads.items()}))
     if "mlm" in heads:   # HF's tied decoder weight; stored so HF needs no re-tying to be exact
         state["cls.predictions.decoder.weight"] = encoder.embeddings.token.weight.detach().clone()
     hf_config = hf.config_to_hf(config)
-    hf_config["architectures"] = [hf.ARCHITECTURES[head_keys]]
+    hf_config["architectures"] = ["RobertaModel" if roberta else hf.ARCHITECTURES[head_keys]]
     for key in ("classifier", "token_classifier"):
         if key in heads:
             hf_config.update(hf.label_config(heads[key].num_labels, (meta or {}).get("labels"),
@@ -198,41 +220,29 @@ def save_checkpoint(folder: str | os.PathLike, encoder: Encoder, tokenizer: Toke
         hf_config["pruned_heads"] = {str(layer): heads for layer, heads in encoder.pruned_heads().items()}
     hf_config.update(hf_config_extra or {})
     full_meta = {"format": "bertkit", "format_version": FORMAT_VERSION,
-                 "encoder": {k: getattr(config, k) for k in hf.EXTRA_FIELDS}, **(meta or {})}
-    if config.norm_position == "pre" or config.embedding_size or config.causal:
-        full_meta["hf_compatible"] = False   # HF BertModel cannot compute these variants
+                 "encoder": {k: getattr(config, k) for k in hf.EXTRA_FIELDS},
+                 **{k: v for k, v in (meta or {}).items() if k not in SENTENCE_KEYS}}
+    if config.norm_position == "pre" or config.embedding_size or config.causal or (roberta and heads):
+        # HF BertModel cannot compute these variants; HF's RoBERTa heads differ from these BERT-style heads
+        full_meta["hf_compatible"] = False
 
     int8 = has_int8(encoder)
     if int8:
         full_meta["hf_compatible"] = False   # int8 values and scales: bertkit.load only
 
-    folder.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{folder.name}.tmp-", dir=folder.parent))
+    recover_folder(folder, WEIGHT_FILES + INDEX_FILES)
+    tmp = temp_folder(folder)
     try:
         save_file({k: v.detach().cpu().contiguous() for k, v in state.items()},
                   str(tmp / (INT8_WEIGHTS_FILE if int8 else "model.safetensors")), metadata={"format": "pt"})
+        if sentence is not None:
+            full_meta.update(write_sentence_pipeline(tmp, sentence))
         (tmp / "config.json").write_text(json.dumps(hf_config, indent=2) + "\n", encoding="utf-8")
         (tmp / META_FILE).write_text(json.dumps(full_meta, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
         if tokenizer is not None:
             tokenizer.save(tmp)
-        _replace_folder(tmp, folder)
+        replace_folder(tmp, folder, WEIGHT_FILES + INDEX_FILES)   # never an old weight file beside the new one
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return folder
-
-
-def _replace_folder(new: Path, target: Path) -> None:
-    """Swap the complete `new` folder into place by renames; files of the old folder that the new one lacks
-    (run logs, metrics) are carried over."""
-    if not target.exists():
-        os.replace(new, target)
-        return
-    old = target.with_name(f".{target.name}.old-{os.getpid()}")
-    os.replace(target, old)
-    os.replace(new, target)
-    for item in old.iterdir():
-        # never an old weight file: beside the new one it would be read instead (or shadow an int8 file)
-        if not (target / item.name).exists() and item.name not in WEIGHT_FILES + INDEX_FILES:
-            os.replace(item, target / item.name)
-    shutil.rmtree(old, ignore_errors=True)

@@ -39,23 +39,31 @@ def main(argv: list[str] | None = None) -> int:
     if extra and not getattr(args, "accepts_overrides", False):
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
     args.overrides = extra
+    code = 1
     try:
-        return int(args.func(args) or 0)
+        code = int(args.func(args) or 0)
+        return code
     except BertkitError as err:
         print(f"bertkit: error: {err}", file=sys.stderr)
-        return 2
+        code = 2
+        return code
     except KeyboardInterrupt:
         print("bertkit: interrupted", file=sys.stderr)
-        return 130
+        code = 130
+        return code
     finally:
-        _leave_process_group()
+        _leave_process_group(wait_for_others=code == 0)
 
 
-def _leave_process_group() -> None:
-    """Under torchrun: leave the gloo/NCCL group before exit; a group still alive at interpreter shutdown can
-    abort the process ("terminate called without an active exception") after the job itself succeeded."""
+def _leave_process_group(wait_for_others: bool) -> None:
+    """Under torchrun: leave the gloo/NCCL group before exit. A group still alive at interpreter shutdown can
+    abort the process ("terminate called without an active exception") after the job itself succeeded, and so
+    can a rank that tears its group down while rank 0 is still saving: on success every rank meets at a barrier
+    first. After a failure nobody waits (the other ranks may never arrive)."""
     distributed = sys.modules.get("torch.distributed")
     if distributed is not None and distributed.is_available() and distributed.is_initialized():
+        if wait_for_others:
+            distributed.barrier()
         distributed.destroy_process_group()
 
 

@@ -59,6 +59,8 @@ def register(subparsers) -> None:
     p.add_argument("--max-train-examples", type=int, help="use only the first N training rows")
     p.add_argument("--max-dev-examples", type=int, help="use only the first N dev rows")
     p.add_argument("--device", help="cpu, cuda or auto")
+    p.add_argument("--resume", action="store_true", default=None,
+                   help="continue the interrupted run in --output from its last evaluation")
     prompt = p.add_argument_group("prompt-based classification (PET / P-tuning; --task classification, a model "
                                   "with an MLM head; --epochs 0 = zero-shot: evaluate on --dev and save)")
     prompt.add_argument("--template", help='cloze pattern with {text} and [MASK] once each, e.g. "{text} It was '
@@ -99,7 +101,7 @@ def register(subparsers) -> None:
 
 def _given_flags(args: argparse.Namespace) -> dict:
     given = {name: getattr(args, name) for name in _FLAGS if getattr(args, name) is not None}
-    for flag in ("gradual_unfreezing", "skip_bad_rows", "ptuning", "freeze_encoder"):
+    for flag in ("gradual_unfreezing", "skip_bad_rows", "ptuning", "freeze_encoder", "resume"):
         if getattr(args, flag):
             given[flag] = True
     for flag in ("template", "verbalizer"):

@@ -21,7 +21,7 @@ def register(subparsers) -> None:
     build.add_argument("--input", required=True, help="documents .jsonl: id, text, other fields kept as metadata")
     build.add_argument("--index", required=True, help="index folder to create")
     build.add_argument("--pooling", choices=POOLINGS[:-1], default=None, help="default: the model folder's")
-    build.add_argument("--layers", choices=LAYER_STRATEGIES, default="last")
+    build.add_argument("--layers", choices=LAYER_STRATEGIES, default=None, help="default: the model folder's")
     build.add_argument("--max-length", type=int, default=None)
     build.add_argument("--batch-size", type=int, default=64)
     build.add_argument("--kind", choices=("auto", "flat", "ivf", "ivfpq"), default="auto",
@@ -32,6 +32,7 @@ def register(subparsers) -> None:
     build.add_argument("--milvus-uri", default=None, help="Milvus server URI; default: Milvus Lite in the index")
     build.add_argument("--overwrite", action="store_true", help="replace an existing index in --index")
     add_precision_flag(build)    # recorded with the index: queries are encoded the same way
+    _lock_timeout_flag(build)
     build.set_defaults(func=run_build)
 
     for name, help_text in (("add", "add new documents (an existing id is an error)"),
@@ -40,12 +41,14 @@ def register(subparsers) -> None:
         q.add_argument("--index", required=True)
         q.add_argument("--input", required=True, help="documents .jsonl: id, text, other fields as metadata")
         add_precision_flag(q)    # default: the precision the index was built with
+        _lock_timeout_flag(q)
         q.set_defaults(func=run_add, replace=name == "update")
 
     delete = actions.add_parser("delete", help="delete documents by id")
     delete.add_argument("--index", required=True)
     delete.add_argument("ids", nargs="*", help="ids to delete")
     delete.add_argument("--input", help="a .txt (one id per line) or .jsonl (field id) file of ids")
+    _lock_timeout_flag(delete)
     delete.set_defaults(func=run_delete)
 
     info = actions.add_parser("info", help="what the index holds and how it searches")
@@ -60,6 +63,12 @@ def register(subparsers) -> None:
                    help="keep documents whose metadata FIELD equals VALUE; repeat a field to allow several")
     s.add_argument("--nprobe", type=int, default=None, help="IVF lists to probe (default: chosen at build)")
     s.set_defaults(func=run_search)
+
+
+def _lock_timeout_flag(parser) -> None:
+    parser.add_argument("--lock-timeout", type=float, default=0.0, metavar="SECONDS",
+                        help="when another writer holds the index, wait this long for it before giving up "
+                             "(default: give up at once, naming the writer's PID)")
 
 
 def _say(message: str) -> None:
@@ -104,7 +113,8 @@ def run_build(args: argparse.Namespace) -> int:
                                            max_length=args.max_length, batch_size=args.batch_size,
                                            precision=args.precision))
     started = time.perf_counter()
-    index = Index.create(args.index, encoder=encoder, settings=settings, overwrite=args.overwrite)
+    index = Index.create(args.index, encoder=encoder, settings=settings, overwrite=args.overwrite,
+                         lock_timeout_s=args.lock_timeout)
     try:
         say_precision(encoder.model, args.precision)
         count = add_documents(index, args.input, replace=False)
@@ -119,7 +129,8 @@ def run_add(args: argparse.Namespace) -> int:
     from bertkit.search import Index
     from bertkit.search.documents import add_documents
 
-    with Index.open(args.index, encoder=_encoder_in_precision(args.index, args.precision)) as index:
+    with Index.open(args.index, encoder=_encoder_in_precision(args.index, args.precision),
+                    lock_timeout_s=args.lock_timeout) as index:
         if index.encoder is not None and hasattr(index.encoder, "model"):
             say_precision(index.encoder.model, args.precision)
         count = add_documents(index, args.input, replace=args.replace)
@@ -148,7 +159,7 @@ def run_delete(args: argparse.Namespace) -> int:
     ids = list(args.ids) + (read_ids(args.input) if args.input else [])
     if not ids:
         raise BertkitError("index delete: give ids as arguments or --input FILE")
-    with Index.open(args.index) as index:
+    with Index.open(args.index, lock_timeout_s=args.lock_timeout) as index:
         missing = index.delete(ids)
         info = index.save()
     _say(f"deleted {len(ids) - len(missing)} documents: {_describe(info)}")

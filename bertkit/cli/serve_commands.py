@@ -34,6 +34,16 @@ def register(subparsers) -> None:
                         help="texts waiting over all clients; more gets 503 busy (default %(default)s)")
     parser.add_argument("--request-timeout", type=float, default=defaults.request_timeout_s, metavar="SECONDS",
                         help="longest wait for the model before 503 (default %(default)s)")
+    parser.add_argument("--header-timeout", type=float, default=defaults.header_timeout_s, metavar="SECONDS",
+                        help="a request's headers must arrive within this long, else 408 (default %(default)s)")
+    parser.add_argument("--body-timeout", type=float, default=defaults.body_timeout_s, metavar="SECONDS",
+                        help="a request's body must arrive within this long of its headers, else 408 "
+                             "(default %(default)s)")
+    parser.add_argument("--keep-alive-timeout", type=float, default=defaults.keep_alive_timeout_s,
+                        metavar="SECONDS", help="idle keep-alive connections close after this long "
+                                                "(default %(default)s)")
+    parser.add_argument("--max-connections", type=int, default=defaults.max_connections,
+                        help="open connections; more get 503 at once (default %(default)s)")
     parser.add_argument("--api-key", default=None,
                         help="require this key (Authorization: Bearer KEY) on every endpoint but /health; "
                              "default: the BERTKIT_API_KEY environment variable, else no key")
@@ -49,6 +59,8 @@ def run_serve(args: argparse.Namespace) -> int:
                          batch_overhead_tokens=args.batch_overhead_tokens,
                          max_request_texts=args.max_request_texts,
                          max_queued_texts=args.max_queued_texts, request_timeout_s=args.request_timeout,
+                         header_timeout_s=args.header_timeout, body_timeout_s=args.body_timeout,
+                         keep_alive_timeout_s=args.keep_alive_timeout, max_connections=args.max_connections,
                          api_key=api_key_from_env(args.api_key), precision=args.precision)
     serve(config)
     return 0

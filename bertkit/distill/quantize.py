@@ -18,19 +18,16 @@ from pathlib import Path
 from typing import Optional
 
 from bertkit.checkpoints import Checkpoint, load_checkpoint, save_checkpoint
-from bertkit.checkpoints.sentence_transformers import encode_defaults
 from bertkit.data.text import builtin_sentences, read_texts
 from bertkit.distill.measure import load_dev_set
 from bertkit.distill.quantize_gate import (INT8_KERNELS, GateLimits, Row, Sample, int8_variant, layer_errors,
                                           measure, table)
-from bertkit.embed.whitening import load_whitening, save_whitening
 from bertkit.errors import BertkitError
 from bertkit.features import EncodeOptions
 from bertkit.finetune.model import HEAD_KEYS, FinetuneModel
 from bertkit.model.precision import has_int8, quantizable_linears, quantize_encoder
 
 SCHEME = "int8-per-channel"
-ENCODE_KEYS = ("pooling", "normalize", "max_length")
 
 
 @dataclass(frozen=True)
@@ -104,28 +101,22 @@ def run_quantize(config: QuantizeConfig) -> QuantizeReport:
 
 
 def _sample(source: Checkpoint, config: QuantizeConfig) -> tuple[Sample, str]:
-    defaults = encode_defaults(source.path, source.meta)
-    options = EncodeOptions(batch_size=config.batch_size, max_length=defaults.get("max_length"),
-                            pooling=defaults.get("pooling", "mean"))
-    whitening = None
-    if "whitening" in source.meta:           # measured on the whitened vectors, as the folder encodes them
-        whitening = load_whitening(source.path)
-        fitted = source.meta["whitening"]
-        options = dataclasses.replace(options, pooling=fitted.get("pooling", options.pooling),
-                                      layers=fitted.get("layers", "last"))
+    """Vectors are measured as the folder makes them: its sentence steps (pooling, dense, whitening,
+    normalization) and max length."""
+    options = EncodeOptions(batch_size=config.batch_size, max_length=source.sentence.config.max_length)
     if config.dev is not None:
-        return _dev_sample(source, config, options, whitening)
+        return _dev_sample(source, config, options)
     if config.texts is not None:
         texts = [t for t in read_texts(config.texts) if t.strip()]
         if len(texts) > config.max_texts:
             texts = random.Random(0).sample(texts, config.max_texts)
-        return Sample(texts, options, whitening), f"{len(texts)} texts of {config.texts}"
+        return Sample(texts, options, source.sentence), f"{len(texts)} texts of {config.texts}"
     texts = builtin_sentences()
-    return Sample(texts, options, whitening), (f"bertkit's {len(texts)} built-in English sentences (WordNet "
-                                               "definitions); pass --texts with your own texts, or --dev")
+    return Sample(texts, options, source.sentence), (f"bertkit's {len(texts)} built-in English sentences "
+                                                     "(WordNet definitions); pass --texts with your own texts, or --dev")
 
 
-def _dev_sample(source: Checkpoint, config: QuantizeConfig, options: EncodeOptions, whitening):
+def _dev_sample(source: Checkpoint, config: QuantizeConfig, options: EncodeOptions):
     task = source.meta.get("task")
     if task not in ("classification", "pair-classification"):
         raise BertkitError(f"--dev measures classification accuracy; {config.model} is "
@@ -141,17 +132,14 @@ def _dev_sample(source: Checkpoint, config: QuantizeConfig, options: EncodeOptio
 
     texts = [example.text for example in dev.examples]
     options = dataclasses.replace(options, max_length=max_length)
-    return Sample(texts, options, whitening, dev, classifier), f"{len(texts)} examples of {config.dev}"
+    return Sample(texts, options, source.sentence, dev, classifier), f"{len(texts)} examples of {config.dev}"
 
 
 def save_int8(source: Checkpoint, output: str | os.PathLike, keep: list[str], embeddings: bool,
               rows: list[Row], sample_note: str) -> Path:
     encoder = copy.deepcopy(source.encoder)
     quantize_encoder(encoder, keep, embeddings=embeddings)
-    meta = {k: v for k, v in source.meta.items() if k not in ("whitening", "quantization")}
-    defaults = {k: v for k, v in encode_defaults(source.path, source.meta).items() if k in ENCODE_KEYS}
-    if defaults:
-        meta["encode"] = defaults
+    meta = {k: v for k, v in source.meta.items() if k != "quantization"}
     meta["quantization"] = {
         "scheme": SCHEME, "weights": "int8, symmetric, one fp32 scale per output channel",
         "activations": "int8 per token at run time (int_mm kernel), or bf16 with the weights dequantized",
@@ -159,15 +147,13 @@ def save_int8(source: Checkpoint, output: str | os.PathLike, keep: list[str], em
         "kept_in_higher_precision": keep, "quantized_from": str(source.path),
         "gate": {"sample": sample_note, "rows": [{k: v for k, v in row.__dict__.items() if v is not None}
                                                   for row in rows]}}
-    path = save_checkpoint(output, encoder, source.tokenizer, source.heads, meta)
-    if "whitening" in source.meta:
-        fitted = source.meta["whitening"]
-        save_whitening(path, load_whitening(source.path), fitted.get("pooling", "mean"), fitted.get("layers", "last"))
-    return path
+    # the same sentence steps: the int8 encoder approximates the fp32 one, so its whitening still applies
+    return save_checkpoint(output, encoder, source.tokenizer, source.heads, meta, sentence=source.sentence)
 
 
 def _weights_and_tokenizer_bytes(folder: Path) -> int:
     """Bytes of the files a model folder needs: weights, configs, tokenizer (not run logs)."""
     names = ("model.safetensors", "pytorch_model.bin", "model.int8.safetensors", "config.json", "bertkit.json",
-             "vocab.txt", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "whitening.safetensors")
+             "vocab.txt", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "whitening.safetensors",
+             "dense.safetensors")
     return sum((folder / name).stat().st_size for name in names if (folder / name).is_file())

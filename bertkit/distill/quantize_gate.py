@@ -25,6 +25,7 @@ from bertkit.distill.measure import measure_module
 from bertkit.features import EncodeOptions, encode_texts
 from bertkit.model.int8 import Int8Linear
 from bertkit.model.precision import apply_precision, quantize_encoder
+from bertkit.model.sentence import SentencePipeline
 from bertkit.runtime import PrecisionChoice
 
 # The two ways an int8 folder runs (runtime.choose_precision + model.precision.apply_precision).
@@ -79,7 +80,7 @@ class Sample:
     dev file, the dev set (bertkit.distill.measure.DevSet) and a factory of its network."""
     texts: list[str]
     options: EncodeOptions
-    whitening: object = None                  # bertkit.embed.whitening.Whitening or None
+    sentence: SentencePipeline                # the folder's sentence steps: vectors as Model.encode makes them
     dev: object = None
     classifier: Optional[Callable[[nn.Module, dict], nn.Module]] = None   # (encoder, heads) -> net(ids, mask, types)
 
@@ -94,15 +95,14 @@ def int8_variant(encoder: nn.Module, heads: dict, keep: Sequence[str], embedding
 
 
 def sentence_vectors(encoder: nn.Module, tokenizer, sample: Sample) -> tuple[np.ndarray, float]:
-    """(N, C) unit vectors as Model.encode makes them (pooling, whitening), and sentences/s."""
+    """(N, D) unit vectors of the folder's sentence path (as Model.encode makes them), and sentences/s."""
+    sentence = sample.sentence.build(encoder)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")       # truncation at the folder's max length: as its encode does
-        encode_texts(encoder, tokenizer, sample.texts[:8], sample.options)        # warm-up: allocation
+        encode_texts(sentence, tokenizer, sample.texts[:8], sample.options)        # warm-up: allocation
         started = time.perf_counter()
-        vectors = encode_texts(encoder, tokenizer, sample.texts, sample.options)
+        vectors = encode_texts(sentence, tokenizer, sample.texts, sample.options)
         elapsed = time.perf_counter() - started
-    if sample.whitening is not None:
-        vectors = sample.whitening.apply(vectors)
     vectors = vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
     return vectors, len(sample.texts) / elapsed
 
@@ -146,7 +146,7 @@ def layer_errors(encoder: nn.Module, tokenizer, sample: Sample, limit: int = 128
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            encode_texts(encoder, tokenizer, sample.texts[:limit], sample.options)
+            encode_texts(sample.sentence.build(encoder), tokenizer, sample.texts[:limit], sample.options)
     finally:
         for handle in hooks:
             handle.remove()

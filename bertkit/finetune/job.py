@@ -7,7 +7,9 @@ an auxiliary MLM loss on the training texts, for folders with an MLM head (aux_m
 
 `output` is the best model's folder (an HF-compatible checkpoint with the head and label names), with
 metrics.json beside the weights and the run record in output/run/: the effective config, package versions,
-the loop's log.jsonl and loss curve.
+the loop's log.jsonl and loss curve. The training state is saved after each evaluation, so `resume`
+continues from the last one; and no run replaces a model in `output` that scored better on the same dev
+data (saved_score.py).
 """
 from __future__ import annotations
 
@@ -32,9 +34,11 @@ from bertkit.finetune.aux_mlm import (AuxMlmModel, BatchMasker, MaskedCopy, add_
                                       task_model)
 from bertkit.finetune.batching import BucketedBatches, collate
 from bertkit.finetune.model import FinetuneModel, check_saved_task, hf_config_extra, model_from_checkpoint, model_meta
+from bertkit.finetune.saved_score import METRICS_FILE, dev_fingerprint, read_saved_metrics, saved_score
 from bertkit.finetune.tasks import TaskOptions, build_task, label_names_from, read_examples
 from bertkit.runtime import seed_everything
 from bertkit.train import TrainConfig, train
+from bertkit.train.loop import say
 
 Task = Literal["classification", "pair-classification", "multi-label", "regression", "ner", "qa"]
 
@@ -85,6 +89,8 @@ class FinetuneResult:
     epochs: int
     steps: int
     stop_reason: str
+    kept_earlier_model: bool = False      # this run did not beat the model already in `output`, which stays
+                                          # (then `metrics` are that model's)
 
 
 def run_finetune(config: FinetuneConfig) -> FinetuneResult:
@@ -150,17 +156,24 @@ def run_finetune(config: FinetuneConfig) -> FinetuneResult:
     run_dir = output / "run"
     meta_extra = {"task_options": dataclasses.asdict(options), "finetuned_from": str(config.model)}
     metric = config.metric or task.main_metric
+    dev_data = dev_fingerprint(config.task, config.dev, len(dev_examples)) if dev_examples is not None else None
+    to_beat = saved_score(output, metric, dev_data)
+    if to_beat is not None:
+        say(f"{output} holds a model with {metric} {to_beat:.4g} on this dev set; this run replaces it only "
+            "with a better one")
 
     def save(net: FinetuneModel, metrics: dict) -> None:
         net = task_model(net)            # without the aux MLM head: the folder is the task model only
         save_checkpoint(output, net.encoder, checkpoint.tokenizer, {net.head_key: net.head},
-                        model_meta(net, {**meta_extra, "dev_metrics": metrics}), hf_config_extra(net))
-        _write_json(output / "metrics.json", {"dev": metrics, "metric_for_best": metric})
+                        model_meta(net, {**meta_extra, "dev_metrics": metrics}), hf_config_extra(net),
+                        sentence=checkpoint.sentence.after_training())
+        _write_json(output / METRICS_FILE, {"dev": metrics, "metric_for_best": metric, "dev_data": dev_data})
 
-    evaluate = None
+    evaluate, evaluations = None, []
     if dev_features is not None:
         def evaluate(net):
-            return task.evaluate(net, dev_features, dev_examples, config.eval_batch_size)
+            evaluations.append(task.evaluate(net, dev_features, dev_examples, config.eval_batch_size))
+            return evaluations[-1]
 
     train_config = TrainConfig(
         lr=config.lr, weight_decay=config.weight_decay, warmup_ratio=config.warmup_ratio,
@@ -168,7 +181,8 @@ def run_finetune(config: FinetuneConfig) -> FinetuneResult:
         eval_every=config.eval_every, seed=config.seed, device=config.device, bf16=config.precision != "fp32",
         cpu_bf16=config.precision == "bf16",
         layerwise_lr_decay=config.layerwise_lr_decay, output_dir=str(run_dir), resume=config.resume,
-        metric_for_best=metric if evaluate is not None else None,
+        metric_for_best=metric if evaluate is not None else None, best_to_beat=to_beat,
+        checkpoint_on_eval=evaluate is not None,
         early_stopping_patience=config.early_stopping_patience, progress_bar=config.progress_bar,
         log_every=10)
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -186,12 +200,21 @@ def run_finetune(config: FinetuneConfig) -> FinetuneResult:
         save(model, {})
     shutil.rmtree(run_dir / "checkpoint", ignore_errors=True)   # resume state; the best model is `output`
     metrics = result.best_eval or result.last_eval
-    record = {"dev": metrics, "metric_for_best": metric, "train_seconds": result.elapsed_s,
+    record = {"dev": metrics, "metric_for_best": metric, "dev_data": dev_data, "train_seconds": result.elapsed_s,
               "wall_seconds": wall, "epochs": result.epochs, "steps": result.steps,
               "stop_reason": result.stop_reason, "train_examples": len(train_examples),
               "train_features": len(train_features)}
-    _write_json(output / "metrics.json", record)
-    return FinetuneResult(output, metrics, result.elapsed_s, result.epochs, result.steps, result.stop_reason)
+    kept = to_beat is not None and not result.best_eval   # nothing of this run beat the saved model
+    if kept:
+        best_of = min if "loss" in metric else max       # the loop's greater_is_better rule
+        ours = best_of((e[metric] for e in evaluations if metric in e), default=None)
+        say(f"kept the model already in {output} ({metric} {to_beat:.4g}); the best of this run"
+            f"{f', {ours:.4g},' if ours is not None else ''} did not beat it")
+        earlier = read_saved_metrics(output) or {}
+        metrics = earlier.get("dev", {})
+        record = {**earlier, "last_run_not_saved": record}
+    _write_json(output / METRICS_FILE, record)
+    return FinetuneResult(output, metrics, result.elapsed_s, result.epochs, result.steps, result.stop_reason, kept)
 
 
 def _gradual_unfreezing(model: FinetuneModel, epoch: int) -> None:

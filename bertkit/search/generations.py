@@ -5,16 +5,17 @@ An index folder holds `index.json` (the manifest) and the files of the generatio
 the current ones, flushes them to disk, then replaces `index.json` with `os.replace` (atomic on POSIX and
 Windows). A crash at any point before that rename leaves `index.json` naming generation g, whose files
 were never touched, so the reopened index answers exactly as before; leftovers of the unfinished
-generation are deleted the next time a writer starts.
+generation are deleted by the next writer, which holds the writer lock (writer_lock.py), so the files
+it deletes can belong to no live writer.
 """
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
 from pathlib import Path
 
+from bertkit.atomic_write import fsync_tree, write_file
 from bertkit.errors import BertkitError
 
 MANIFEST = "index.json"
@@ -35,51 +36,29 @@ def read_manifest(folder: Path) -> dict:
     return manifest
 
 
-def _fsync_path(path: Path) -> None:
-    if path.is_dir():
-        for child in path.rglob("*"):
-            if child.is_file():
-                _fsync_path(child)
-        return
-    with open(path, "rb") as handle:
-        os.fsync(handle.fileno())
-
-
 def commit_manifest(folder: Path, manifest: dict, new_files: list[str]) -> None:
     """Make `manifest` the index's current state: flush its files, then atomically replace index.json."""
     folder = Path(folder)
     for name in new_files:
-        _fsync_path(folder / name)
+        fsync_tree(folder / name)
     manifest = dict(manifest, format=FORMAT_VERSION)
-    tmp = folder / (MANIFEST + ".tmp")
-    with open(tmp, "w", encoding="utf-8") as handle:
-        json.dump(manifest, handle, indent=2, ensure_ascii=False)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(tmp, folder / MANIFEST)
-    if hasattr(os, "O_DIRECTORY"):  # make the rename itself durable
-        fd = os.open(folder, os.O_DIRECTORY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+    write_file(folder / MANIFEST, lambda tmp: tmp.write_text(json.dumps(manifest, indent=2, ensure_ascii=False),
+                                                             encoding="utf-8"))
 
 
-def remove_other_generations(folder: Path, keep: int) -> None:
-    """Delete generation files other than `keep` (old generations, or leftovers of a crashed save)."""
-    for path in Path(folder).iterdir():
-        match = _GENERATION_FILE.match(path.name)
-        if match and int(match.group(2)) != keep:
-            if path.is_dir():
-                shutil.rmtree(path, ignore_errors=True)
-            else:
-                path.unlink(missing_ok=True)
+def remove_other_generations(folder: Path, keep: set[int]) -> None:
+    """Delete the files of generations not in `keep` (old generations, or leftovers of a crashed save)."""
+    _remove_generations(folder, lambda generation: generation not in keep)
 
 
 def remove_generation(folder: Path, generation: int) -> None:
+    _remove_generations(folder, lambda g: g == generation)
+
+
+def _remove_generations(folder: Path, doomed) -> None:
     for path in Path(folder).iterdir():
         match = _GENERATION_FILE.match(path.name)
-        if match and int(match.group(2)) == generation:
+        if match and doomed(int(match.group(2))):
             if path.is_dir():
                 shutil.rmtree(path, ignore_errors=True)
             else:

@@ -8,6 +8,11 @@
 Ids are the user's (any string). With metric "cosine" every vector is L2-normalized and scored by inner
 product. Changes live in a working generation until `save()`, which switches the folder to them with
 one atomic rename (see generations.py); a crash before that leaves the last saved index intact.
+
+One writer at a time: the first change takes the folder's writer lock (writer_lock.py) and `save()` or
+`close()` releases it; another writer waits up to `lock_timeout_s`, then gets an error naming the holder.
+A writer whose index was opened before another writer saved builds on that newer generation, so no
+save is ever lost. Readers take no lock and keep answering from the generation they opened.
 """
 from __future__ import annotations
 
@@ -23,6 +28,7 @@ from bertkit.search import generations
 from bertkit.search.backend import BackendInfo, VectorBackend
 from bertkit.search.encoding import ModelTextEncoder, TextEncoder
 from bertkit.search.store import DocumentStore, FilterValue
+from bertkit.search.writer_lock import WriterLock
 
 
 @dataclass(frozen=True)
@@ -57,6 +63,24 @@ def _new_backend(settings: IndexSettings, dim: int, folder: Path, generation: in
     raise BertkitError(f"index backend {settings.backend!r} is not one of ['faiss', 'milvus']")
 
 
+def _open_committed(folder: Path, nprobe: int | None) -> tuple[dict, DocumentStore, VectorBackend]:
+    """(manifest, store, backend) of the generation index.json names. A writer that commits twice while
+    this runs may delete that generation's files: then open the newer one it committed."""
+    attempts = 3
+    while True:
+        attempts -= 1
+        manifest = generations.read_manifest(folder)
+        store = None
+        try:
+            store = DocumentStore(folder / manifest["store"], readonly=True)
+            return manifest, store, _load_backend(IndexSettings(**manifest["settings"]), folder, manifest, nprobe)
+        except Exception:
+            if store is not None:
+                store.close()
+            if attempts == 0 or generations.read_manifest(folder)["generation"] == manifest["generation"]:
+                raise
+
+
 def _load_backend(settings: IndexSettings, folder: Path, manifest: dict, nprobe: int | None) -> VectorBackend:
     files, info = manifest["backend_files"], manifest["info"]
     if settings.backend == "faiss":
@@ -68,39 +92,54 @@ def _load_backend(settings: IndexSettings, folder: Path, manifest: dict, nprobe:
 
 class Index:
     def __init__(self, folder: Path, settings: IndexSettings, encoder: TextEncoder | None,
-                 store: DocumentStore, backend: VectorBackend | None, generation: int, working: bool = False):
+                 store: DocumentStore, backend: VectorBackend | None, generation: int,
+                 lock: WriterLock | None = None, lock_timeout_s: float = 0.0):
         self.folder, self.settings, self.encoder = Path(folder), settings, encoder
         self.store, self.backend, self.generation = store, backend, generation
-        self._working = working  # True: store and backend already write to generation + 1
+        self.lock_timeout_s = lock_timeout_s
+        self._lock = lock   # held while writing: store and backend then write to generation + 1
+
+    @property
+    def _working(self) -> bool:
+        return self._lock is not None
 
     # -- opening ----------------------------------------------------------------------------------
     @classmethod
     def create(cls, folder: str | Path, encoder: TextEncoder | None = None, dim: int | None = None,
-               settings: IndexSettings = IndexSettings(), overwrite: bool = False) -> "Index":
+               settings: IndexSettings = IndexSettings(), overwrite: bool = False,
+               lock_timeout_s: float = 0.0) -> "Index":
         folder = Path(folder)
-        if (folder / generations.MANIFEST).exists() and not overwrite:
-            raise BertkitError(f"{folder} already holds an index; open it, or pass overwrite to replace it")
         if settings.metric not in ("cosine", "ip"):
             raise BertkitError(f"index metric {settings.metric!r} is not one of ['cosine', 'ip']")
+        if (folder / generations.MANIFEST).exists() and not overwrite:
+            raise BertkitError(f"{folder} already holds an index; open it, or pass overwrite to replace it")
         folder.mkdir(parents=True, exist_ok=True)
-        # Overwriting builds the next generation beside the old index, which stays usable until save().
-        current = generations.read_manifest(folder)["generation"] if (folder / generations.MANIFEST).exists() else 0
-        target = current + 1
-        generations.remove_generation(folder, target)  # leftovers of an earlier build that never saved
-        store = DocumentStore(folder / f"store.{target}.sqlite")
-        backend = _new_backend(settings, dim, folder, target) if dim else None
-        return cls(folder, settings, encoder, store, backend, generation=current, working=True)
+        lock = WriterLock.acquire(folder, lock_timeout_s)
+        try:
+            exists = (folder / generations.MANIFEST).exists()
+            if exists and not overwrite:    # another writer built one while this one waited for the lock
+                raise BertkitError(f"{folder} already holds an index; open it, or pass overwrite to replace it")
+            # Overwriting builds the next generation beside the old index, which stays usable until save().
+            current = generations.read_manifest(folder)["generation"] if exists else 0
+            target = current + 1
+            generations.remove_generation(folder, target)  # leftovers of a writer that died before saving
+            store = DocumentStore(folder / f"store.{target}.sqlite")
+            backend = _new_backend(settings, dim, folder, target) if dim else None
+        except BaseException:
+            lock.release()
+            raise
+        return cls(folder, settings, encoder, store, backend, current, lock, lock_timeout_s)
 
     @classmethod
-    def open(cls, folder: str | Path, encoder: TextEncoder | None = None, nprobe: int | None = None) -> "Index":
+    def open(cls, folder: str | Path, encoder: TextEncoder | None = None, nprobe: int | None = None,
+             lock_timeout_s: float = 0.0) -> "Index":
+        """Open the last saved generation. Writing to it takes the writer lock, waiting up to lock_timeout_s."""
         folder = Path(folder)
-        manifest = generations.read_manifest(folder)
-        settings = IndexSettings(**manifest["settings"])
+        manifest, store, backend = _open_committed(folder, nprobe)
         if encoder is None and manifest.get("encoder"):
             encoder = ModelTextEncoder.from_spec(manifest["encoder"])
-        store = DocumentStore(folder / manifest["store"], readonly=True)
-        backend = _load_backend(settings, folder, manifest, nprobe)
-        return cls(folder, settings, encoder, store, backend, generation=manifest["generation"])
+        return cls(folder, IndexSettings(**manifest["settings"]), encoder, store, backend, manifest["generation"],
+                   lock_timeout_s=lock_timeout_s)
 
     def __enter__(self) -> "Index":
         return self
@@ -109,26 +148,51 @@ class Index:
         self.close()
 
     def close(self) -> None:
+        """Close the index; changes not saved are dropped (their files deleted) and the writer lock released."""
         self.store.close()
         if self.backend is not None:
             self.backend.close()
+        if self._lock is not None:
+            generations.remove_generation(self.folder, self.generation + 1)
+            self._release()
 
     def __len__(self) -> int:
         return self.store.count()
 
     # -- writing ----------------------------------------------------------------------------------
     def _begin_write(self) -> None:
-        """Move writes to generation g+1: a copy of the saved files that the next save() commits."""
+        """Take the writer lock and move writes to generation g+1: a copy of the last saved generation's
+        files that the next save() commits."""
         if self._working:
             return
-        target = self.generation + 1
-        generations.remove_generation(self.folder, target)  # leftovers of a crashed save
+        lock = WriterLock.acquire(self.folder, self.lock_timeout_s)
+        try:
+            manifest = generations.read_manifest(self.folder)
+            if manifest["generation"] != self.generation:
+                self._reopen()           # another writer saved since this index was opened: build on that
+            target = self.generation + 1
+            generations.remove_generation(self.folder, target)  # leftovers of a writer that died before saving
+            self.store.close()
+            generations.copy_generation_file(self.folder, self.store.path.name, f"store.{target}.sqlite")
+            self.store = DocumentStore(self.folder / f"store.{target}.sqlite")
+            if self.backend is not None:
+                self.backend.fork(self.folder, target)
+        except BaseException:
+            lock.release()
+            raise
+        self._lock = lock
+
+    def _reopen(self) -> None:
+        nprobe = getattr(self.backend, "nprobe_override", None)   # a search setting of this reader: keep it
         self.store.close()
-        generations.copy_generation_file(self.folder, self.store.path.name, f"store.{target}.sqlite")
-        self.store = DocumentStore(self.folder / f"store.{target}.sqlite")
         if self.backend is not None:
-            self.backend.fork(self.folder, target)
-        self._working = True
+            self.backend.close()
+        manifest, self.store, self.backend = _open_committed(self.folder, nprobe)
+        self.settings, self.generation = IndexSettings(**manifest["settings"]), manifest["generation"]
+
+    def _release(self) -> None:
+        self._lock.release()
+        self._lock = None
 
     def _vectors(self, texts: Sequence[str], vectors: np.ndarray | None) -> np.ndarray:
         if vectors is None:
@@ -206,6 +270,12 @@ class Index:
         target = self.generation + 1
         if self.backend is None:
             raise BertkitError("nothing to save: the index has no documents yet")
+        committed = (generations.read_manifest(self.folder)["generation"]
+                     if (self.folder / generations.MANIFEST).exists() else 0)
+        if committed != self.generation:   # the lock rules this out unless its file was deleted under us
+            raise BertkitError(f"index {self.folder}: another writer saved generation {committed} while this one "
+                               f"was writing (was {self.folder / 'writer.lock'} deleted?); these changes are "
+                               "not saved, so that nothing already saved is overwritten")
         self.backend.prepare_for_save()
         backend_files = self.backend.save(self.folder, target)
         self.store.commit()
@@ -220,8 +290,11 @@ class Index:
             "documents": self.store.count(),
         }
         generations.commit_manifest(self.folder, manifest, backend_files + [manifest["store"]])
-        generations.remove_other_generations(self.folder, keep=target)
-        self.generation, self._working = target, False
+        # The previous generation stays one more save: a reader that has just read the old manifest
+        # can still open its files.
+        generations.remove_other_generations(self.folder, keep={target, self.generation})
+        self.generation = target
+        self._release()
         return info
 
     def info(self) -> BackendInfo | None:
@@ -233,15 +306,18 @@ class Index:
             return self._vectors([], queries)
         return self._vectors(queries, None)
 
-    def search(self, query: str | np.ndarray, k: int = 10,
-               filter: dict[str, FilterValue] | None = None) -> list[SearchHit]:
+    def search(self, query: str | np.ndarray, k: int = 10, filter: dict[str, FilterValue] | None = None,
+               timeout_s: float | None = None) -> list[SearchHit]:
         """Top-k documents for one query (a text, or a vector of the index's dim)."""
         queries = [query] if isinstance(query, str) else np.asarray(query, dtype=np.float32).reshape(1, -1)
-        return self.search_many(queries, k, filter)[0]
+        return self.search_many(queries, k, filter, timeout_s)[0]
 
     def search_many(self, queries: Sequence[str] | np.ndarray, k: int = 10,
-                    filter: dict[str, FilterValue] | None = None) -> list[list[SearchHit]]:
-        """Top-k documents for each query; `filter` keeps documents whose metadata matches every field."""
+                    filter: dict[str, FilterValue] | None = None,
+                    timeout_s: float | None = None) -> list[list[SearchHit]]:
+        """Top-k documents for each query; `filter` keeps documents whose metadata matches every field.
+
+        timeout_s bounds the filter's SQL query (TimeLimitExceeded when it runs longer)."""
         if k < 1:
             raise BertkitError(f"k must be >= 1, got {k}")
         query_vectors = self._query_vectors(queries)
@@ -252,7 +328,7 @@ class Index:
                                f"{self.backend.dim}; encode queries with the model that built the index")
         allowed = None
         if filter:
-            allowed = np.asarray(self.store.matching_row_ids(filter), dtype=np.int64)
+            allowed = np.asarray(self.store.matching_row_ids(filter, timeout_s), dtype=np.int64)
         scores, rows = self.backend.search(query_vectors, k, allowed)
         documents = self.store.get(sorted({int(r) for r in rows.ravel() if r >= 0}))
         results = []

@@ -6,14 +6,17 @@ here, by SQL, and the resulting row ids restrict the vector search (the search n
 """
 from __future__ import annotations
 
+import contextlib
 import json
+import re
 import sqlite3
-from collections.abc import Iterable, Sequence
+import time
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bertkit.errors import BertkitError
+from bertkit.errors import BertkitError, TimeLimitExceeded
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS documents (
@@ -26,6 +29,14 @@ CREATE TABLE IF NOT EXISTS documents (
 
 FilterValue = str | int | float | bool | None | Sequence[str | int | float | bool]
 
+# A filter field is a metadata key: letters (any script), digits, `_`, `-` and `.`, up to 128 characters.
+# Field names and values reach SQLite only as bound parameters; the pattern keeps the JSON path well formed
+# (`$."field"` has no escape for a quote) and error messages readable.
+FIELD_NAME = re.compile(r"\w[\w.\-]{0,127}")
+# SQLite calls the deadline check every this many virtual-machine instructions: well under a millisecond
+# apart, a cost too small to measure on a query.
+PROGRESS_INSTRUCTIONS = 10_000
+
 
 @dataclass(frozen=True)
 class StoredDocument:
@@ -36,8 +47,9 @@ class StoredDocument:
 
 
 def _json_path(field: str) -> str:
-    if not field or '"' in field or "\\" in field:
-        raise BertkitError(f"filter field {field!r}: use a plain metadata field name (no quotes or backslashes)")
+    if not isinstance(field, str) or not FIELD_NAME.fullmatch(field):
+        raise BertkitError(f"filter field {str(field)[:80]!r}: a metadata field name is letters, digits, '_', "
+                           "'-' and '.' (at most 128 characters)")
     return f'$."{field}"'
 
 
@@ -59,6 +71,18 @@ class DocumentStore:
         else:
             self.connection = sqlite3.connect(str(self.path))
             self.connection.executescript(_SCHEMA)
+        self._check_schema()
+
+    def _check_schema(self) -> None:
+        """An index folder may come from anyone: refuse a store whose `documents` is a view (whose SQL would run
+        on every query) or that holds triggers or anything else bertkit did not create."""
+        objects = self.connection.execute("SELECT type, name FROM sqlite_master").fetchall()
+        unexpected = [f"{kind} {name!r}" for kind, name in objects if (kind, name) != ("table", "documents")
+                      and not (kind == "index" and name.startswith("sqlite_autoindex_documents_"))]
+        if unexpected or ("table", "documents") not in objects:
+            self.connection.close()
+            raise BertkitError(f"{self.path}: not a bertkit document store (it holds "
+                               f"{', '.join(unexpected[:3]) or 'no documents table'}); rebuild the index")
 
     def close(self) -> None:
         self.connection.close()
@@ -113,25 +137,51 @@ class DocumentStore:
             for row_id, doc_id, text, meta in rows:
                 yield StoredDocument(row_id, doc_id, text, json.loads(meta))
 
-    def matching_row_ids(self, filter: dict[str, FilterValue]) -> list[int]:
+    def matching_row_ids(self, filter: dict[str, FilterValue], timeout_s: float | None = None) -> list[int]:
         """Row ids of documents whose metadata matches every field of `filter`.
 
         A value matches by equality; a list or tuple matches any of its items. The key `id` filters on
-        the user's ids.
+        the user's ids. The SQL text is fixed: field names (checked against FIELD_NAME) and values are
+        bound parameters. With `timeout_s`, a query still running after that long is interrupted and
+        raises TimeLimitExceeded.
         """
         clauses, params = [], []
         for field, value in filter.items():
-            column = "doc_id" if field == "id" else f"json_extract(metadata, '{_json_path(field)}')"
+            if field == "id":
+                column = "doc_id"
+            else:
+                column = "json_extract(metadata, ?)"
+                params.append(_json_path(field))
             if isinstance(value, (list, tuple, set, frozenset)):
                 values = [_sql_value(v) for v in value]
                 if not values:
                     return []
-                clauses.append(f"{column} IN ({','.join('?' * len(values))})")
-                params.extend(values)
+                # One bound JSON array however many values: no limit on SQL variables to run into.
+                clauses.append(f"{column} IN (SELECT value FROM json_each(?))")
+                params.append(json.dumps(values))
             elif value is None:
                 clauses.append(f"{column} IS NULL")
             else:
                 clauses.append(f"{column} = ?")
                 params.append(_sql_value(value))
         where = " AND ".join(clauses) if clauses else "1"
-        return [r for (r,) in self.connection.execute(f"SELECT row_id FROM documents WHERE {where}", params)]
+        with self._deadline(timeout_s, f"the filter on {', '.join(map(str, filter))}"):
+            return [r for (r,) in self.connection.execute(f"SELECT row_id FROM documents WHERE {where}", params)]
+
+    @contextlib.contextmanager
+    def _deadline(self, timeout_s: float | None, what: str) -> Iterator[None]:
+        """Interrupt the statements run inside once `timeout_s` seconds have passed (None: no limit)."""
+        if timeout_s is None:
+            yield
+            return
+        deadline = time.monotonic() + timeout_s
+        self.connection.set_progress_handler(lambda: time.monotonic() > deadline, PROGRESS_INSTRUCTIONS)
+        try:
+            yield
+        except sqlite3.OperationalError as err:
+            if "interrupt" not in str(err):
+                raise
+            raise TimeLimitExceeded(f"{what} ran over its {timeout_s:g} s limit on {self.path.name} and was "
+                                    "stopped; narrow the filter or retry") from None
+        finally:
+            self.connection.set_progress_handler(None, 0)

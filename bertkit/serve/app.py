@@ -6,7 +6,6 @@ Every failure is a JSON body {"detail": "..."} with a 4xx status that says what 
 """
 from __future__ import annotations
 
-import asyncio
 import base64
 import json
 
@@ -22,6 +21,7 @@ from bertkit.serve.guard import GuardMiddleware
 from bertkit.serve.inputs import prepare_ids, prepare_texts, prepare_tokens, tokenize_texts
 from bertkit.serve.page import PAGE_HTML
 from bertkit.serve.service import EmbeddingService, ServiceError
+from bertkit.tokenizer.tokenizer import InvalidTextError
 
 try:  # orjson writes numpy arrays directly, several times faster than json + tolist()
     import orjson
@@ -31,13 +31,16 @@ except ImportError:  # pragma: no cover - optional speed-up
 API_DESCRIPTION = """Embeddings, predictions and search from one loaded BERT-family model.
 
 Requests from all clients are queued and run together in length-sorted micro-batches. Limits are in
-GET /status (`limits`). Input rules: an empty or whitespace-only text gets 422 naming its index; a text
-over the model's token limit gets 422 unless `truncate` is true (then it is cut and listed in
-`truncated`); `"a ||| b"` is a sentence pair. With an API key set, every endpoint but /health needs
+GET /status (`limits`). Vectors are the model folder's own (its pooling, length limit, dense layers, whitening
+and normalization): the same as `Model.encode` and `bertkit encode` give. Input rules: an empty or
+whitespace-only text, or one with a lone UTF-16 surrogate, gets 422 naming its index; a text over the model's
+token limit gets 422 unless `truncate` is true (then it is cut and listed in `truncated`); `"a ||| b"` is a
+sentence pair. With an API key set, every endpoint but /health needs
 `Authorization: Bearer KEY` (or `X-API-Key: KEY`)."""
 
 ERRORS = {status: {"model": schemas.ErrorResponse, "description": text} for status, text in (
-    (401, "missing or wrong API key"), (413, "over a published limit"), (422, "invalid input"),
+    (401, "missing or wrong API key"), (408, "request body too slow"), (413, "over a published limit"),
+    (422, "invalid input"),
     (503, "busy or timed out; retry after Retry-After seconds"))}
 
 
@@ -71,12 +74,19 @@ def create_app(service: EmbeddingService) -> FastAPI:
     app = FastAPI(title="bertkit server", version=getattr(bertkit, "__version__", "unknown"),
                   description=API_DESCRIPTION)
     app.add_middleware(GuardMiddleware, api_key=service.config.api_key,
-                       max_request_bytes=service.config.max_request_bytes, stats=service.stats)
+                       max_request_bytes=service.config.max_request_bytes, stats=service.stats,
+                       body_timeout_s=service.config.body_timeout_s,
+                       max_header_bytes=service.config.max_header_bytes)
     runner = service.runner
 
     @app.exception_handler(ServiceError)
     async def service_error(request: Request, error: ServiceError):
         return JSONResponse({"detail": error.message}, status_code=error.status, headers=error.headers)
+
+    @app.exception_handler(InvalidTextError)
+    async def invalid_text(request: Request, error: InvalidTextError):
+        # routes name the field and index themselves; this catches any other path a text takes to the tokenizer
+        return JSONResponse({"detail": str(error)}, status_code=422)
 
     @app.exception_handler(RequestValidationError)
     async def invalid_request(request: Request, error: RequestValidationError):
@@ -134,7 +144,7 @@ def create_app(service: EmbeddingService) -> FastAPI:
               summary="Show the tokens the model sees")
     async def tokenize(body: schemas.TokenizeRequest):
         service.check_count(len(body.texts))
-        rows = await asyncio.to_thread(tokenize_texts, runner.tokenizer, body.texts)
+        rows = await service.prepare(tokenize_texts, body.texts)
         to_token = runner.tokenizer.id_to_token
         return json_response({
             "tokens": [[to_token(i) or "" for i in row.input_ids] for row in rows],
@@ -162,8 +172,13 @@ def create_app(service: EmbeddingService) -> FastAPI:
         return json_response({"query": body.query, "query_truncated": truncated, "results": [
             {"id": h.id, "score": h.score, "text": h.text, "metadata": h.metadata} for h in hits]})
 
-    @app.get("/health", response_model=schemas.HealthResponse, summary="Liveness (no API key needed)")
+    @app.get("/health", response_model=schemas.HealthResponse, response_model_exclude_none=True,
+             summary="Health (no API key needed)",
+             responses={503: {"model": schemas.HealthResponse, "description": "a route cannot answer now"}})
     async def health():
+        problem = service.health_problem()
+        if problem is not None:
+            return JSONResponse({"status": "unhealthy", "detail": problem}, status_code=503)
         return {"status": "ok"}
 
     @app.get("/status", responses={401: ERRORS[401]},

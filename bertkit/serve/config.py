@@ -35,17 +35,28 @@ class ServeConfig:
     request_timeout_s: float = 30.0
     api_key: Optional[str] = None
     search_k_limit: int = 100
+    # Slow and idle clients (connections.py, guard.py). A request's headers must arrive within
+    # header_timeout_s of the connection opening or of the previous response, its body within
+    # body_timeout_s of the headers; else 408 and the connection is closed. Idle keep-alive connections
+    # close after keep_alive_timeout_s; connections beyond max_connections get 503 at once.
+    header_timeout_s: float = 10.0
+    body_timeout_s: float = 30.0
+    keep_alive_timeout_s: float = 5.0
+    max_connections: int = 512
+    max_header_bytes: int = 32 * 1024
     precision: Optional[str] = None    # fp32 | bf16 | int8 | auto, as bertkit.load; None: what the folder holds
 
     def __post_init__(self) -> None:
         for name in ("workers", "max_batch_tokens", "max_batch_size", "max_request_texts", "max_request_bytes",
-                     "max_queued_texts", "search_k_limit"):
+                     "max_queued_texts", "search_k_limit", "max_connections", "max_header_bytes"):
             if getattr(self, name) <= 0:
                 raise BertkitError(f"serve: --{name.replace('_', '-')} must be positive, got {getattr(self, name)}")
         if self.batch_overhead_tokens is not None and self.batch_overhead_tokens < 0:
             raise BertkitError(f"serve: --batch-overhead-tokens must be >= 0, got {self.batch_overhead_tokens}")
-        if self.request_timeout_s <= 0:
-            raise BertkitError(f"serve: --request-timeout must be positive, got {self.request_timeout_s}")
+        for name in ("request_timeout_s", "header_timeout_s", "body_timeout_s", "keep_alive_timeout_s"):
+            if not getattr(self, name) > 0:   # also refuses NaN
+                raise BertkitError(f"serve: --{name.removesuffix('_s').replace('_', '-')} must be positive, "
+                                   f"got {getattr(self, name)}")
         if not 0 <= self.port <= 65535:
             raise BertkitError(f"serve: --port {self.port} is not a TCP port (0-65535)")
         if self.api_key is not None and not self.api_key.strip():

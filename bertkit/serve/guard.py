@@ -1,10 +1,12 @@
-"""ASGI middleware in front of every route: API key, request-size limit, per-endpoint counters and latency.
+"""ASGI middleware in front of every route: API key, header and body size limits, body deadline, per-endpoint
+counters and latency.
 
 Plain ASGI rather than Starlette's BaseHTTPMiddleware: it adds no task or stream per request, which matters
 when thousands of batch-of-one requests arrive per second.
 """
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 import secrets
@@ -57,12 +59,19 @@ async def send_json(send, status: int, content: dict, headers: dict[str, str] | 
     await send({"type": "http.response.body", "body": body})
 
 
+class BodyTimeout(Exception):
+    pass
+
+
 class GuardMiddleware:
-    def __init__(self, app, api_key: Optional[str], max_request_bytes: int, stats: ServerStats):
+    def __init__(self, app, api_key: Optional[str], max_request_bytes: int, stats: ServerStats,
+                 body_timeout_s: Optional[float] = None, max_header_bytes: Optional[int] = None):
         self.app = app
         self.api_key = api_key.encode() if api_key else None
         self.max_request_bytes = max_request_bytes
         self.stats = stats
+        self.body_timeout_s = body_timeout_s
+        self.max_header_bytes = max_header_bytes   # headers that arrived whole (connections.py caps the rest)
 
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
@@ -77,6 +86,11 @@ class GuardMiddleware:
             await send(message)
 
         try:
+            if self.max_header_bytes is not None and _header_bytes(scope) > self.max_header_bytes:
+                status[0] = 431
+                await send_json(send, 431, {"detail": f"request headers over {self.max_header_bytes} bytes"},
+                                {"Connection": "close"})
+                return
             if self.api_key is not None and path not in OPEN_PATHS and not self._authorized(scope):
                 status[0] = 401
                 challenge = 'Basic realm="bertkit"' if path in BROWSER_PATHS else 'Bearer realm="bertkit"'
@@ -84,7 +98,14 @@ class GuardMiddleware:
                                                       "KEY` or `X-API-Key: KEY`"}, {"WWW-Authenticate": challenge})
                 return
             if scope["method"] in BODY_METHODS:
-                body = await self._read_body(scope, receive)
+                try:
+                    body = await self._read_body(scope, receive)
+                except BodyTimeout:
+                    status[0] = 408
+                    self.stats.body_timeouts += 1
+                    await send_json(send, 408, {"detail": f"request body not complete within {self.body_timeout_s:g} "
+                                                          "s of its headers"}, {"Connection": "close"})
+                    return
                 if body is None:
                     status[0] = 413
                     await send_json(send, 413, {"detail": f"request body over this server's limit of "
@@ -102,13 +123,20 @@ class GuardMiddleware:
         return key is not None and secrets.compare_digest(key, self.api_key)
 
     async def _read_body(self, scope, receive) -> Optional[bytes]:
-        """The whole body, or None when it is (or announces itself) over the limit."""
+        """The whole body, or None when it is (or announces itself) over the limit; BodyTimeout when it is
+        not all there within body_timeout_s."""
         declared = _header(scope, b"content-length")
         if declared is not None and declared.isdigit() and int(declared) > self.max_request_bytes:
             return None
         chunks, size = [], 0
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.body_timeout_s if self.body_timeout_s is not None else None
         while True:
-            message = await receive()
+            try:
+                message = await (asyncio.wait_for(receive(), deadline - loop.time()) if deadline is not None
+                                 else receive())
+            except asyncio.TimeoutError:
+                raise BodyTimeout from None
             if message["type"] == "http.disconnect":
                 break
             chunk = message.get("body", b"")
@@ -119,6 +147,12 @@ class GuardMiddleware:
             if not message.get("more_body", False):
                 break
         return b"".join(chunks)
+
+
+def _header_bytes(scope) -> int:
+    """The size of the request line and headers as they were sent (': ' and CRLF included)."""
+    line = len(scope.get("raw_path") or b"") + len(scope.get("query_string") or b"") + 16
+    return line + sum(len(name) + len(value) + 4 for name, value in scope.get("headers", ()))
 
 
 def _replay(body: bytes, receive):

@@ -154,4 +154,5 @@ class ErrorResponse(BaseModel):
 
 
 class HealthResponse(BaseModel):
-    status: Literal["ok"] = "ok"
+    status: Literal["ok", "unhealthy"] = "ok"
+    detail: Optional[str] = Field(None, description="with unhealthy (HTTP 503): what cannot answer and why")

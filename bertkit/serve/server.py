@@ -32,7 +32,8 @@ def build_service(config: ServeConfig, model: Any = None) -> EmbeddingService:
         try:
             # The pooling rule of bertkit.search's ModelTextEncoder, so queries match the documents.
             service.index = SearchIndex(config.index, config.model or None, runner.dimension or 0,
-                                        runner.meta.get("pooling", "mean"))
+                                        runner.default_pooling, config.request_timeout_s,
+                                        runner.model.sentence.config.layers)
         except BaseException:
             service.close()
             raise
@@ -58,9 +59,19 @@ def serve(config: ServeConfig, model: Any = None, log_level: str = "info") -> No
               "this port can use the model (pass --api-key or set BERTKIT_API_KEY)", file=sys.stderr)
     try:
         uvicorn.run(create_app(service), host=config.host, port=config.port, log_level=log_level,
-                    access_log=False, timeout_graceful_shutdown=5)
+                    access_log=False, timeout_graceful_shutdown=5, **connection_options(service))
     finally:
         service.close()
+
+
+def connection_options(service: EmbeddingService) -> dict:
+    """uvicorn settings for the config's limits on slow, idle and too many connections."""
+    from bertkit.serve.connections import ConnectionLimits, uvicorn_options   # needs uvicorn
+
+    config = service.config
+    limits = ConnectionLimits(config.header_timeout_s, config.max_header_bytes, config.max_connections,
+                              config.keep_alive_timeout_s)
+    return uvicorn_options(limits, service.stats)
 
 
 
@@ -83,7 +94,8 @@ class BackgroundServer:
         self._socket.bind((host, port))
         self.port = self._socket.getsockname()[1]
         self.url = f"http://{host}:{self.port}"
-        self._server = uvicorn.Server(uvicorn.Config(create_app(service), log_level="warning", access_log=False))
+        self._server = uvicorn.Server(uvicorn.Config(create_app(service), log_level="warning", access_log=False,
+                                                     **connection_options(service)))
         self._thread = threading.Thread(target=self._server.run, kwargs={"sockets": [self._socket]},
                                         name="bertkit-http", daemon=True)
 

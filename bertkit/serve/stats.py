@@ -21,6 +21,9 @@ class ServerStats:
         self.timeouts = 0
         self.non_finite = 0
         self.model_errors = 0
+        self.connections_refused = 0      # over max_connections
+        self.slow_clients_closed = 0      # headers late or too large (408 / 431)
+        self.body_timeouts = 0            # body late (408)
         self._latency_ms: dict[str, deque] = {}
 
     def record(self, endpoint: str, status: int, seconds: float) -> None:
@@ -43,4 +46,5 @@ class ServerStats:
                 "responses": {str(k): v for k, v in sorted(self.responses.items())},
                 "texts": self.texts, "tokens": self.tokens, "truncated": self.truncated,
                 "rejected_busy": self.rejected_busy, "timeouts": self.timeouts, "non_finite": self.non_finite,
-                "model_errors": self.model_errors}
+                "model_errors": self.model_errors, "connections_refused": self.connections_refused,
+                "slow_clients_closed": self.slow_clients_closed, "body_timeouts": self.body_timeouts}

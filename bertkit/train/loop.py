@@ -48,6 +48,7 @@ class TrainConfig:
     clip_norm: Optional[float] = 1.0
     eval_every: int = 0                     # steps; 0 = at the end of each epoch
     save_every: int = 0                     # steps; 0 = only at the end (and at step 0, for roll-back)
+    checkpoint_on_eval: bool = False        # also save the state after each evaluation (what resume continues)
     log_every: int = 1
     seed: int = 0
     device: str = "auto"
@@ -57,11 +58,12 @@ class TrainConfig:
     adam_beta1: float = 0.9
     adam_beta2: float = 0.999
     adam_eps: float = 1e-6
-    output_dir: Optional[str] = None        # log.jsonl, loss.png, checkpoint/training_state.pt
+    output_dir: Optional[str] = None        # log.jsonl, loss.png, checkpoint/training_state.safetensors
     resume: bool = False
     metric_for_best: Optional[str] = None   # an evaluate() key
     greater_is_better: Optional[bool] = None  # None: False for names containing "loss", else True
     early_stopping_patience: Optional[int] = None  # evaluations without improvement
+    best_to_beat: Optional[float] = None    # the score of a model saved earlier: on_best only for better ones
     max_rollbacks: int = 3
     rollback_lr_factor: float = 0.5
     progress_bar: bool = True
@@ -117,9 +119,11 @@ def train(model: nn.Module, loss_fn: LossFn, batches: BatchSource, config: Train
     greater = config.greater_is_better
     if greater is None and config.metric_for_best:
         greater = "loss" not in config.metric_for_best
-    run = {"epoch": 0, "best": None, "best_eval": {}, "bad_evals": 0, "rollbacks": 0}
+    run = {"epoch": 0, "best": config.best_to_beat, "best_eval": {}, "bad_evals": 0, "rollbacks": 0}
+    saved_at = [-1]                                       # the step of the last checkpoint
 
     def checkpoint() -> None:
+        saved_at[0] = schedule.step
         rngs = dist_.gather_objects(rng_state())          # collective: every rank calls it
         if main and ckpt is not None:
             save_state(ckpt, {"model": model.state_dict(), "optimizer": optimizer.state_dict(),
@@ -134,7 +138,12 @@ def train(model: nn.Module, loss_fn: LossFn, batches: BatchSource, config: Train
         schedule.load_state_dict(state["schedule"])
         batches.load_state_dict(state["data"])
         set_rng_state(state["rng"][rank] if len(state["rng"]) == world else state["rng"][0])
+        best, best_eval = run["best"], run["best_eval"]
         run.update(state["run"])
+        # A better score known now (found after that checkpoint, or best_to_beat) is never forgotten: a
+        # roll-back or resume must not let a worse model replace the one saved for it.
+        if _improves(best, run["best"], greater):
+            run.update(best=best, best_eval=best_eval)
 
     if config.resume:
         state = load_state(ckpt) if ckpt is not None else None
@@ -167,20 +176,21 @@ def train(model: nn.Module, loss_fn: LossFn, batches: BatchSource, config: Train
         run["eval_step"] = schedule.step
         if main:
             bar.write(f"step {schedule.step}: " + ", ".join(f"{k} {v:.4g}" for k, v in metrics.items()), file=sys.stderr)
-        key = config.metric_for_best
-        if key is None:
-            return None
-        if key not in metrics:
-            raise BertkitError(f"metric_for_best {key!r} is not among the evaluation metrics {sorted(metrics)}")
-        value = metrics[key]
-        if run["best"] is None or (value > run["best"] if greater else value < run["best"]):
-            run.update(best=value, best_eval=metrics, bad_evals=0)
-            if main and on_best is not None:
-                on_best(model, metrics)
-            return None
-        run["bad_evals"] += 1
-        patience = config.early_stopping_patience
-        return "early_stopping" if patience is not None and run["bad_evals"] >= patience else None
+        key, stopping = config.metric_for_best, False
+        if key is not None:
+            if key not in metrics:
+                raise BertkitError(f"metric_for_best {key!r} is not among the evaluation metrics {sorted(metrics)}")
+            if _improves(metrics[key], run["best"], greater):
+                run.update(best=metrics[key], best_eval=metrics, bad_evals=0)
+                if main and on_best is not None:
+                    on_best(model, metrics)
+            else:
+                run["bad_evals"] += 1
+                patience = config.early_stopping_patience
+                stopping = patience is not None and run["bad_evals"] >= patience
+        if config.checkpoint_on_eval:
+            checkpoint()
+        return "early_stopping" if stopping else None
 
     while stop is None:
         if on_epoch_start is not None:
@@ -229,7 +239,7 @@ def train(model: nn.Module, loss_fn: LossFn, batches: BatchSource, config: Train
                 bar.set_postfix(loss=f"{values['loss']:.4f}", lr=f"{lr:.2e}", refresh=False)
             if evaluate is not None and config.eval_every and schedule.step % config.eval_every == 0:
                 stop = run_eval()
-            if config.save_every and schedule.step % config.save_every == 0:
+            if config.save_every and schedule.step % config.save_every == 0 and saved_at[0] != schedule.step:
                 checkpoint()
             stop = stop or _stop_reason(config, schedule, run)
             if stop:
@@ -244,7 +254,7 @@ def train(model: nn.Module, loss_fn: LossFn, batches: BatchSource, config: Train
 
     if evaluate is not None and run.get("eval_step") != schedule.step:
         stop = run_eval() or stop                         # a final evaluation of the finished model
-    if not (config.save_every and schedule.step % config.save_every == 0):
+    if saved_at[0] != schedule.step:
         checkpoint()
     bar.close()
     log.close()
@@ -255,6 +265,10 @@ def train(model: nn.Module, loss_fn: LossFn, batches: BatchSource, config: Train
     result.steps, result.epochs, result.elapsed_s, result.stop_reason = schedule.step, run["epoch"], schedule.elapsed_s, stop
     result.best_metric, result.best_eval = run["best"], run["best_eval"]
     return result
+
+
+def _improves(value: Optional[float], best: Optional[float], greater: Optional[bool]) -> bool:
+    return value is not None and (best is None or (value > best if greater else value < best))
 
 
 def _total_steps(config: TrainConfig, batches: BatchSource) -> Optional[int]:

@@ -11,12 +11,12 @@ from bertkit.checkpoints import save_checkpoint
 from bertkit.cli import main
 from bertkit.distill.quantize import QuantizeConfig, run_quantize
 from bertkit.distill.quantize_gate import INT8_KERNELS, Sample, int8_variant, sentence_vectors
-from bertkit.embed.whitening import Whitening, save_whitening
 from bertkit.features import EncodeOptions
 from bertkit.model import Encoder, EncoderConfig
 from bertkit.model.heads import SequenceClassificationHead
 from bertkit.model.int8 import Int8Linear
 from bertkit.model.precision import apply_precision
+from bertkit.model.sentence import SentenceConfig, SentencePipeline, Whitening
 from bertkit.tokenizer import Tokenizer
 
 from distill_fixtures import make_model_folder, write_examples
@@ -41,13 +41,12 @@ def build_folder(path, plant_outlier=False, whitening=False):
             encoder.blocks[1].ffn.up.bias[3] = 300.0
             encoder.blocks[1].ffn.down.weight[:, 3] = 0.0
     head = SequenceClassificationHead(config, len(LABELS))
-    save_checkpoint(path, encoder, tokenizer, {"classifier": head},
-                    {"task": "classification", "labels": LABELS,
-                     "encode": {"pooling": "cls", "normalize": True, "max_length": 24}})
-    if whitening:
-        rng = np.random.default_rng(0)
-        save_whitening(path, Whitening(rng.normal(size=64).astype(np.float32) * 0.1,
-                                       rng.normal(size=(64, 32)).astype(np.float32), 100), pooling="cls")
+    rng = np.random.default_rng(0)
+    fitted = Whitening(rng.normal(size=64).astype(np.float32) * 0.1, rng.normal(size=(64, 32)).astype(np.float32),
+                       100, pooling="cls") if whitening else None
+    sentence = SentencePipeline(SentenceConfig(pooling="cls", normalize=True, max_length=24), [], fitted)
+    save_checkpoint(path, encoder, tokenizer, {"classifier": head}, {"task": "classification", "labels": LABELS},
+                    sentence=sentence)
     return path
 
 
@@ -86,12 +85,12 @@ def test_int8_folder_round_trip(tmp_path, monkeypatch):
     assert (vectors * reference).sum(1).min() >= 0.95                    # the gate's floor, on unit vectors
     # the reloaded folder computes exactly what the gate measured in process
     checkpoint = original.checkpoint
-    options = EncodeOptions(max_length=24, pooling="cls")
+    options = EncodeOptions(max_length=24)
     for choice in INT8_KERNELS.values():
         reloaded = bertkit.load(folder, precision="fp32")                # then the kernel this machine may not pick
         apply_precision(reloaded.encoder, reloaded.heads, choice)
         encoder, _ = int8_variant(checkpoint.encoder, checkpoint.heads, [], True, choice)
-        sample = Sample(text_list, options)
+        sample = Sample(text_list, options, checkpoint.sentence)
         torch.testing.assert_close(sentence_vectors(reloaded.encoder, reloaded.tokenizer, sample)[0],
                                    sentence_vectors(encoder, checkpoint.tokenizer, sample)[0], atol=0, rtol=0)
 
@@ -170,3 +169,17 @@ def test_precision_int8_needs_a_quantized_folder(tmp_path, capsys):
                  "--precision", "int8"]) == 2
     assert "bertkit quantize" in capsys.readouterr().err
     assert not (tmp_path / "v.npy").exists()
+
+
+def test_int8_folder_written_over_an_fp32_folder_keeps_no_float_weights(tmp_path):
+    """Saving replaces a folder and carries over files only the old one had (run logs): never its weights, which
+    are read before model.int8.safetensors and would silently load the fp32 model."""
+    import shutil
+    source = build_folder(tmp_path / "fp32")
+    target = tmp_path / "target"
+    shutil.copytree(source, target)
+    (target / "train_log.jsonl").write_text("{}\n", encoding="utf-8")
+    report = run_quantize(QuantizeConfig(str(source), str(target), texts=str(write_texts(tmp_path / "texts.txt"))))
+    names = {p.name for p in report.output.iterdir()}
+    assert "model.int8.safetensors" in names and "model.safetensors" not in names and "train_log.jsonl" in names
+    assert bertkit.load(target).precision == "int8"

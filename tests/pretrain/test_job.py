@@ -2,6 +2,7 @@ import json
 from pathlib import Path
 
 import pytest
+import torch
 
 from bertkit.cli import main
 from bertkit.pretrain import job as job_module
@@ -30,7 +31,7 @@ def test_pretrain_cli_end_to_end_then_evaluate_and_continue(tmp_path, corpus, vo
     summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert summary["steps"] == 12 and "eval_mlm_accuracy" in summary
     for name in ("config.json", "model.safetensors", "vocab.txt", "bertkit.json", "log.jsonl", "loss.png",
-                 "pretrain_config.json", "checkpoint/training_state.pt"):
+                 "pretrain_config.json", "checkpoint/training_state.safetensors"):
         assert (out / name).exists(), name
     assert json.loads((out / "config.json").read_text())["architectures"] == ["BertForPreTraining"]
 
@@ -130,3 +131,43 @@ def test_heads_train_only_fits_an_mlm_head_to_an_encoder_without_one(tmp_path, c
     capsys.readouterr()
     assert main(["evaluate-mlm", "--model", str(fitted), "--corpus", str(corpus), "--max-length", "32"]) == 0
     assert json.loads(capsys.readouterr().out.strip().splitlines()[-1])["loss"] > 0
+
+
+def test_two_runs_with_the_same_seed_give_identical_weights(tmp_path, corpus):
+    """Vocabulary training included (no --vocab): the same corpus and seed give the same vocab.txt and weights."""
+    from safetensors.torch import load_file
+
+    runs = [tmp_path / "a", tmp_path / "b"]
+    for out in runs:
+        assert pretrain(["--corpus", str(corpus), "--output", str(out), "--max-steps", "4", "--vocab.vocab_size=300",
+                         "--train.seed=3"]) == 0
+    vocab_a, vocab_b = ((out / "vocab.txt").read_bytes() for out in runs)
+    assert vocab_a == vocab_b
+    weights_a, weights_b = (load_file(str(out / "model.safetensors")) for out in runs)
+    assert weights_a.keys() == weights_b.keys()
+    assert all(torch.equal(weights_a[k], weights_b[k]) for k in weights_a)
+
+
+class _Payload:
+    """Unpickling this creates the marker file: proof that loading ran code."""
+
+    def __init__(self, marker):
+        self.marker = marker
+
+    def __reduce__(self):
+        return Path.touch, (self.marker,)
+
+
+def test_resume_refuses_a_pickled_training_state_with_one_line(tmp_path, corpus, vocab_dir, capsys):
+    import torch
+
+    common = ["--corpus", str(corpus), "--vocab", str(vocab_dir), "--max-steps", "2", "--output", str(tmp_path / "o")]
+    assert pretrain(common) == 0
+    checkpoint = tmp_path / "o" / "checkpoint"
+    (checkpoint / "training_state.safetensors").unlink()
+    torch.save({"model": _Payload(tmp_path / "pwned")}, checkpoint / "training_state.pt")  # a crafted run folder
+    capsys.readouterr()
+    assert pretrain([*common, "--resume"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "pickle format" in err[0] and "without --resume" in err[0], err
+    assert not (tmp_path / "pwned").exists()

@@ -23,7 +23,7 @@ def test_training_lowers_loss_and_writes_logs(tmp_path):
     steps = [r for r in records if "lr" in r]
     assert len(steps) == 48 and "tokens_per_s" in steps[0] and steps[0]["tokens"] == 64
     assert sum("eval" in r for r in records) == 6                       # once per epoch
-    assert (tmp_path / "checkpoint" / "training_state.pt").is_file()
+    assert (tmp_path / "checkpoint" / "training_state.safetensors").is_file()
     assert (tmp_path / "loss.png").is_file()
 
 
