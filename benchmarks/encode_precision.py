@@ -31,6 +31,7 @@ import torch
 
 from encode import load_texts
 
+CORE = ("bertkit fp32", "bertkit bf16", "bertkit int8", "sentence-transformers fp32")
 FLAGS = ("amx_bf16", "amx_int8", "avx512_bf16", "avx512_vnni", "avx512f", "avx2")
 
 
@@ -144,6 +145,9 @@ def main() -> None:
     parser.add_argument("--ov-python", help="interpreter with optimum-intel[openvino] (sentence-transformers OpenVINO)")
     parser.add_argument("--onnx-python", help="interpreter with optimum-onnx[onnxruntime] (sentence-transformers ONNX)")
     parser.add_argument("--no-onnx", action="store_true", help="skip bertkit's ONNX export (fp32 and int8)")
+    parser.add_argument("--core", action="store_true",
+                        help="only the acceptance variants: bertkit fp32 / bf16 / int8, sentence-transformers (and "
+                             "its backends given by --ov-python / --onnx-python); implies --no-onnx")
     parser.add_argument("--clock", choices=("wall", "cpu"), default="wall",
                         help="cpu: CPU time of each process (with --threads 1, for a busy machine)")
     parser.add_argument("--output", help="write the results as JSON here too")
@@ -170,7 +174,9 @@ def main() -> None:
         "torch.ao quantize_dynamic, per-channel (fbgemm)": torch_ao_runner(folder, texts, args.batch_size),
         "sentence-transformers fp32": lambda: st.encode(texts, batch_size=args.batch_size, normalize_embeddings=True),
     }
-    if not args.no_onnx:
+    if args.core:
+        runners = {name: run for name, run in runners.items() if name in CORE}
+    if not (args.no_onnx or args.core):
         runners.update(onnx_runners(folder, texts, args.batch_size, args.threads, work))
     workers = {}
     for name, python, backend in (("sentence-transformers ONNX (onnxruntime)", args.onnx_python, "onnx"),
