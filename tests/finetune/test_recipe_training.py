@@ -28,18 +28,17 @@ def planted_rows(counts, seed: int) -> list[dict]:
 
 
 def ambiguous_rows(counts: dict[str, int], seed: int) -> list[dict]:
-    """'rare' rows hold the cue word 'paris' half the time, 'common' rows 10% of the time. Among rows with the
-    cue, P(rare) = 0.5 n_rare / (0.5 n_rare + 0.1 n_common): with 300 common and 20 rare training rows that is
-    0.25, so the unweighted Bayes decision is 'common'; a loss weighted by sqrt(300 / 20) ~ 3.9 tips it to 'rare'."""
+    """Two distinct texts only, "paris paris paris" (the cue) and "movie film book", so nothing but P(label | cue)
+    can be learned. 'rare' rows hold the cue 90% of the time, 'common' rows 10%. Among rows with the cue,
+    P(rare) = 0.9 n_rare / (0.9 n_rare + 0.1 n_common): with 300 common and 20 rare training rows about 0.375, so
+    the unweighted Bayes decision is 'common' for both texts; a loss weighted by sqrt(300 / 20) ~ 3.9 tips the cue
+    text to 'rare' (weighted posterior ~0.70)."""
     rng = random.Random(seed)
     rows = []
     for label, count in counts.items():
-        cue_rate = 0.5 if label == "rare" else 0.1
-        for _ in range(count):
-            words = rng.sample(FILLER, 4)
-            if rng.random() < cue_rate:
-                words.insert(rng.randrange(5), "paris")
-            rows.append({"text": " ".join(words), "label": label})
+        cue_rate = 0.9 if label == "rare" else 0.1
+        rows += [{"text": "paris paris paris" if rng.random() < cue_rate else "movie film book", "label": label}
+                 for _ in range(count)]
     rng.shuffle(rows)
     return rows
 
@@ -72,17 +71,18 @@ def test_default_recipe_learns_a_long_tailed_planted_signal(finetune_model_dir, 
 
 def test_class_weights_raise_the_recall_of_a_rare_class(finetune_model_dir, tmp_path, seed=0):
     train = write_jsonl(tmp_path / "train.jsonl", ambiguous_rows({"common": 300, "rare": 20}, seed))
-    dev = write_jsonl(tmp_path / "dev.jsonl", ambiguous_rows({"common": 60, "rare": 20}, seed + 10))
     rare_test = ambiguous_rows({"rare": 200}, seed + 20)
     recall = {}
     for weights in ("auto", "none"):
-        result = run_finetune(FinetuneConfig(model=str(finetune_model_dir), train=str(train), dev=str(dev),
-                                             output=str(tmp_path / weights), class_weights=weights, epochs=8,
+        result = run_finetune(FinetuneConfig(model=str(finetune_model_dir), train=str(train),
+                                             output=str(tmp_path / weights), class_weights=weights,
                                              early_stopping_patience=0, seed=seed, progress_bar=False))
         predicted = predict(str(result.output), [row["text"] for row in rare_test])
         recall[weights] = sum(p["label"] == "rare" for p in predicted) / len(rare_test)
-    # Bayes-optimal recall of 'rare' is 0 unweighted and ~0.5 (the cue rate) weighted
-    assert recall["none"] <= 0.15 and recall["auto"] >= recall["none"] + 0.3, recall
+    # No dev set: the final models are compared (picking the best dev epoch would pick a lucky early epoch of the
+    # unweighted run). Bayes-optimal recall of 'rare' is 0 unweighted and ~0.9 (the cue rate) weighted; measured
+    # with seeds 0, 1, 2: weighted 0.900, 0.895, 0.885, unweighted 0.0 each.
+    assert recall["none"] <= 0.05 and recall["auto"] >= 0.8, recall
 
 
 def test_head_plus_tail_keeps_exactly_the_first_and_last_tokens(finetune_model_dir):
