@@ -58,7 +58,7 @@ def config_from_hf(data: dict[str, Any], source: str, extra: dict[str, Any] | No
     model_type = data.get("model_type", "bert")
     if model_type not in ("bert", "roberta", "xlm-roberta", "camembert"):
         raise CheckpointError(f"{source}: model_type {model_type!r} is not a BERT-family encoder bertkit loads "
-                              "(bert, roberta)")
+                              "(bert, roberta, electra, xlnet)")
     if data.get("position_embedding_type", "absolute") != "absolute":
         raise CheckpointError(f"{source}: position_embedding_type {data['position_embedding_type']!r} is not "
                               "supported; only absolute positions")
@@ -181,10 +181,11 @@ def encoder_state_to_hf(state: dict[str, torch.Tensor], prefix: str) -> dict[str
     return out
 
 
-def heads_state_to_hf(heads: dict[str, dict[str, torch.Tensor]]) -> dict[str, torch.Tensor]:
+def heads_state_to_hf(heads: dict[str, dict[str, torch.Tensor]],
+                      head_names: dict[str, list[tuple[str, str]]] = HEAD_NAMES) -> dict[str, torch.Tensor]:
     out = {}
     for key, state in heads.items():
-        for hf_name, internal in HEAD_NAMES[key]:
+        for hf_name, internal in head_names[key]:
             out[hf_name] = state[internal].contiguous()
     return out
 
@@ -198,13 +199,16 @@ class SplitState:
         self.skipped: list[str] = []
 
 
-def split_hf_state(state: dict[str, torch.Tensor], token_head: bool) -> SplitState:
-    """HF names -> internal encoder names + head states. `token_head` says whether `classifier.*` belongs
-    to token classification (BertForTokenClassification) rather than sequence classification."""
+def split_hf_state(state: dict[str, torch.Tensor], token_head: bool,
+                   head_names: dict[str, list[tuple[str, str]]] = HEAD_NAMES) -> SplitState:
+    """HF names -> internal encoder names + head states. `token_head` says whether a name both heads use
+    (BERT's `classifier.*`) belongs to token classification (BertForTokenClassification) rather than sequence
+    classification. head_names: the family's head table (ELECTRA's, checkpoints/electra.py)."""
     result = SplitState()
     qkv: dict[tuple[str, str], dict[str, torch.Tensor]] = {}
-    head_lookup = {hf: (key, internal) for key, names in HEAD_NAMES.items() for hf, internal in names
-                   if key != ("classifier" if token_head else "token_classifier")}
+    preferred = "token_classifier" if token_head else "classifier"
+    head_lookup = {hf: (key, internal) for key in sorted(head_names, key=lambda k: k == preferred)   # it wins
+                   for hf, internal in head_names[key]}
     for raw_name, tensor in state.items():
         name = _legacy_layer_norm(raw_name)
         for prefix in _BASE_PREFIXES:

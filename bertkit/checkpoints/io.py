@@ -21,13 +21,13 @@ import torch
 from torch import nn
 
 from bertkit.atomic_write import recover_folder, replace_folder, temp_folder
-from bertkit.checkpoints import google, hf
+from bertkit.checkpoints import families, google, hf
+from bertkit.checkpoints.bert import build_head
 from bertkit.checkpoints.weights import read_weights
 from bertkit.errors import CheckpointError
 from bertkit.model.config import EncoderConfig
 from bertkit.model.encoder import Encoder
-from bertkit.model.heads import (MaskedLMHead, QuestionAnsweringHead, SentencePairHead,
-                                 SequenceClassificationHead, TokenClassificationHead)
+from bertkit.model.xlnet import XLNetConfig, XLNetModel
 from bertkit.tokenizer import Tokenizer
 
 META_FILE = "bertkit.json"
@@ -36,28 +36,13 @@ FORMAT_VERSION = 1
 
 @dataclass
 class Checkpoint:
-    config: EncoderConfig
-    encoder: Encoder
-    tokenizer: Tokenizer | None
+    config: EncoderConfig | XLNetConfig
+    encoder: Encoder | XLNetModel           # the same forward signature and output fields
+    tokenizer: Tokenizer | None             # XLNet folders: tokenizer.xlnet.XLNetTokenizer
     heads: dict[str, nn.Module] = field(default_factory=dict)
     meta: dict[str, Any] = field(default_factory=dict)     # bertkit.json: task, labels, pooling, whitening, ...
     skipped: list[str] = field(default_factory=list)        # names in the weight file that are not model weights
     path: Path | None = None
-
-
-def build_head(key: str, config: EncoderConfig, state: dict[str, torch.Tensor]) -> nn.Module:
-    """A head module of the right shape for the weights found under `key`."""
-    if key == "classifier":
-        return SequenceClassificationHead(config, num_labels=state["linear.weight"].shape[0])
-    if key == "token_classifier":
-        return TokenClassificationHead(config, num_labels=state["linear.weight"].shape[0])
-    if key == "qa":
-        return QuestionAnsweringHead(config)
-    if key == "mlm":
-        return MaskedLMHead(config)
-    if key == "pair":
-        return SentencePairHead(config)
-    raise CheckpointError(f"unknown head {key!r}")
 
 
 def load_checkpoint(path: str | os.PathLike, device: str | torch.device = "cpu") -> Checkpoint:
@@ -68,30 +53,34 @@ def load_checkpoint(path: str | os.PathLike, device: str | torch.device = "cpu")
     if not folder.is_dir():
         raise CheckpointError(f"{folder} is a file; pass the model folder that holds config.json and the weights")
     meta = _read_json(folder / META_FILE) if (folder / META_FILE).is_file() else {}
+    hf_config: dict[str, Any] = {}
+    family = families.bert
     if (folder / "config.json").is_file():
-        config = hf.config_from_hf(_read_json(folder / "config.json"), str(folder / "config.json"),
-                                   meta.get("encoder"))
+        hf_config = _read_json(folder / "config.json")
+        family = families.for_model_type(hf_config.get("model_type"))      # BERT / RoBERTa, ELECTRA or XLNet
+        config = family.config_from_hf(hf_config, str(folder / "config.json"), meta.get("encoder"))
         raw_state = read_weights(folder)
     elif (folder / "bert_config.json").is_file():
         config, raw_state = google.load_google_folder(folder)
     else:
         raise CheckpointError(f"{folder}: no config.json (Hugging Face / bertkit) or bert_config.json (Google "
                               "BERT) found; is this a model folder?")
-    hf_config = _read_json(folder / "config.json") if (folder / "config.json").is_file() else {}
     architectures = hf_config.get("architectures", [])
-    split = hf.split_hf_state(raw_state, token_head="BertForTokenClassification" in architectures
-                              or meta.get("task") == "ner")
-    encoder = Encoder(config)
+    try:
+        split = family.split_state(raw_state, architectures, meta.get("task"))
+    except CheckpointError as err:
+        raise CheckpointError(f"{folder}: {err}") from None
+    encoder = family.new_encoder(config)
     if hf_config.get("pruned_heads"):
         encoder.shape_pruned({int(layer): [int(h) for h in heads]
                               for layer, heads in hf_config["pruned_heads"].items()})
     _load_encoder_state(encoder, split.encoder, folder)
     heads = {}
     for key, state in split.heads.items():
-        head = build_head(key, config, state)
+        head = family.build_head(key, config, state)
         _load_strict(head, state, f"{folder}: head {key!r}")
         heads[key] = head
-    tokenizer = _load_tokenizer(folder, config)
+    tokenizer = _load_tokenizer(folder, config, family)
     if split.skipped:
         warnings.warn(f"{folder}: skipped {len(split.skipped)} entries that are not model weights: "
                       f"{', '.join(split.skipped[:5])}{' ...' if len(split.skipped) > 5 else ''}", stacklevel=2)
@@ -130,12 +119,10 @@ def _load_strict(module: nn.Module, state: dict[str, torch.Tensor], where: str) 
     module.load_state_dict({k: v.to(expected[k].dtype) for k, v in state.items()})
 
 
-def _load_tokenizer(folder: Path, config: EncoderConfig) -> Tokenizer | None:
-    if not any((folder / name).is_file() for name in ("tokenizer.json", "vocab.txt")):
-        warnings.warn(f"{folder}: no vocab.txt or tokenizer.json; the model loads without a tokenizer",
-                      stacklevel=3)
+def _load_tokenizer(folder: Path, config: EncoderConfig | XLNetConfig, family) -> Tokenizer | None:
+    tokenizer = family.load_tokenizer(folder)
+    if tokenizer is None:
         return None
-    tokenizer = Tokenizer.from_folder(folder)
     if tokenizer.vocab_size > config.vocab_size:
         raise CheckpointError(f"{folder}: the tokenizer has {tokenizer.vocab_size} tokens but the model's "
                               f"embedding table only {config.vocab_size}; vocabulary and weights do not match")
@@ -163,27 +150,22 @@ def save_checkpoint(folder: str | os.PathLike, encoder: Encoder, tokenizer: Toke
     folder = Path(folder)
     heads = heads or {}
     config = encoder.config
-    head_keys = tuple(sorted(heads, key=["mlm", "pair", "classifier", "token_classifier", "qa"].index))
-    if head_keys not in hf.ARCHITECTURES:
-        raise CheckpointError(f"cannot save heads {head_keys} together; HF has no class with that combination")
-    prefix = "bert." if heads else ""
-    state = hf.encoder_state_to_hf(encoder.state_dict(), prefix)
-    state.update(hf.heads_state_to_hf({k: v.state_dict() for k, v in heads.items()}))
-    if "mlm" in heads:   # HF's tied decoder weight; stored so HF needs no re-tying to be exact
-        state["cls.predictions.decoder.weight"] = encoder.embeddings.token.weight.detach().clone()
-    hf_config = hf.config_to_hf(config)
-    hf_config["architectures"] = [hf.ARCHITECTURES[head_keys]]
+    family = families.for_config(config)
+    unknown = sorted(set(heads) - set(families.HEAD_ORDER))
+    if unknown:
+        raise CheckpointError(f"unknown head {unknown[0]!r}; heads are {', '.join(families.HEAD_ORDER)}")
+    head_keys = tuple(sorted(heads, key=families.HEAD_ORDER.index))
+    hf_config = family.folder_config(config, head_keys)
+    state = family.state_to_hf(encoder, heads)
     for key in ("classifier", "token_classifier"):
         if key in heads:
             hf_config.update(hf.label_config(heads[key].num_labels, (meta or {}).get("labels"),
                                              (meta or {}).get("task")))
-    if encoder.pruned_heads():
-        hf_config["pruned_heads"] = {str(layer): heads for layer, heads in encoder.pruned_heads().items()}
+    pruned = encoder.pruned_heads() if isinstance(encoder, Encoder) else {}
+    if pruned:
+        hf_config["pruned_heads"] = {str(layer): heads for layer, heads in pruned.items()}
     hf_config.update(hf_config_extra or {})
-    full_meta = {"format": "bertkit", "format_version": FORMAT_VERSION,
-                 "encoder": {k: getattr(config, k) for k in hf.EXTRA_FIELDS}, **(meta or {})}
-    if config.norm_position == "pre" or config.embedding_size or config.causal:
-        full_meta["hf_compatible"] = False   # HF BertModel cannot compute these variants
+    full_meta = {"format": "bertkit", "format_version": FORMAT_VERSION, **family.folder_meta(config), **(meta or {})}
 
     recover_folder(folder)
     tmp = temp_folder(folder)

@@ -1,0 +1,200 @@
+"""XLNet's tokenizer: a SentencePiece unigram model over the Rust `tokenizers` library, framed XLNet's way.
+
+A text becomes `A <sep> <cls>` and a pair `A <sep> B <sep> <cls>`, segments 0 for A (and its <sep>), 1 for B,
+2 for <cls>: the special tokens come last, and XLNet reads its sequence summary from the last token. Batches
+pad on the left, as HF's XLNetTokenizer does (padding segment 3). Ids match transformers' XLNetTokenizer.
+
+A folder's `tokenizer.json` is used as it is; without one, `spiece.model` is read (sentencepiece_model.py,
+no sentencepiece package needed) and turned into the same Rust pipeline transformers builds from it:
+`` and '' -> ", NFKD and accents stripped (unless keep_accents), lowercasing (do_lower_case), the model's
+precompiled character map, whitespace split and "▁" word prefixes.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import NamedTuple, Sequence
+
+import torch
+from tokenizers import AddedToken, Encoding, Tokenizer as RustTokenizer, decoders, normalizers, pre_tokenizers, processors
+from tokenizers.models import Unigram
+
+from bertkit.errors import CheckpointError
+from bertkit.tokenizer.encoding import (NO_OFFSET, BatchEncoding, Truncation, WindowedEncoding, kept_lengths,
+                                        window_starts)
+from bertkit.tokenizer.padding import pad_to_tensors
+from bertkit.tokenizer.sentencepiece_model import CONTROL, USER_DEFINED, read_sentencepiece_model
+from bertkit.tokenizer.tokenizer import DEFAULT_MAX_LENGTH, HF_NO_LIMIT, Tokenizer, _read_json
+
+SPIECE_FILE = "spiece.model"
+SEGMENT_A, SEGMENT_B, SEGMENT_CLS, SEGMENT_PAD = 0, 1, 2, 3   # HF XLNetTokenizer's token type ids
+
+
+class XLNetSpecials(NamedTuple):
+    unk: str = "<unk>"
+    bos: str = "<s>"
+    eos: str = "</s>"
+    cls: str = "<cls>"
+    sep: str = "<sep>"
+    pad: str = "<pad>"
+    mask: str = "<mask>"
+    extra: tuple[str, ...] = ("<eop>", "<eod>")
+
+
+_CONFIG_KEYS = ("unk", "bos", "eos", "cls", "sep", "pad", "mask")
+
+
+class XLNetTokenizer(Tokenizer):
+    """Build with from_folder or from_sentencepiece; encode_batch / encode_windows / pad_to_tensors frame and pad
+    XLNet's way, everything else (tokenize, decode, unk_rate, ...) is the shared Tokenizer's."""
+
+    def __init__(self, backend: RustTokenizer, specials: XLNetSpecials = XLNetSpecials(), lowercase: bool = False,
+                 keep_accents: bool = False, model_max_length: int = DEFAULT_MAX_LENGTH,
+                 spiece_model: bytes | None = None):
+        super().__init__(backend, lowercase, model_max_length)
+        missing = [name for name in (specials.unk, specials.cls, specials.sep, specials.pad)
+                   if backend.token_to_id(name) is None]
+        if missing:
+            raise CheckpointError(f"the XLNet vocabulary lacks the special token(s) {', '.join(missing)}")
+        self.specials, self.keep_accents, self.spiece_model = specials, keep_accents, spiece_model
+        self.pad_id, self.unk_id, self.cls_id, self.sep_id, self.mask_id = (
+            backend.token_to_id(name) for name in (specials.pad, specials.unk, specials.cls, specials.sep,
+                                                   specials.mask))
+        self.special_ids = {i for i in (self.pad_id, self.unk_id, self.cls_id, self.sep_id, self.mask_id)
+                            if i is not None}
+        # transformers frames with the post-processor of the tokenizer.json a folder is saved with
+        backend.post_processor = processors.TemplateProcessing(
+            single=f"$A:0 {specials.sep}:0 {specials.cls}:2",
+            pair=f"$A:0 {specials.sep}:0 $B:1 {specials.sep}:1 {specials.cls}:2",
+            special_tokens=[(specials.sep, self.sep_id), (specials.cls, self.cls_id)])
+        backend.no_padding()
+        backend.no_truncation()
+
+    # ---- construction -------------------------------------------------------------------------------
+    @classmethod
+    def from_sentencepiece(cls, path: str | Path, lowercase: bool = False, keep_accents: bool = False,
+                           specials: XLNetSpecials = XLNetSpecials()) -> "XLNetTokenizer":
+        model, data = read_sentencepiece_model(Path(path))
+        backend = RustTokenizer(Unigram([(p.piece, p.score) for p in model.pieces], unk_id=model.unk_id,
+                                        byte_fallback=False))
+        steps = [normalizers.Replace("``", '"'), normalizers.Replace("''", '"')]
+        if not keep_accents:
+            steps += [normalizers.NFKD(), normalizers.StripAccents()]
+        if lowercase:
+            steps.append(normalizers.Lowercase())
+        if model.precompiled_charsmap:
+            steps.append(normalizers.Precompiled(model.precompiled_charsmap))
+        backend.normalizer = normalizers.Sequence(steps)
+        backend.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.WhitespaceSplit(),
+                                                        pre_tokenizers.Metaspace(replacement="▁",
+                                                                                 prepend_scheme="always")])
+        backend.decoder = decoders.Metaspace(replacement="▁", prepend_scheme="always")
+        vocab = {p.piece for p in model.pieces}
+        named = [*(getattr(specials, key) for key in _CONFIG_KEYS), *specials.extra]
+        from_model = [p.piece for i, p in enumerate(model.pieces) if p.type in (CONTROL, USER_DEFINED)
+                      or i == model.unk_id]
+        backend.add_special_tokens([AddedToken(token, special=True, normalized=False, lstrip=token == specials.mask)
+                                    for token in dict.fromkeys([*named, *from_model]) if token in vocab])
+        return cls(backend, specials, lowercase, keep_accents, spiece_model=data)
+
+    @classmethod
+    def from_folder(cls, folder: str | Path) -> "XLNetTokenizer":
+        """tokenizer.json if present, else spiece.model; special tokens and casing from tokenizer_config.json."""
+        folder = Path(folder)
+        config = {**_read_json(folder / "special_tokens_map.json"), **_read_json(folder / "tokenizer_config.json")}
+        names = {}
+        for key in _CONFIG_KEYS:
+            value = config.get(f"{key}_token")
+            value = value.get("content") if isinstance(value, dict) else value
+            if isinstance(value, str):
+                names[key] = value
+        specials = XLNetSpecials(**names)
+        lowercase = config.get("do_lower_case") is True
+        keep_accents = config.get("keep_accents") is True
+        spiece = folder / SPIECE_FILE
+        if (folder / "tokenizer.json").is_file():
+            try:
+                backend = RustTokenizer.from_file(str(folder / "tokenizer.json"))
+            except Exception as err:  # the Rust loader raises a bare Exception
+                raise CheckpointError(f"{folder / 'tokenizer.json'}: cannot be read ({err})") from None
+            tokenizer = cls(backend, specials, lowercase, keep_accents,
+                            spiece_model=spiece.read_bytes() if spiece.is_file() else None)
+        elif spiece.is_file():
+            tokenizer = cls.from_sentencepiece(spiece, lowercase, keep_accents, specials)
+        else:
+            raise CheckpointError(f"{folder}: no {SPIECE_FILE} or tokenizer.json; an XLNet folder needs its "
+                                  "SentencePiece model (copy spiece.model from the model you started from)")
+        max_length = config.get("model_max_length")
+        if isinstance(max_length, int) and 0 < max_length < HF_NO_LIMIT:
+            tokenizer.model_max_length = max_length
+        return tokenizer
+
+    def save(self, folder: str | Path) -> None:
+        """tokenizer.json (+ spiece.model when it was read from one), tokenizer_config.json and
+        special_tokens_map.json, which transformers' XLNetTokenizer loads as they are."""
+        folder = Path(folder)
+        folder.mkdir(parents=True, exist_ok=True)
+        self.backend.save(str(folder / "tokenizer.json"))
+        if self.spiece_model is not None:
+            (folder / SPIECE_FILE).write_bytes(self.spiece_model)
+        tokens = {f"{key}_token": getattr(self.specials, key) for key in _CONFIG_KEYS}
+        config = {"tokenizer_class": "XLNetTokenizer", "do_lower_case": self.lowercase, "remove_space": True,
+                  "keep_accents": self.keep_accents, "padding_side": "left", "model_max_length": self.model_max_length,
+                  "additional_special_tokens": list(self.specials.extra), **tokens}
+        for name, value in (("tokenizer_config.json", config),
+                            ("special_tokens_map.json", {**tokens, "additional_special_tokens": list(self.specials.extra)})):
+            (folder / name).write_text(json.dumps(value, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+
+    def check_casing(self, texts=None) -> None:
+        return None       # a SentencePiece model carries its own normalization
+
+    # ---- framing and padding ------------------------------------------------------------------------
+    def _frame(self, firsts: list[Encoding], seconds: list[Encoding] | None, max_length: int | None,
+               truncation: Truncation) -> BatchEncoding:
+        """A <sep> (B <sep>) <cls>, cut as BERT's rows are (two or three special tokens)."""
+        batch = BatchEncoding([], [], [], [])
+        for index, first in enumerate(firsts):
+            second = seconds[index] if seconds is not None else None
+            len_b = len(second.ids) if second is not None else None
+            keep_a, keep_b = kept_lengths(len(first.ids), len_b, max_length, truncation, index)
+            ids = [*first.ids[:keep_a], self.sep_id]
+            offsets = [*first.offsets[:keep_a], NO_OFFSET]
+            types = [SEGMENT_A] * (keep_a + 1)
+            if second is not None:
+                ids += [*second.ids[:keep_b], self.sep_id]
+                offsets += [*second.offsets[:keep_b], NO_OFFSET]
+                types += [SEGMENT_B] * (keep_b + 1)
+            batch.input_ids.append([*ids, self.cls_id])
+            batch.offsets.append([*offsets, NO_OFFSET])
+            batch.token_type_ids.append([*types, SEGMENT_CLS])
+            batch.truncated.append(keep_a < len(first.ids) or (len_b is not None and keep_b < len_b))
+        return batch
+
+    def _frame_windows(self, splits: list[Encoding], max_length: int, stride: int) -> WindowedEncoding:
+        window = max_length - 2
+        if window < 1 or not 0 <= stride < window:
+            raise ValueError(f"sliding windows need max_length >= 3 and 0 <= stride < max_length - 2, got "
+                             f"max_length={max_length}, stride={stride}")
+        batch, text_index = BatchEncoding([], [], [], []), []
+        for index, split in enumerate(splits):
+            for start in window_starts(len(split.ids), window, stride):
+                ids = split.ids[start:start + window]
+                batch.input_ids.append([*ids, self.sep_id, self.cls_id])
+                batch.offsets.append([*split.offsets[start:start + window], NO_OFFSET, NO_OFFSET])
+                batch.token_type_ids.append([SEGMENT_A] * (len(ids) + 1) + [SEGMENT_CLS])
+                batch.truncated.append(False)
+                text_index.append(index)
+        return WindowedEncoding(batch, text_index)
+
+    def pad_to_tensors(self, input_ids: Sequence[Sequence[int]] | BatchEncoding,
+                       token_type_ids: Sequence[Sequence[int]] | None = None,
+                       pad_to_multiple_of: int | None = None) -> dict[str, torch.Tensor]:
+        """Left padding, as transformers pads XLNet (the model reads the last real token either way)."""
+        if isinstance(input_ids, BatchEncoding):
+            input_ids, token_type_ids = input_ids.input_ids, input_ids.token_type_ids
+        return pad_to_tensors(input_ids, self.pad_id, token_type_ids, pad_to_multiple_of, side="left",
+                              pad_type_id=SEGMENT_PAD)
+
+    def __repr__(self) -> str:
+        return f"XLNetTokenizer(vocab_size={self.vocab_size}, lowercase={self.lowercase})"
+
