@@ -10,12 +10,11 @@ import torch
 
 def pad_to_tensors(input_ids: Sequence[Sequence[int]], pad_id: int,
                    token_type_ids: Sequence[Sequence[int]] | None = None,
-                   pad_to_multiple_of: int | None = None, side: Literal["right", "left"] = "right",
-                   pad_type_id: int = 0) -> dict[str, torch.Tensor]:
+                   pad_to_multiple_of: int | None = None,
+                   side: Literal["right", "left"] = "right") -> dict[str, torch.Tensor]:
     """{"input_ids", "attention_mask", "token_type_ids"}, each (B, T) int64, T = longest row (rounded up
     to pad_to_multiple_of, which keeps GPU kernels on aligned shapes). Missing token_type_ids are zeros.
-    side="left" puts the padding before each row (XLNet's convention, whose <cls> is the last token);
-    padding positions get the segment pad_type_id.
+    side="left" puts the padding before each row (XLNet's convention, whose <cls> is the last token).
 
     All rows are flattened into one array and scattered through the attention mask: one copy instead of
     one per row. numpy builds it (np.fromiter is ~5x faster than torch.tensor on a Python list).
@@ -29,7 +28,7 @@ def pad_to_tensors(input_ids: Sequence[Sequence[int]], pad_id: int,
     total = int(lengths.sum())
     ids = np.full((len(lengths), width), pad_id, dtype=np.int64)
     ids[attention_mask] = np.fromiter(chain.from_iterable(input_ids), dtype=np.int64, count=total)
-    type_ids = np.full_like(ids, pad_type_id)
+    type_ids = np.zeros_like(ids)
     if token_type_ids is not None:
         if not np.array_equal(np.fromiter(map(len, token_type_ids), dtype=np.int64, count=len(token_type_ids)),
                               lengths):

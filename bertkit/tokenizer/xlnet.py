@@ -2,7 +2,7 @@
 
 A text becomes `A <sep> <cls>` and a pair `A <sep> B <sep> <cls>`, segments 0 for A (and its <sep>), 1 for B,
 2 for <cls>: the special tokens come last, and XLNet reads its sequence summary from the last token. Batches
-pad on the left, as HF's XLNetTokenizer does (padding segment 3). Ids match transformers' XLNetTokenizer.
+pad on the left, as HF's XLNetTokenizer does. Ids match transformers' XLNetTokenizer.
 
 A folder's `tokenizer.json` is used as it is; without one, `spiece.model` is read (sentencepiece_model.py,
 no sentencepiece package needed) and turned into the same Rust pipeline transformers builds from it:
@@ -27,7 +27,7 @@ from bertkit.tokenizer.sentencepiece_model import CONTROL, USER_DEFINED, read_se
 from bertkit.tokenizer.tokenizer import DEFAULT_MAX_LENGTH, HF_NO_LIMIT, Tokenizer, _read_json
 
 SPIECE_FILE = "spiece.model"
-SEGMENT_A, SEGMENT_B, SEGMENT_CLS, SEGMENT_PAD = 0, 1, 2, 3   # HF XLNetTokenizer's token type ids
+SEGMENT_A, SEGMENT_B, SEGMENT_CLS = 0, 1, 2      # HF XLNetTokenizer's token type ids (padding: 0, as it pads)
 
 
 class XLNetSpecials(NamedTuple):
@@ -192,8 +192,7 @@ class XLNetTokenizer(Tokenizer):
         """Left padding, as transformers pads XLNet (the model reads the last real token either way)."""
         if isinstance(input_ids, BatchEncoding):
             input_ids, token_type_ids = input_ids.input_ids, input_ids.token_type_ids
-        return pad_to_tensors(input_ids, self.pad_id, token_type_ids, pad_to_multiple_of, side="left",
-                              pad_type_id=SEGMENT_PAD)
+        return pad_to_tensors(input_ids, self.pad_id, token_type_ids, pad_to_multiple_of, side="left")
 
     def __repr__(self) -> str:
         return f"XLNetTokenizer(vocab_size={self.vocab_size}, lowercase={self.lowercase})"

@@ -11,9 +11,9 @@ from bertkit.cli import main
 from bertkit.errors import CheckpointError
 from bertkit.finetune.model import FinetuneModel
 
-from tests.conftest import TINY_VOCAB
-
 TOL = 1e-4
+TINY_VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + list("abcdefghijklmnopqrstuvwxyz.,!?") + [
+    "##" + c for c in "abcdefghijklmnopqrstuvwxyz"] + ["the", "cat", "dog", "sat", "on", "mat", "hello", "world"]
 
 
 def electra_config(**changes):
@@ -135,7 +135,7 @@ def test_bertkit_encode_and_model_only_folder(tmp_path):
     assert abs(vectors - expected).max() <= TOL
 
 
-def test_bertkit_electra_saves_what_transformers_loads(tmp_path, tiny_vocab_file):
+def test_bertkit_electra_saves_what_transformers_loads(tmp_path):
     """A folder made in bertkit (not converted from HF): ElectraForPreTraining in transformers, and back."""
     from transformers import ElectraForPreTraining
     from bertkit.model import Encoder, EncoderConfig
@@ -146,7 +146,8 @@ def test_bertkit_electra_saves_what_transformers_loads(tmp_path, tiny_vocab_file
     config = EncoderConfig(vocab_size=len(TINY_VOCAB), hidden_size=32, num_layers=2, num_heads=4, intermediate_size=48,
                            max_position_embeddings=40, embedding_size=16, use_pooler=False, family="electra")
     encoder, head = Encoder(config).eval(), ReplacedTokenHead(config).eval()
-    save_checkpoint(tmp_path / "d", encoder, Tokenizer.from_vocab_file(tiny_vocab_file), {"discriminator": head})
+    tokenizer = Tokenizer.from_vocab({token: i for i, token in enumerate(TINY_VOCAB)})
+    save_checkpoint(tmp_path / "d", encoder, tokenizer, {"discriminator": head})
     ids, mask, types = batch()
     with torch.no_grad():
         ours = head(encoder(ids, mask, types).last_hidden_state)
