@@ -48,6 +48,9 @@ def encode_texts(encoder: Encoder, tokenizer: Tokenizer, texts: Sequence[str], o
                  report: EncodeReport | None = None) -> np.ndarray | list[np.ndarray]:
     """(N, C) float32 in input order; pooling 'none' gives a list of (T_i, C) token-vector arrays."""
     check_options(options.pooling, options.layers)
+    if options.pooling == "cls" and encoder.config.family == "xlnet":
+        raise ValueError("XLNet's <cls> is its last token, not its first; use pooling 'mean' (or fine-tune it: "
+                         "its classifier reads that last token)")
     if isinstance(texts, str):
         raise TypeError("encode expects a list of texts, not one string; wrap it: encode([text])")
     limit = encoder.config.max_length

@@ -95,3 +95,8 @@ def make_xlnet_folder():
 @pytest.fixture(scope="session")
 def xlnet_vocab() -> list[tuple[str, float]]:
     return xlnet_pieces()
+
+
+@pytest.fixture(scope="session")
+def write_spiece():
+    return write_spiece_model

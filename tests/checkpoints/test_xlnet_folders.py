@@ -172,3 +172,9 @@ def test_bad_xlnet_folders_are_named_in_one_line(tmp_path, make_xlnet_folder, ca
     (folder / "config.json").write_text(json.dumps(config))
     with pytest.warns(UserWarning, match="no spiece.model or tokenizer.json"):
         assert load_checkpoint(folder).tokenizer is None              # a bare model folder still loads
+
+
+def test_cls_pooling_is_refused_for_xlnet(tmp_path, make_xlnet_folder):
+    make_xlnet_folder("XLNetModel", tmp_path / "x")
+    with pytest.raises(ValueError, match="XLNet's <cls> is its last token"):
+        bertkit.load(tmp_path / "x").encode(["the cat"], pooling="cls")
