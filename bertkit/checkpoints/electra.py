@@ -21,8 +21,7 @@ from bertkit.checkpoints import bert, hf
 from bertkit.errors import CheckpointError
 from bertkit.model.config import EncoderConfig
 from bertkit.model.encoder import Encoder
-from bertkit.model.heads import (MaskedLMHead, MlpClassificationHead, QuestionAnsweringHead, ReplacedTokenHead,
-                                 TokenClassificationHead)
+from bertkit.model.heads import MaskedLMHead, MlpClassificationHead, ReplacedTokenHead
 from bertkit.tokenizer import Tokenizer
 
 ARCHITECTURES = {(): "ElectraModel", ("discriminator",): "ElectraForPreTraining", ("mlm",): "ElectraForMaskedLM",
@@ -130,11 +129,7 @@ def build_head(key: str, config: EncoderConfig, state: dict[str, torch.Tensor]) 
         return MaskedLMHead(config, activation="gelu")      # HF ElectraGeneratorPredictions: gelu, always
     if key == "classifier":
         return MlpClassificationHead(config, num_labels=state["linear.weight"].shape[0])
-    if key == "token_classifier":
-        return TokenClassificationHead(config, num_labels=state["linear.weight"].shape[0])
-    if key == "qa":
-        return QuestionAnsweringHead(config)
-    raise CheckpointError(f"unknown ELECTRA head {key!r}")
+    return bert.build_head(key, config, state)                # token classification and QA: BERT's heads
 
 
 def load_tokenizer(folder: Path) -> Tokenizer | None:

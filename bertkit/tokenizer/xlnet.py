@@ -20,14 +20,13 @@ from tokenizers import AddedToken, Encoding, Tokenizer as RustTokenizer, decoder
 from tokenizers.models import Unigram
 
 from bertkit.errors import CheckpointError
-from bertkit.tokenizer.encoding import (NO_OFFSET, BatchEncoding, Truncation, WindowedEncoding, kept_lengths,
-                                        window_starts)
+from bertkit.tokenizer.encoding import BatchEncoding, Truncation, WindowedEncoding
 from bertkit.tokenizer.padding import pad_to_tensors
 from bertkit.tokenizer.sentencepiece_model import CONTROL, USER_DEFINED, read_sentencepiece_model
 from bertkit.tokenizer.tokenizer import DEFAULT_MAX_LENGTH, HF_NO_LIMIT, Tokenizer, _read_json
 
 SPIECE_FILE = "spiece.model"
-SEGMENT_A, SEGMENT_B, SEGMENT_CLS = 0, 1, 2      # HF XLNetTokenizer's token type ids (padding: 0, as it pads)
+SEGMENT_CLS = 2      # HF XLNetTokenizer's token type of <cls>; A is 0, B 1, padding 0 (as it pads)
 
 
 class XLNetSpecials(NamedTuple):
@@ -151,40 +150,13 @@ class XLNetTokenizer(Tokenizer):
     # ---- framing and padding ------------------------------------------------------------------------
     def _frame(self, firsts: list[Encoding], seconds: list[Encoding] | None, max_length: int | None,
                truncation: Truncation) -> BatchEncoding:
-        """A <sep> (B <sep>) <cls>, cut as BERT's rows are (two or three special tokens)."""
-        batch = BatchEncoding([], [], [], [])
-        for index, first in enumerate(firsts):
-            second = seconds[index] if seconds is not None else None
-            len_b = len(second.ids) if second is not None else None
-            keep_a, keep_b = kept_lengths(len(first.ids), len_b, max_length, truncation, index)
-            ids = [*first.ids[:keep_a], self.sep_id]
-            offsets = [*first.offsets[:keep_a], NO_OFFSET]
-            types = [SEGMENT_A] * (keep_a + 1)
-            if second is not None:
-                ids += [*second.ids[:keep_b], self.sep_id]
-                offsets += [*second.offsets[:keep_b], NO_OFFSET]
-                types += [SEGMENT_B] * (keep_b + 1)
-            batch.input_ids.append([*ids, self.cls_id])
-            batch.offsets.append([*offsets, NO_OFFSET])
-            batch.token_type_ids.append([*types, SEGMENT_CLS])
-            batch.truncated.append(keep_a < len(first.ids) or (len_b is not None and keep_b < len_b))
-        return batch
+        """A <sep> (B <sep>) <cls>: BERT's rows, cut the same way (two or three special tokens), with the
+        leading <cls> moved to the end and given segment 2."""
+        return _cls_last(super()._frame(firsts, seconds, max_length, truncation))
 
     def _frame_windows(self, splits: list[Encoding], max_length: int, stride: int) -> WindowedEncoding:
-        window = max_length - 2
-        if window < 1 or not 0 <= stride < window:
-            raise ValueError(f"sliding windows need max_length >= 3 and 0 <= stride < max_length - 2, got "
-                             f"max_length={max_length}, stride={stride}")
-        batch, text_index = BatchEncoding([], [], [], []), []
-        for index, split in enumerate(splits):
-            for start in window_starts(len(split.ids), window, stride):
-                ids = split.ids[start:start + window]
-                batch.input_ids.append([*ids, self.sep_id, self.cls_id])
-                batch.offsets.append([*split.offsets[start:start + window], NO_OFFSET, NO_OFFSET])
-                batch.token_type_ids.append([SEGMENT_A] * (len(ids) + 1) + [SEGMENT_CLS])
-                batch.truncated.append(False)
-                text_index.append(index)
-        return WindowedEncoding(batch, text_index)
+        windows = super()._frame_windows(splits, max_length, stride)
+        return WindowedEncoding(_cls_last(windows.encoding), windows.text_index)
 
     def pad_to_tensors(self, input_ids: Sequence[Sequence[int]] | BatchEncoding,
                        token_type_ids: Sequence[Sequence[int]] | None = None,
@@ -197,3 +169,13 @@ class XLNetTokenizer(Tokenizer):
     def __repr__(self) -> str:
         return f"XLNetTokenizer(vocab_size={self.vocab_size}, lowercase={self.lowercase})"
 
+
+
+def _cls_last(batch: BatchEncoding) -> BatchEncoding:
+    """[CLS] A [SEP] (B [SEP]) rows -> A [SEP] (B [SEP]) [CLS], in place."""
+    for row in range(len(batch)):
+        ids, types, offsets = batch.input_ids[row], batch.token_type_ids[row], batch.offsets[row]
+        batch.input_ids[row] = [*ids[1:], ids[0]]
+        batch.token_type_ids[row] = [*types[1:], SEGMENT_CLS]
+        batch.offsets[row] = [*offsets[1:], offsets[0]]
+    return batch
