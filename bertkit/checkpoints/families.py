@@ -13,6 +13,7 @@ from __future__ import annotations
 from types import ModuleType
 
 from bertkit.checkpoints import bert, electra, xlnet
+from bertkit.errors import CheckpointError
 
 FAMILIES: dict[str, ModuleType] = {"bert": bert, "electra": electra, "xlnet": xlnet}
 # config.json model_type -> family; any other model_type is handed to the BERT reader, which names what it reads
@@ -27,3 +28,11 @@ def for_model_type(model_type: object) -> ModuleType:
 
 def for_config(config) -> ModuleType:
     return FAMILIES[config.family]
+
+
+def require_bert_encoder(checkpoint, command: str) -> None:
+    """Distillation, head pruning and the ONNX export rebuild the shared encoder's own modules; XLNet's relative
+    two-stream attention is another model. Say so in one line instead of failing inside them."""
+    if checkpoint.config.family == "xlnet":
+        raise CheckpointError(f"{checkpoint.path}: {command} works on BERT-family encoders (BERT, RoBERTa, ALBERT, "
+                              "ELECTRA); this is an XLNet model")

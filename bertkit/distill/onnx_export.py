@@ -19,6 +19,7 @@ import torch
 from torch import nn
 
 from bertkit.checkpoints import load_checkpoint
+from bertkit.checkpoints.families import require_bert_encoder
 from bertkit.errors import BertkitError
 from bertkit.model.encoder import Encoder
 from bertkit.model.pooling import normalize, pool
@@ -64,6 +65,7 @@ class ExportResult(NamedTuple):
 def export_onnx(model_dir: str | os.PathLike, output: str | os.PathLike, pooling: str = "mean",
                 normalized: bool = False, opset: int = 17, check: bool = True) -> ExportResult:
     checkpoint = load_checkpoint(model_dir)
+    require_bert_encoder(checkpoint, "export-onnx")
     encoder = checkpoint.encoder.float().eval()
     classifier = checkpoint.heads.get("classifier")
     graph = ExportedGraph(encoder, pooling, normalized, classifier.eval() if classifier is not None else None).eval()

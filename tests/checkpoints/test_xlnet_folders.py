@@ -178,3 +178,14 @@ def test_cls_pooling_is_refused_for_xlnet(tmp_path, make_xlnet_folder):
     make_xlnet_folder("XLNetModel", tmp_path / "x")
     with pytest.raises(ValueError, match="XLNet's <cls> is its last token"):
         bertkit.load(tmp_path / "x").encode(["the cat"], pooling="cls")
+
+
+@pytest.mark.parametrize("command", [["export-onnx", "--output", "{tmp}/m.onnx"],
+                                     ["prune-heads", "--output", "{tmp}/p", "--dev", "{tmp}/d.jsonl", "--fraction", "0.3"]])
+def test_bert_only_commands_refuse_xlnet_in_one_line(command, tmp_path, make_xlnet_folder, capsys):
+    make_xlnet_folder("XLNetModel", tmp_path / "x")
+    (tmp_path / "d.jsonl").write_text('{"text": "the cat", "label": "a"}\n', encoding="utf-8")
+    capsys.readouterr()
+    args = [command[0], "--model", str(tmp_path / "x"), *(a.format(tmp=tmp_path) for a in command[1:])]
+    assert main(args) == 2
+    assert capsys.readouterr().err.strip().endswith("this is an XLNet model")
