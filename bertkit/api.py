@@ -101,8 +101,8 @@ class Model:
 
 
 def load(path: str | os.PathLike, device: str | None = None):
-    """Load a model: a folder (bertkit, Hugging Face BERT/RoBERTa, sentence-transformers or Google BERT), a
-    folder saved by `bertkit quantize` (int8 re-applied, CPU), or an ONNX export (run by onnxruntime)."""
+    """Load a model: a folder (bertkit, Hugging Face BERT/RoBERTa/ELECTRA/XLNet, sentence-transformers or Google
+    BERT), a folder saved by `bertkit quantize` (int8 re-applied, CPU), or an ONNX export (run by onnxruntime)."""
     from bertkit.distill.onnx_model import OnnxModel, onnx_file_of
     from bertkit.distill.quantize import apply_saved_quantization
 
