@@ -1,7 +1,6 @@
 """The Python API: one function per user action. The CLI, the server and the jobs call these."""
 from __future__ import annotations
 
-import dataclasses
 import os
 from pathlib import Path
 from typing import Any, Sequence
@@ -10,14 +9,14 @@ import numpy as np
 import torch
 
 from bertkit.checkpoints import Checkpoint, load_checkpoint, save_checkpoint
-from bertkit.checkpoints.sentence_transformers import read_encode_defaults
 from bertkit.errors import BertkitError
-from bertkit.features import EncodeOptions, EncodeReport, encode_texts
+from bertkit.features import EncodeOptions, EncodeReport, NonFiniteVectors, encode_texts, encode_token_vectors
+from bertkit.model.sentence import SentenceEncoder, SentencePipeline
 from bertkit.runtime import pick_device
 
 
 class Model:
-    """A loaded model folder: encoder, tokenizer, heads and the metadata saved with them."""
+    """A loaded model folder: encoder, tokenizer, heads, its sentence-embedding steps and saved metadata."""
 
     def __init__(self, checkpoint: Checkpoint):
         self.checkpoint = checkpoint
@@ -27,68 +26,67 @@ class Model:
         self.heads = checkpoint.heads
         self.meta = checkpoint.meta
         self.path = checkpoint.path
-        # Encode defaults saved with the model (bertkit.json "encode"), else a sentence-transformers folder's.
-        self.encode_defaults: dict[str, Any] = {
-            **(read_encode_defaults(checkpoint.path) if checkpoint.path else {}),
-            **checkpoint.meta.get("encode", {}),
-        }
-        self.whitening = None
-        if checkpoint.path is not None and "whitening" in checkpoint.meta:
-            from bertkit.embed.whitening import load_whitening
-            self.whitening = load_whitening(checkpoint.path)
+        # pooling, layers, normalization, length, dense layers and whitening saved with the folder
+        self.sentence: SentencePipeline = checkpoint.sentence
+        self.whitening = checkpoint.sentence.whitening
+        self.last_report = EncodeReport()
 
     @property
     def device(self) -> torch.device:
         return next(self.encoder.parameters()).device
 
+    @property
+    def max_length(self) -> int:
+        """Tokens per text (special tokens included) when encoding: the folder's max_seq_length, else the
+        position limit."""
+        return self.sentence.config.max_length or self.config.max_length
+
+    @property
+    def encode_defaults(self) -> dict[str, Any]:
+        config = self.sentence.config
+        return {"pooling": config.pooling, "normalize": config.normalize, "max_length": self.max_length}
+
+    def sentence_encoder(self, pooling: str | None = None, layers: str | None = None,
+                         normalize: bool | None = None, whiten: bool | None = None) -> SentenceEncoder:
+        """The folder's sentence-embedding path, with any setting overridden. Every route to a vector (encode,
+        the index, the server) goes through this one.
+
+        whiten: apply the saved whitening (default: whenever pooling and layers are the ones it was fitted on;
+        True with others is an error).
+        """
+        try:
+            return self.sentence.build(self.encoder, pooling, layers, normalize, whiten)
+        except ValueError as err:
+            raise BertkitError(f"{self.path}: {err}") from None
+
     def encode(self, texts: Sequence[str], batch_size: int = 32, max_length: int | None = None,
-               pooling: str | None = None, layers: str = "last", normalize: bool | None = None,
+               pooling: str | None = None, layers: str | None = None, normalize: bool | None = None,
                long_texts: str = "truncate", stride: int = 128, progress: bool = False,
                whiten: bool | None = None) -> np.ndarray:
-        """One float32 vector per text, in input order: (N, C), or (N, 4C) for layers='concat-last-4'.
+        """One float32 vector per text, in input order: (N, D).
 
-        pooling: cls | pooler | mean | max | first-last-avg | none (then a list of (T_i, C) token arrays).
-        Defaults (pooling, normalize, max_length) come from the model folder, else mean / False / model limit.
-        whiten: apply the whitening saved in the folder (default: whenever pooling and layers are the ones
-        it was fitted on); it runs after pooling and before normalization.
+        pooling: cls | pooler | mean | max | first-last-avg | mean-sqrt-len | weighted-mean | last-token |
+        none (then a list of (T_i, C) token arrays). Defaults (pooling, layers, normalize, max_length, dense
+        layers, whitening) come from the model folder, else mean / last / False / the position limit.
+        whiten: see `sentence_encoder`; whitening runs after pooling (and dense layers), before normalization.
         """
         if self.tokenizer is None:
             raise BertkitError(f"{self.path}: the model folder has no vocab.txt or tokenizer.json to encode text")
-        options = EncodeOptions(
-            batch_size=batch_size,
-            max_length=max_length or self.encode_defaults.get("max_length"),
-            pooling=pooling or self.encode_defaults.get("pooling", "mean"),
-            layers=layers,
-            normalize=self.encode_defaults.get("normalize", False) if normalize is None else normalize,
-            long_texts=long_texts, stride=stride, progress=progress)  # type: ignore[arg-type]
-        whitening = self._whitening_for(options, whiten)
-        normalize_after_whitening = options.normalize
-        if whitening is not None:
-            options = dataclasses.replace(options, normalize=False)
+        options = EncodeOptions(batch_size=batch_size, max_length=max_length or self.max_length,
+                                long_texts=long_texts, stride=stride, progress=progress)  # type: ignore[arg-type]
         self.last_report = EncodeReport()
         was_training = self.encoder.training
         self.encoder.eval()
         try:
-            vectors = encode_texts(self.encoder, self.tokenizer, texts, options, self.last_report)
+            if pooling == "none":
+                return encode_token_vectors(self.encoder, self.tokenizer, texts, layers or "last", options,
+                                            self.last_report)
+            return encode_texts(self.sentence_encoder(pooling, layers, normalize, whiten), self.tokenizer, texts,
+                                options, self.last_report)
+        except NonFiniteVectors as err:
+            raise NonFiniteVectors(err.rows, err.total, self.path) from None
         finally:
             self.encoder.train(was_training)
-        if whitening is None:
-            return vectors
-        vectors = whitening.apply(vectors)
-        if normalize_after_whitening:
-            vectors = vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
-        return vectors.astype(np.float32, copy=False)
-
-    def _whitening_for(self, options: EncodeOptions, whiten: bool | None):
-        if self.whitening is None or whiten is False or options.pooling == "none":
-            return None
-        fitted = self.meta.get("whitening", {})
-        matches = (fitted.get("pooling", options.pooling), fitted.get("layers", "last")) == (options.pooling,
-                                                                                                 options.layers)
-        if whiten and not matches:
-            raise BertkitError(f"{self.path}: the saved whitening was fitted on pooling={fitted.get('pooling')} "
-                               f"layers={fitted.get('layers')}; encode with those, or pass whiten=False")
-        return self.whitening if matches else None
 
     def predict(self, inputs: Sequence[Any], batch_size: int = 32) -> list[dict]:
         """Predictions of the fine-tuned head: labels and scores, values, entities or answer spans with
@@ -97,7 +95,7 @@ class Model:
         return predict(self, inputs, batch_size=batch_size)
 
     def save(self, folder: str | os.PathLike) -> Path:
-        return save_checkpoint(folder, self.encoder, self.tokenizer, self.heads, self.meta)
+        return save_checkpoint(folder, self.encoder, self.tokenizer, self.heads, self.meta, sentence=self.sentence)
 
 
 def load(path: str | os.PathLike, device: str | None = None):
@@ -115,10 +113,7 @@ def load(path: str | os.PathLike, device: str | None = None):
 def convert(source: str | os.PathLike, target: str | os.PathLike) -> Path:
     """Re-save any folder `load` reads as a bertkit folder that transformers also loads as is."""
     model = load(source, device="cpu")
-    meta = dict(model.meta)
-    if model.encode_defaults:
-        meta["encode"] = {k: v for k, v in model.encode_defaults.items() if k in ("pooling", "normalize", "max_length")}
-    return save_checkpoint(target, model.encoder, model.tokenizer, model.heads, meta)
+    return model.save(target)
 
 
 def minilm_path() -> Path:

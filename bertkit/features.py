@@ -1,24 +1,28 @@
-"""Texts -> vectors: tokenize once, sort by length, batch, run the encoder, pool, restore input order.
+"""Texts -> vectors: tokenize once, sort by length, batch, run the sentence path, restore input order.
 
 Sorting by length before batching means each batch pads only to its own longest text, which is most of
 the speed difference against encoding in input order. Long texts are truncated (and counted) or, with
-`long_texts="sliding-window"`, split into overlapping windows whose pooled vectors are averaged.
+`long_texts="sliding-window"`, split into overlapping windows whose vectors are averaged (then normalized).
 Empty or whitespace-only texts are encoded as "[CLS] [SEP]": a fixed, finite vector, never NaN.
+`embed_batch` is the one place a padded batch becomes sentence vectors; the server calls it too.
 """
 from __future__ import annotations
 
 import sys
 import warnings
 from dataclasses import dataclass
-from typing import Literal, Sequence
+from typing import Iterator, Literal, Optional, Sequence
 
 import numpy as np
 import torch
 
+from bertkit.errors import BertkitError
 from bertkit.model.encoder import Encoder
+from bertkit.model.pooling import check_options, normalize, select_layers
+from bertkit.model.sentence import SentenceEncoder
 from bertkit.runtime import autocast
-from bertkit.model.pooling import check_options, needs_all_layers, normalize, pool, select_layers
 from bertkit.tokenizer import Tokenizer
+from bertkit.tokenizer.encoding import BatchEncoding
 from bertkit.tokenizer.padding import pad_to_tensors
 
 LongTexts = Literal["truncate", "sliding-window", "error"]
@@ -28,9 +32,6 @@ LongTexts = Literal["truncate", "sliding-window", "error"]
 class EncodeOptions:
     batch_size: int = 32
     max_length: int | None = None      # None: the model's limit
-    pooling: str = "mean"
-    layers: str = "last"
-    normalize: bool = False
     long_texts: LongTexts = "truncate"
     stride: int = 128                  # sliding-window overlap, in tokens
     progress: bool = False
@@ -44,86 +45,131 @@ class EncodeReport:
     tokens: int = 0
 
 
-def encode_texts(encoder: Encoder, tokenizer: Tokenizer, texts: Sequence[str], options: EncodeOptions,
-                 report: EncodeReport | None = None) -> np.ndarray | list[np.ndarray]:
-    """(N, C) float32 in input order; pooling 'none' gives a list of (T_i, C) token-vector arrays."""
-    check_options(options.pooling, options.layers)
-    if options.pooling == "cls" and encoder.config.family == "xlnet":
-        raise ValueError("XLNet's <cls> is its last token, not its first; use pooling 'mean' (or fine-tune it: "
-                         "its classifier reads that last token)")
+class NonFiniteVectors(BertkitError):
+    """The model produced NaN or infinite vectors: nothing is returned, so nothing wrong gets written."""
+
+    def __init__(self, rows: list[int], total: int, folder=None):
+        self.rows, self.total = rows, total
+        where = f"{folder}: " if folder is not None else ""
+        super().__init__(f"{where}the model produced NaN or infinite vectors for {len(rows)} of {total} texts "
+                         f"(texts {rows[:5]}{' ...' if len(rows) > 5 else ''}); its weights or config are damaged")
+
+
+def embed_batch(sentence: SentenceEncoder, input_ids: torch.Tensor, attention_mask: torch.Tensor,
+                token_type_ids: Optional[torch.Tensor] = None) -> np.ndarray:
+    """One padded batch (B, T) through the sentence path -> (B, D) float32, on the encoder's device."""
+    device = next(sentence.parameters()).device
+    with torch.inference_mode(), autocast(device):
+        vectors = sentence(input_ids.to(device), attention_mask.to(device),
+                           None if token_type_ids is None else token_type_ids.to(device))
+    return vectors.cpu().numpy()
+
+
+def encode_texts(sentence: SentenceEncoder, tokenizer: Tokenizer, texts: Sequence[str], options: EncodeOptions,
+                 report: EncodeReport | None = None) -> np.ndarray:
+    """(N, D) float32 sentence vectors in input order; raises NonFiniteVectors rather than return NaN."""
+    report = report if report is not None else EncodeReport()
+    texts = _check_texts(texts)
+    if not texts:
+        return np.zeros((0, sentence.dim), dtype=np.float32)
+    if options.long_texts == "sliding-window":
+        windows = tokenizer.encode_windows(texts, max_length=_max_length(sentence.encoder, options),
+                                           stride=options.stride)
+        report.texts += len(texts)
+        report.windows += len(windows.text_index)
+        per_window = SentenceEncoder(sentence.encoder, sentence.config.replace(normalize=False), sentence.dense,
+                                     sentence.whitening)
+        vectors = _average_windows(_run(per_window, tokenizer.pad_id, windows.encoding, options, report),
+                                   windows.text_index, len(texts), sentence.config.normalize)
+    else:
+        batch = _tokenize(sentence.encoder, tokenizer, texts, options, report)
+        vectors = _run(sentence, tokenizer.pad_id, batch, options, report)
+    bad = np.flatnonzero(~np.isfinite(vectors).all(axis=1))
+    if len(bad):
+        raise NonFiniteVectors(bad.tolist(), len(texts))
+    return vectors
+
+
+def encode_token_vectors(encoder: Encoder, tokenizer: Tokenizer, texts: Sequence[str], layers: str,
+                         options: EncodeOptions, report: EncodeReport | None = None) -> list[np.ndarray]:
+    """pooling 'none': one (T_i, C) array of token vectors per text, padding removed."""
+    check_options("none", layers)
+    if options.long_texts == "sliding-window":
+        raise ValueError("pooling 'none' returns token vectors; it cannot average sliding windows")
+    report = report if report is not None else EncodeReport()
+    texts = _check_texts(texts)
+    batch = _tokenize(encoder, tokenizer, texts, options, report)
+    device = next(encoder.parameters()).device
+    results: list = [None] * len(texts)
+    with torch.inference_mode(), autocast(device):
+        for rows, tensors in _batches(batch, tokenizer.pad_id, options, report):
+            mask = tensors["attention_mask"].to(device)
+            out = encoder(tensors["input_ids"].to(device), mask, output_hidden_states=layers != "last")
+            tokens = select_layers(out.hidden_states, layers) if layers != "last" else out.last_hidden_state
+            for row, vectors, length in zip(rows, tokens.float().cpu().numpy(), mask.sum(1).tolist()):
+                results[row] = vectors[:length]
+    return results
+
+
+def _check_texts(texts: Sequence[str]) -> list[str]:
     if isinstance(texts, str):
         raise TypeError("encode expects a list of texts, not one string; wrap it: encode([text])")
+    return list(texts)
+
+
+def _max_length(encoder: Encoder, options: EncodeOptions) -> int:
     limit = encoder.config.max_length
     max_length = options.max_length or limit
     if max_length > limit:
         raise ValueError(f"max_length {max_length} > the model's limit of {limit} tokens "
                          f"(max_position_embeddings); use long_texts='sliding-window' for longer texts")
-    report = report if report is not None else EncodeReport()
+    return max_length
+
+
+def _tokenize(encoder: Encoder, tokenizer: Tokenizer, texts: list[str], options: EncodeOptions,
+              report: EncodeReport) -> BatchEncoding:
+    max_length = _max_length(encoder, options)
     report.texts += len(texts)
-    texts = list(texts)
-    if not texts:
-        return np.zeros((0, _output_dim(encoder, options)), dtype=np.float32)
-    if options.long_texts == "sliding-window":
-        if options.pooling == "none":
-            raise ValueError("pooling 'none' returns token vectors; it cannot average sliding windows")
-        windows = tokenizer.encode_windows(texts, max_length=max_length, stride=options.stride)
-        report.windows += len(windows.text_index)
-        vectors = _run(encoder, tokenizer.pad_id, windows.encoding.input_ids, options, report)
-        return _average_windows(vectors, windows.text_index, len(texts), options.normalize)
     batch = tokenizer.encode_batch(texts, max_length=max_length,
                                    truncation=None if options.long_texts == "error" else "longest_first")
     report.truncated += batch.num_truncated
     if batch.num_truncated:
         warnings.warn(f"{batch.num_truncated} of {len(texts)} texts were longer than {max_length} tokens and "
                       "were truncated; pass long_texts='sliding-window' (--long-texts sliding-window) to keep "
-                      "all of them", stacklevel=3)
-    return _run(encoder, tokenizer.pad_id, batch.input_ids, options, report)
+                      "all of them", stacklevel=4)
+    return batch
 
 
-def _run(encoder: Encoder, pad_id: int, input_ids: list[list[int]], options: EncodeOptions,
-         report: EncodeReport):
-    device = next(encoder.parameters()).device
-    order = np.argsort([-len(ids) for ids in input_ids], kind="stable")   # longest first: memory peaks early
-    results: list = [None] * len(input_ids)
-    all_layers = needs_all_layers(options.pooling, options.layers)
-    progress = _progress(len(input_ids), options.progress)
-    with torch.inference_mode(), autocast(device):
-        for start in range(0, len(order), options.batch_size):
-            rows = order[start:start + options.batch_size]
-            tensors = pad_to_tensors([input_ids[i] for i in rows], pad_id)
-            ids = tensors["input_ids"].to(device)
-            mask = tensors["attention_mask"].to(device)
-            report.tokens += int(mask.sum())
-            out = encoder(ids, mask, output_hidden_states=all_layers)
-            tokens = select_layers(out.hidden_states, options.layers) if all_layers else out.last_hidden_state
-            if options.pooling == "none":
-                for row, vectors, length in zip(rows, tokens.float().cpu().numpy(), mask.sum(1).tolist()):
-                    results[row] = vectors[:length]
-            else:
-                first = out.hidden_states[1] if options.pooling == "first-last-avg" else None
-                vectors = pool(tokens, mask, options.pooling, pooled_output=out.pooled_output, first_layer=first)
-                if options.normalize:
-                    vectors = normalize(vectors)
-                for row, vector in zip(rows, vectors.float().cpu().numpy()):
-                    results[row] = vector
-            if progress is not None:
-                progress.update(len(rows))
+def _batches(batch: BatchEncoding, pad_id: int, options: EncodeOptions,
+             report: EncodeReport) -> Iterator[tuple[np.ndarray, dict[str, torch.Tensor]]]:
+    """(row indices, padded tensors) per batch, longest texts first (memory peaks early)."""
+    order = np.argsort([-len(ids) for ids in batch.input_ids], kind="stable")
+    progress = _progress(len(order), options.progress)
+    for start in range(0, len(order), options.batch_size):
+        rows = order[start:start + options.batch_size]
+        tensors = pad_to_tensors([batch.input_ids[i] for i in rows], pad_id)   # single texts: segment 0
+        report.tokens += int(tensors["attention_mask"].sum())
+        yield rows, tensors
+        if progress is not None:
+            progress.update(len(rows))
     if progress is not None:
         progress.close()
-    return results if options.pooling == "none" else np.stack(results).astype(np.float32, copy=False)
+
+
+def _run(sentence: SentenceEncoder, pad_id: int, batch: BatchEncoding, options: EncodeOptions,
+         report: EncodeReport) -> np.ndarray:
+    results = np.zeros((len(batch.input_ids), sentence.dim), dtype=np.float32)
+    for rows, tensors in _batches(batch, pad_id, options, report):
+        results[rows] = embed_batch(sentence, tensors["input_ids"], tensors["attention_mask"])
+    return results
 
 
 def _average_windows(vectors: np.ndarray, text_index: list[int], count: int, normalized: bool) -> np.ndarray:
     sums = np.zeros((count, vectors.shape[1]), dtype=np.float64)
     np.add.at(sums, np.asarray(text_index), vectors)
     sums /= np.maximum(np.bincount(text_index, minlength=count), 1)[:, None]
-    if normalized:
-        sums /= np.maximum(np.linalg.norm(sums, axis=1, keepdims=True), 1e-12)
-    return sums.astype(np.float32)
-
-
-def _output_dim(encoder: Encoder, options: EncodeOptions) -> int:
-    return encoder.config.hidden_size * (min(4, encoder.config.num_layers) if options.layers == "concat-last-4" else 1)
+    averaged = torch.from_numpy(sums.astype(np.float32))
+    return (normalize(averaged) if normalized else averaged).numpy()
 
 
 def _progress(total: int, enabled: bool):

@@ -40,6 +40,53 @@ def tiny_model_dir(tmp_path_factory, tiny_vocab_file) -> Path:
     return folder
 
 
+def write_sentence_transformers_folder(base: Path, folder: Path, pooling_mode: str = "mean",
+                                       dense: list[tuple[int, int, str]] = (), normalize: bool = True,
+                                       max_seq_length: int | None = 16, seed: int = 0) -> Path:
+    """A sentence-transformers folder as the library writes it (modules.json, 1_Pooling/, 2_Dense/, ...) around
+    the HF-named weights of `base`; dense: (in, out, torch activation class name) per Dense module."""
+    import json
+    import shutil
+
+    from safetensors.torch import save_file
+
+    shutil.copytree(base, folder)
+    (folder / "bertkit.json").unlink(missing_ok=True)
+    hidden = json.loads((folder / "config.json").read_text())["hidden_size"]
+    modules = [{"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.base.modules.transformer.Transformer"}]
+
+    def add(kind: str, module: str, config: dict) -> Path:
+        index = len(modules)
+        path = folder / f"{index}_{kind}"
+        path.mkdir()
+        (path / "config.json").write_text(json.dumps(config))
+        modules.append({"idx": index, "name": str(index), "path": path.name, "type": module})
+        return path
+
+    add("Pooling", "sentence_transformers.sentence_transformer.modules.pooling.Pooling",
+        {"embedding_dimension": hidden, "pooling_mode": pooling_mode, "include_prompt": True})
+    generator = torch.Generator().manual_seed(seed)
+    for in_features, out_features, activation in dense:
+        path = add("Dense", "sentence_transformers.base.modules.dense.Dense",
+                   {"in_features": in_features, "out_features": out_features, "bias": True,
+                    "activation_function": f"torch.nn.modules.{'linear' if activation == 'Identity' else 'activation'}"
+                                           f".{activation}"})
+        save_file({"linear.weight": torch.randn(out_features, in_features, generator=generator) / in_features ** 0.5,
+                   "linear.bias": torch.randn(out_features, generator=generator) * 0.1}, str(path / "model.safetensors"))
+    if normalize:
+        add("Normalize", "sentence_transformers.base.modules.normalize.Normalize", {})
+    (folder / "modules.json").write_text(json.dumps(modules, indent=2))
+    bert_config = {"do_lower_case": False, **({"max_seq_length": max_seq_length} if max_seq_length else {})}
+    (folder / "sentence_bert_config.json").write_text(json.dumps(bert_config))
+    return folder
+
+
+@pytest.fixture(scope="session")
+def make_sentence_transformers_folder():
+    """`make(base, folder, pooling_mode="mean", dense=[(32, 16, "Tanh")], normalize=True, max_seq_length=16)`."""
+    return write_sentence_transformers_folder
+
+
 # --- XLNet: a tiny SentencePiece vocabulary and random HF XLNet folders (no weights are downloadable) ---------
 XLNET_SPECIALS = ["<unk>", "<s>", "</s>", "<cls>", "<sep>", "<pad>", "<mask>", "<eod>", "<eop>"]
 XLNET_WORDS = ("the cat sat on mat dog a is was good bad movie film great awful fine poor hello world news "

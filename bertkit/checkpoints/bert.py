@@ -49,15 +49,21 @@ def build_head(key: str, config: EncoderConfig, state: dict[str, torch.Tensor]) 
 
 
 def load_tokenizer(folder: Path) -> Tokenizer | None:
-    if not any((folder / name).is_file() for name in ("tokenizer.json", "vocab.txt")):
-        warnings.warn(f"{folder}: no vocab.txt or tokenizer.json; the model loads without a tokenizer",
-                      stacklevel=3)
+    """WordPiece (vocab.txt or tokenizer.json) or RoBERTa's byte-level BPE, chosen by Tokenizer.from_folder."""
+    if not any((folder / name).is_file() for name in ("tokenizer.json", "vocab.txt", "vocab.json")):
+        warnings.warn(f"{folder}: no vocab.txt, tokenizer.json or vocab.json + merges.txt; the model loads "
+                      "without a tokenizer", stacklevel=3)
         return None
     return Tokenizer.from_folder(folder)
 
 
+def check_sizes(config: EncoderConfig, state: dict[str, torch.Tensor], source: str) -> None:
+    hf.check_sizes(config, state, source)
+
+
 def state_to_hf(encoder: Encoder, heads: dict[str, nn.Module]) -> dict[str, torch.Tensor]:
-    prefix = "bert." if heads else ""
+    roberta = hf.is_roberta(encoder.config)
+    prefix = ("roberta." if roberta else "bert.") if heads else ""
     state = hf.encoder_state_to_hf(encoder.state_dict(), prefix)
     state.update(hf.heads_state_to_hf({k: v.state_dict() for k, v in heads.items()}))
     if "mlm" in heads:   # HF's tied decoder weight; stored so HF needs no re-tying to be exact
@@ -68,11 +74,14 @@ def state_to_hf(encoder: Encoder, heads: dict[str, nn.Module]) -> dict[str, torc
 def folder_config(config: EncoderConfig, head_keys: tuple[str, ...]) -> dict[str, Any]:
     if head_keys not in hf.ARCHITECTURES:
         raise CheckpointError(f"cannot save heads {head_keys} together; HF has no class with that combination")
-    return {**hf.config_to_hf(config), "architectures": [hf.ARCHITECTURES[head_keys]]}
+    architecture = "RobertaModel" if hf.is_roberta(config) else hf.ARCHITECTURES[head_keys]
+    return {**hf.config_to_hf(config), "architectures": [architecture]}
 
 
-def folder_meta(config: EncoderConfig) -> dict[str, Any]:
+def folder_meta(config: EncoderConfig, head_keys: tuple[str, ...]) -> dict[str, Any]:
     meta: dict[str, Any] = {"encoder": {k: getattr(config, k) for k in hf.EXTRA_FIELDS}}
-    if config.norm_position == "pre" or config.embedding_size or config.causal:
-        meta["hf_compatible"] = False   # HF BertModel cannot compute these variants
+    if config.norm_position == "pre" or config.embedding_size or config.causal or (hf.is_roberta(config)
+                                                                                   and head_keys):
+        # HF BertModel cannot compute these variants; HF's RoBERTa heads differ from these BERT-style heads
+        meta["hf_compatible"] = False
     return meta

@@ -79,8 +79,11 @@ def folder_config(config: EncoderConfig, head_keys: tuple[str, ...]) -> dict[str
             "architectures": [ARCHITECTURES[head_keys]]}
 
 
-def folder_meta(config: EncoderConfig) -> dict[str, Any]:
+def folder_meta(config: EncoderConfig, head_keys: tuple[str, ...]) -> dict[str, Any]:
     return {}            # config.json says everything
+
+
+check_sizes = hf.check_sizes         # the same internal names as BERT's
 
 
 # --- parameter names --------------------------------------------------------------------------------------

@@ -21,17 +21,22 @@ import torch
 from torch import nn
 
 from bertkit.atomic_write import recover_folder, replace_folder, temp_folder
-from bertkit.checkpoints import families, google, hf
+from bertkit.checkpoints import families, google, hf, sentence_transformers
 from bertkit.checkpoints.bert import build_head
+from bertkit.checkpoints.json_files import read_json
+from bertkit.checkpoints.sentence import read_sentence_pipeline, write_sentence_pipeline
 from bertkit.checkpoints.weights import read_weights
 from bertkit.errors import CheckpointError
 from bertkit.model.config import EncoderConfig
 from bertkit.model.encoder import Encoder
+from bertkit.model.sentence import SentencePipeline
 from bertkit.model.xlnet import XLNetConfig, XLNetModel
 from bertkit.tokenizer import Tokenizer
 
 META_FILE = "bertkit.json"
 FORMAT_VERSION = 1
+SENTENCE_KEYS = ("encode", "whitening")
+FAMILY_KEYS = ("encoder", "hf_compatible")  # bertkit.json entries the folder family writes (families.py)    # bertkit.json entries only the sentence pipeline writes
 
 
 @dataclass
@@ -43,6 +48,7 @@ class Checkpoint:
     meta: dict[str, Any] = field(default_factory=dict)     # bertkit.json: task, labels, pooling, whitening, ...
     skipped: list[str] = field(default_factory=list)        # names in the weight file that are not model weights
     path: Path | None = None
+    sentence: SentencePipeline = field(default_factory=SentencePipeline)   # how it makes sentence vectors
 
 
 def load_checkpoint(path: str | os.PathLike, device: str | torch.device = "cpu") -> Checkpoint:
@@ -52,42 +58,59 @@ def load_checkpoint(path: str | os.PathLike, device: str | torch.device = "cpu")
         raise CheckpointError(f"model folder {folder} does not exist")
     if not folder.is_dir():
         raise CheckpointError(f"{folder} is a file; pass the model folder that holds config.json and the weights")
-    meta = _read_json(folder / META_FILE) if (folder / META_FILE).is_file() else {}
+    meta = read_json(folder / META_FILE) if (folder / META_FILE).is_file() else {}
+    model_folder = sentence_transformers.transformer_folder(folder)
     hf_config: dict[str, Any] = {}
     family = families.bert
-    if (folder / "config.json").is_file():
-        hf_config = _read_json(folder / "config.json")
+    if (model_folder / "config.json").is_file():
+        hf_config = read_json(model_folder / "config.json")
         family = families.for_model_type(hf_config.get("model_type"))      # BERT / RoBERTa, ELECTRA or XLNet
-        config = family.config_from_hf(hf_config, str(folder / "config.json"), meta.get("encoder"))
-        raw_state = read_weights(folder)
+        config = family.config_from_hf(hf_config, str(model_folder / "config.json"), meta.get("encoder"))
+        raw_state = read_weights(model_folder)
     elif (folder / "bert_config.json").is_file():
         config, raw_state = google.load_google_folder(folder)
     else:
         raise CheckpointError(f"{folder}: no config.json (Hugging Face / bertkit) or bert_config.json (Google "
                               "BERT) found; is this a model folder?")
-    architectures = hf_config.get("architectures", [])
+    architectures = hf_config.get("architectures") or []
     try:
         split = family.split_state(raw_state, architectures, meta.get("task"))
     except CheckpointError as err:
-        raise CheckpointError(f"{folder}: {err}") from None
+        raise CheckpointError(f"{model_folder}: {err}") from None
+    family.check_sizes(config, split.encoder, str(model_folder / "config.json"))
     encoder = family.new_encoder(config)
     if hf_config.get("pruned_heads"):
-        encoder.shape_pruned({int(layer): [int(h) for h in heads]
-                              for layer, heads in hf_config["pruned_heads"].items()})
+        encoder.shape_pruned(_pruned_heads(hf_config["pruned_heads"], config, model_folder / "config.json"))
     _load_encoder_state(encoder, split.encoder, folder)
     heads = {}
     for key, state in split.heads.items():
         head = family.build_head(key, config, state)
         _load_strict(head, state, f"{folder}: head {key!r}")
         heads[key] = head
-    tokenizer = _load_tokenizer(folder, config, family)
+    tokenizer = _load_tokenizer(model_folder, config, family)
+    sentence = read_sentence_pipeline(folder, meta, config, tokenizer.model_max_length if tokenizer else None)
     if split.skipped:
         warnings.warn(f"{folder}: skipped {len(split.skipped)} entries that are not model weights: "
                       f"{', '.join(split.skipped[:5])}{' ...' if len(split.skipped) > 5 else ''}", stacklevel=2)
     encoder.to(device).eval()
-    for head in heads.values():
-        head.to(device).eval()
-    return Checkpoint(config, encoder, tokenizer, heads, meta, split.skipped, folder)
+    for module in (*heads.values(), *sentence.dense, sentence.whitening):
+        if module is not None:
+            module.to(device).eval()
+    return Checkpoint(config, encoder, tokenizer, heads, meta, split.skipped, folder, sentence)
+
+
+def _pruned_heads(record: Any, config: EncoderConfig, source: Path) -> dict[int, list[int]]:
+    """config.json "pruned_heads": {"layer": [head, ...]}, checked against the layer and head counts."""
+    try:
+        removed = {int(layer): sorted({int(h) for h in heads}) for layer, heads in record.items()}
+    except (AttributeError, TypeError, ValueError):
+        raise CheckpointError(f"{source}: pruned_heads must map layer numbers to lists of head numbers") from None
+    for layer, heads in removed.items():
+        if not 0 <= layer < config.num_layers or any(not 0 <= h < config.num_heads for h in heads) \
+                or len(heads) >= config.num_heads:
+            raise CheckpointError(f"{source}: pruned_heads {layer}: {heads} does not fit {config.num_layers} "
+                                  f"layers of {config.num_heads} heads (a layer keeps at least one head)")
+    return removed
 
 
 def _load_encoder_state(encoder: Encoder, state: dict[str, torch.Tensor], folder: Path) -> None:
@@ -129,21 +152,17 @@ def _load_tokenizer(folder: Path, config: EncoderConfig | XLNetConfig, family) -
     return tokenizer
 
 
-def _read_json(path: Path) -> dict[str, Any]:
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise CheckpointError(f"{path}: not valid JSON ({err})") from None
-
-
 # --- saving ------------------------------------------------------------------------------------------------
 
 def save_checkpoint(folder: str | os.PathLike, encoder: Encoder, tokenizer: Tokenizer | None,
                     heads: dict[str, nn.Module] | None = None, meta: dict[str, Any] | None = None,
-                    hf_config_extra: dict[str, Any] | None = None) -> Path:
+                    hf_config_extra: dict[str, Any] | None = None, sentence: SentencePipeline | None = None) -> Path:
     """Write one folder that `transformers.AutoModel.from_pretrained` loads with identical outputs.
 
     hf_config_extra: more config.json keys (id2label/label2id, problem_type) for the HF head classes.
+    sentence: the sentence-embedding steps to save (a writer that starts from a folder passes that folder's,
+    `checkpoint.sentence`, or `.after_training()` of it when it changed the encoder); "encode" and "whitening"
+    entries in `meta` are ignored, since only the pipeline writes them together with their files.
     """
     from safetensors.torch import save_file
 
@@ -165,13 +184,18 @@ def save_checkpoint(folder: str | os.PathLike, encoder: Encoder, tokenizer: Toke
     if pruned:
         hf_config["pruned_heads"] = {str(layer): heads for layer, heads in pruned.items()}
     hf_config.update(hf_config_extra or {})
-    full_meta = {"format": "bertkit", "format_version": FORMAT_VERSION, **family.folder_meta(config), **(meta or {})}
+    # the family's own entries ("encoder", "hf_compatible") describe this encoder, not the folder it came from
+    full_meta = {"format": "bertkit", "format_version": FORMAT_VERSION,
+                 **{k: v for k, v in (meta or {}).items() if k not in SENTENCE_KEYS + FAMILY_KEYS},
+                 **family.folder_meta(config, head_keys)}
 
     recover_folder(folder)
     tmp = temp_folder(folder)
     try:
         save_file({k: v.detach().cpu().contiguous() for k, v in state.items()}, str(tmp / "model.safetensors"),
                   metadata={"format": "pt"})
+        if sentence is not None:
+            full_meta.update(write_sentence_pipeline(tmp, sentence))
         (tmp / "config.json").write_text(json.dumps(hf_config, indent=2) + "\n", encoding="utf-8")
         (tmp / META_FILE).write_text(json.dumps(full_meta, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
         if tokenizer is not None:

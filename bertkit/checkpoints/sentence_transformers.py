@@ -1,37 +1,158 @@
-"""sentence-transformers folders (modules.json, 1_Pooling/config.json, sentence_bert_config.json): their
-pooling, normalization and length limit become the loaded model's encode defaults."""
+"""sentence-transformers folders: modules.json names the steps (Transformer -> Pooling -> Dense -> Normalize),
+each in its own subfolder. They are read exactly, or refused with a message naming the module bertkit cannot
+compute; never approximated (a Dense layer skipped or an unknown pooling read as mean would give vectors
+that look fine and are wrong).
+"""
 from __future__ import annotations
 
-import json
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 
-_MODES = [("pooling_mode_cls_token", "cls"), ("pooling_mode_mean_tokens", "mean"),
-          ("pooling_mode_max_tokens", "max")]
+from bertkit.checkpoints.json_files import read_json
+from bertkit.checkpoints.weights import read_weights
+from bertkit.errors import CheckpointError
+from bertkit.model.sentence import Dense
+
+# sentence-transformers' pooling modes -> bertkit's pooling names
+POOLING_MODES = {"cls": "cls", "mean": "mean", "max": "max", "mean_sqrt_len_tokens": "mean-sqrt-len",
+                 "weightedmean": "weighted-mean", "lasttoken": "last-token"}
+# Older folders store one boolean per mode instead of "pooling_mode".
+_LEGACY_MODE_KEYS = {"pooling_mode_cls_token": "cls", "pooling_mode_max_tokens": "max",
+                     "pooling_mode_mean_tokens": "mean", "pooling_mode_mean_sqrt_len_tokens": "mean_sqrt_len_tokens",
+                     "pooling_mode_weightedmean_tokens": "weightedmean", "pooling_mode_lasttoken": "lasttoken"}
+# torch activation classes a Dense module may name -> bertkit.model.sentence.DENSE_ACTIVATIONS
+_ACTIVATIONS = {"Tanh": "tanh", "Identity": "identity", "ReLU": "relu", "GELU": "gelu", "Sigmoid": "sigmoid"}
+_SUPPORTED = ("Transformer", "Pooling", "Dense", "Normalize")
 
 
-def read_encode_defaults(folder: Path) -> dict[str, Any]:
-    """{"pooling", "normalize", "max_length"} as far as the folder says; {} for a plain HF folder."""
-    modules_file = folder / "modules.json"
-    if not modules_file.is_file():
-        return {}
-    try:
-        modules = json.loads(modules_file.read_text(encoding="utf-8"))
-    except json.JSONDecodeError:
-        return {}
-    defaults: dict[str, Any] = {"normalize": any(m.get("type", "").endswith("Normalize") for m in modules)}
+def read_modules(folder: Path) -> Optional[list[dict]]:
+    """modules.json's entries, or None for a folder that is not a sentence-transformers model."""
+    path = folder / "modules.json"
+    if not path.is_file():
+        return None
+    modules = read_json(path, expect=None)
+    if not isinstance(modules, list) or not all(isinstance(m, dict) and isinstance(m.get("type"), str)
+                                                for m in modules):
+        raise CheckpointError(f"{path}: expected a list of modules with a \"type\" each")
     for module in modules:
-        if module.get("type", "").endswith("Pooling"):
-            config_file = folder / module.get("path", "") / "config.json"
-            if config_file.is_file():
-                pooling = json.loads(config_file.read_text(encoding="utf-8"))
-                for key, name in _MODES:
-                    if pooling.get(key):
-                        defaults["pooling"] = name
-                        break
-    bert_config = folder / "sentence_bert_config.json"
-    if bert_config.is_file():
-        max_length = json.loads(bert_config.read_text(encoding="utf-8")).get("max_seq_length")
-        if isinstance(max_length, int):
-            defaults["max_length"] = max_length
-    return defaults
+        kind = module["type"].rsplit(".", 1)[-1]
+        if kind not in _SUPPORTED:
+            raise CheckpointError(f"{path}: module {module['type']} ({module.get('path') or 'root'}) is not "
+                                  f"supported; bertkit computes {', '.join(_SUPPORTED)} modules only")
+    if not modules or modules[0]["type"].rsplit(".", 1)[-1] != "Transformer":
+        raise CheckpointError(f"{path}: the first module must be a Transformer (the encoder)")
+    return modules
+
+
+def transformer_folder(folder: Path) -> Path:
+    """Where the encoder's config.json, weights and tokenizer are: the folder itself, or the Transformer
+    module's subfolder in older sentence-transformers layouts (0_Transformer/)."""
+    modules = read_modules(folder) if not (folder / "config.json").is_file() else None
+    if modules and modules[0].get("path"):
+        return folder / modules[0]["path"]
+    return folder
+
+
+def read_sentence_settings(folder: Path, limit: int, tokenizer_max_length: Optional[int]) -> Optional[dict]:
+    """{"pooling", "normalize", "max_length", "dense"} of a sentence-transformers folder; None for others.
+
+    limit: the encoder's position limit. The length comes from sentence_bert_config.json's max_seq_length,
+    else (as sentence-transformers does) from the tokenizer's model_max_length, capped at the limit.
+    """
+    modules = read_modules(folder)
+    if modules is None:
+        return None
+    _check_prompts(folder)
+    settings: dict[str, Any] = {"normalize": False, "dense": []}
+    module_folder = folder / (modules[0].get("path") or "")
+    settings["max_length"] = _max_length(module_folder / "sentence_bert_config.json", limit, tokenizer_max_length)
+    for module in modules[1:]:
+        kind = module["type"].rsplit(".", 1)[-1]
+        where = folder / module.get("path", "")
+        if settings["normalize"]:
+            raise CheckpointError(f"{folder / 'modules.json'}: a {kind} module after Normalize is not supported")
+        if kind == "Pooling":
+            settings["pooling"] = _pooling(where / "config.json")
+        elif kind == "Dense":
+            settings["dense"].append(_dense(where))
+        elif kind == "Normalize":
+            settings["normalize"] = True
+        else:   # a second Transformer
+            raise CheckpointError(f"{folder / 'modules.json'}: more than one Transformer module is not supported")
+    if "pooling" not in settings:
+        raise CheckpointError(f"{folder / 'modules.json'}: no Pooling module; bertkit needs one to make a "
+                              "sentence vector")
+    return settings
+
+
+def _check_prompts(folder: Path) -> None:
+    path = folder / "config_sentence_transformers.json"
+    if path.is_file():
+        config = read_json(path)
+        if isinstance(config, dict) and config.get("default_prompt_name"):
+            raise CheckpointError(f"{path}: default_prompt_name {config['default_prompt_name']!r} makes "
+                                  "sentence-transformers prefix every text with a prompt, which bertkit does not do; "
+                                  "put the prompt into your texts and set default_prompt_name to null")
+
+
+def _max_length(path: Path, limit: int, tokenizer_max_length: Optional[int]) -> Optional[int]:
+    config = read_json(path) if path.is_file() else {}
+    if not isinstance(config, dict):
+        raise CheckpointError(f"{path}: expected a JSON object")
+    if config.get("do_lower_case"):
+        raise CheckpointError(f"{path}: do_lower_case=true (lowercasing before the tokenizer) is not supported; "
+                              "use an uncased tokenizer (do_lower_case in tokenizer_config.json) instead")
+    value = config.get("max_seq_length")
+    if value is None:
+        return min(tokenizer_max_length, limit) if tokenizer_max_length else None
+    if not isinstance(value, int) or isinstance(value, bool) or not 2 <= value <= limit:
+        raise CheckpointError(f"{path}: max_seq_length {value!r} must be an integer between 2 and the model's "
+                              f"position limit {limit}")
+    return value
+
+
+def _pooling(path: Path) -> str:
+    config = read_json(path) if path.is_file() else None
+    if not isinstance(config, dict):
+        raise CheckpointError(f"{path}: missing or not a JSON object; the Pooling module needs its config")
+    modes = config.get("pooling_mode")
+    if modes is None:
+        modes = [mode for key, mode in _LEGACY_MODE_KEYS.items() if config.get(key)] or ["mean"]
+    modes = [modes] if isinstance(modes, str) else list(modes)
+    unknown = [m for m in modes if m not in POOLING_MODES]
+    if unknown:
+        raise CheckpointError(f"{path}: pooling mode {unknown[0]!r} is not supported; bertkit reads "
+                              f"{', '.join(POOLING_MODES)}")
+    if len(modes) != 1:
+        raise CheckpointError(f"{path}: pooling concatenates {' + '.join(modes)}; bertkit supports one pooling "
+                              "mode per model")
+    return POOLING_MODES[modes[0]]
+
+
+def _dense(folder: Path) -> Dense:
+    config = read_json(folder / "config.json") if (folder / "config.json").is_file() else None
+    if not isinstance(config, dict):
+        raise CheckpointError(f"{folder / 'config.json'}: missing or not a JSON object; the Dense module needs it")
+    where = folder / "config.json"
+    for key in ("module_input_name", "module_output_name"):
+        if config.get(key, "sentence_embedding") != "sentence_embedding":
+            raise CheckpointError(f"{where}: {key} {config[key]!r} is not supported (only sentence_embedding)")
+    if config.get("use_residual"):
+        raise CheckpointError(f"{where}: use_residual=true is not supported")
+    activation = str(config.get("activation_function", "torch.nn.modules.activation.Tanh")).rsplit(".", 1)[-1]
+    if activation not in _ACTIVATIONS:
+        raise CheckpointError(f"{where}: activation_function {config.get('activation_function')!r} is not "
+                              f"supported; bertkit reads {', '.join(_ACTIVATIONS)}")
+    sizes = [config.get("in_features"), config.get("out_features")]
+    if not all(isinstance(s, int) and not isinstance(s, bool) and s > 0 for s in sizes):
+        raise CheckpointError(f"{where}: in_features and out_features must be positive integers, got {sizes}")
+    state = read_weights(folder)
+    bias = bool(config.get("bias", True))
+    expected = {"linear.weight": (sizes[1], sizes[0]), **({"linear.bias": (sizes[1],)} if bias else {})}
+    found = {k: tuple(v.shape) for k, v in state.items()}
+    if found != expected:      # compared before anything is allocated: the sizes in config.json are not trusted
+        raise CheckpointError(f"{folder}: Dense weights {sorted(found.items())} do not match its config.json "
+                              f"({sorted(expected.items())})")
+    dense = Dense(sizes[0], sizes[1], bias=bias, activation=_ACTIVATIONS[activation])
+    dense.load_state_dict({k: v.float() for k, v in state.items()})
+    return dense.eval()

@@ -27,21 +27,38 @@ def read_weights(folder: Path) -> dict[str, torch.Tensor]:
 
 
 def read_weight_file(path: Path) -> dict[str, torch.Tensor]:
+    """A weight file's tensors, every floating-point one checked to be finite."""
     check_not_pointer(path)
-    if path.suffix == ".safetensors":
-        from safetensors import SafetensorError
-        from safetensors.torch import load_file
-        try:
-            return load_file(str(path))
-        except (SafetensorError, OSError, ValueError) as err:
-            raise CheckpointError(f"{path}: cannot read safetensors file ({err}); the file is truncated or "
-                                  "corrupt: download it again") from None
+    state = _read_safetensors(path) if path.suffix == ".safetensors" else _read_torch(path)
+    check_finite(state, path)
+    return state
+
+
+def check_finite(state: dict[str, torch.Tensor], where) -> None:
+    """A NaN or inf weight makes every output NaN; refuse it at load, naming the tensor."""
+    for name, tensor in state.items():
+        if tensor.is_floating_point() and not bool(torch.isfinite(tensor).all()):
+            raise CheckpointError(f"{where}: tensor {name} holds NaN or infinite values; the checkpoint is damaged "
+                                  "(a diverged training run saves such weights): use an earlier checkpoint")
+
+
+def _read_safetensors(path: Path) -> dict[str, torch.Tensor]:
+    from safetensors import SafetensorError
+    from safetensors.torch import load_file
+    try:
+        return load_file(str(path))
+    except (SafetensorError, OSError, ValueError) as err:
+        raise CheckpointError(f"{path}: cannot read safetensors file ({err}); the file is truncated or "
+                              "corrupt: download it again") from None
+
+
+def _read_torch(path: Path) -> dict[str, torch.Tensor]:
     try:
         state = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as err:  # torch raises many kinds for a bad pickle/zip
         raise CheckpointError(f"{path}: cannot read PyTorch weights ({type(err).__name__}: {err}); the file is "
                               "truncated, corrupt or not a weights file") from None
-    if not isinstance(state, dict):
+    if not isinstance(state, dict) or not all(isinstance(v, torch.Tensor) for v in state.values()):
         raise CheckpointError(f"{path}: holds a {type(state).__name__}, not a state dict of tensors")
     return state
 

@@ -99,8 +99,21 @@ def folder_config(config: XLNetConfig, head_keys: tuple[str, ...]) -> dict[str, 
     }
 
 
-def folder_meta(config: XLNetConfig) -> dict[str, Any]:
+def folder_meta(config: XLNetConfig, head_keys: tuple[str, ...]) -> dict[str, Any]:
     return {"encoder": {k: getattr(config, k) for k in EXTRA_FIELDS}}
+
+
+def check_sizes(config: XLNetConfig, state: dict[str, torch.Tensor], source: str) -> None:
+    """config.json's sizes against the weights, before a model of that size is allocated (the file is untrusted)."""
+    token = state.get("embeddings.token.weight")
+    for key, value, tensor, dim in (("vocab_size", config.vocab_size, token, 0), ("d_model", config.hidden_size, token, 1),
+                                    ("d_inner", config.intermediate_size, state.get("blocks.0.ffn.up.weight"), 0)):
+        if tensor is not None and tensor.dim() > dim and tensor.shape[dim] != value:
+            raise CheckpointError(f"{source}: {key} is {value} but the weights hold {tensor.shape[dim]} "
+                                  f"(shape {tuple(tensor.shape)}); config.json does not describe these weights")
+    layers = {int(name.split(".")[1]) for name in state if name.startswith("blocks.")}
+    if len(layers) != config.num_layers:
+        raise CheckpointError(f"{source}: n_layer is {config.num_layers} but the weights hold {len(layers)} layers")
 
 
 # --- parameter names --------------------------------------------------------------------------------------

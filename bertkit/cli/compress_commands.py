@@ -6,6 +6,8 @@ import dataclasses
 import json
 import sys
 
+from bertkit.model.pooling import POOLINGS
+
 _DISTILL_FLAGS = {"teacher": str, "student": str, "student_layers": int, "task": str, "train": str, "dev": str,
                   "output": str, "temperature": float, "alpha": float, "logit_loss": str, "hidden_weight": float,
                   "hidden_loss": str, "attention_weight": float, "pooling": str, "epochs": int, "lr": float,
@@ -21,8 +23,9 @@ def register(subparsers) -> None:
                                           "compared with PyTorch at several shapes; the max abs diff is printed.")
     p.add_argument("--model", required=True, help="model folder")
     p.add_argument("--output", required=True, help="the .onnx file; the tokenizer is written beside it")
-    p.add_argument("--pooling", default="mean", choices=("mean", "cls", "max", "pooler"))
-    p.add_argument("--normalize", action="store_true", help="L2-normalize the vectors inside the graph")
+    p.add_argument("--pooling", default=None, choices=POOLINGS[:-1], help="default: the model folder's")
+    p.add_argument("--normalize", action="store_true", default=None,
+                   help="L2-normalize the vectors inside the graph (default: as the model folder says)")
     p.add_argument("--opset", type=int, default=17)
     p.set_defaults(func=_export_onnx)
 

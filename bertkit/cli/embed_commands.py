@@ -19,7 +19,7 @@ def _say(message: str) -> None:
 
 def _encoding_flags(p) -> None:
     p.add_argument("--pooling", choices=POOLINGS[:-1], default=None, help="default: the model folder's, else mean")
-    p.add_argument("--layers", choices=LAYER_STRATEGIES, default="last")
+    p.add_argument("--layers", choices=LAYER_STRATEGIES, default=None, help="default: the model folder's, else last")
     p.add_argument("--batch-size", type=int, default=64)
     p.add_argument("--max-length", type=int, default=None)
 

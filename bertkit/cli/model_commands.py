@@ -11,6 +11,7 @@ import numpy as np
 from bertkit.errors import BertkitError
 from bertkit.model.pooling import LAYER_STRATEGIES, POOLINGS
 from bertkit.tokenizer.encoding import TextTooLongError
+from bertkit.tokenizer.tokenizer import InvalidTextError
 
 
 def register(subparsers) -> None:
@@ -20,8 +21,9 @@ def register(subparsers) -> None:
     p.add_argument("--input", required=True, help=".txt or .jsonl file (optionally .gz)")
     p.add_argument("--output", required=True, help="output .npy file; pooling 'none' writes a .npz of arrays")
     p.add_argument("--pooling", choices=POOLINGS, default=None, help="default: the model folder's, else mean")
-    p.add_argument("--layers", choices=LAYER_STRATEGIES, default="last")
-    p.add_argument("--max-length", type=int, default=None, help="tokens per text (default: the model's limit)")
+    p.add_argument("--layers", choices=LAYER_STRATEGIES, default=None, help="default: the model folder's, else last")
+    p.add_argument("--max-length", type=int, default=None,
+                   help="tokens per text (default: the folder's max_seq_length, else the position limit)")
     p.add_argument("--batch-size", type=int, default=32)
     p.add_argument("--normalize", action="store_true", default=None, help="L2-normalize the vectors")
     p.add_argument("--long-texts", choices=("truncate", "sliding-window", "error"), default="truncate",
@@ -82,9 +84,11 @@ def run_encode(args: argparse.Namespace) -> int:
                                    pooling=args.pooling, layers=args.layers, normalize=args.normalize,
                                    long_texts=args.long_texts, stride=args.stride, progress=sys.stderr.isatty())
         except TextTooLongError as err:
-            where = f"line {err.index + 1}" if args.input.endswith((".txt", ".txt.gz")) else f"text {err.index + 1}"
-            raise BertkitError(f"{args.input}: {where} has {err.length} tokens, over the limit of {err.limit}; "
-                               "pass --long-texts truncate or --long-texts sliding-window") from None
+            raise BertkitError(f"{args.input}: {_where(args.input, err.index)} has {err.length} tokens, over the "
+                               f"limit of {err.limit}; pass --long-texts truncate or --long-texts sliding-window") \
+                from None
+        except InvalidTextError as err:
+            raise BertkitError(f"{args.input}: {_where(args.input, err.index)} {err.reason}") from None
     report = model.last_report
     if isinstance(vectors, list):
         np.savez(output, *vectors)
@@ -95,6 +99,11 @@ def run_encode(args: argparse.Namespace) -> int:
     note = f", {report.truncated} truncated (see --long-texts)" if report.truncated else ""
     print(f"encoded {len(texts)} texts from {args.input} -> {output} ({shape}{note})", file=sys.stderr)
     return 0
+
+
+def _where(path: str, index: int) -> str:
+    """Every line of a .txt input is a text; a .jsonl's texts are counted (blank lines are skipped)."""
+    return f"line {index + 1}" if path.endswith((".txt", ".txt.gz")) else f"text {index + 1}"
 
 
 def run_convert(args: argparse.Namespace) -> int:

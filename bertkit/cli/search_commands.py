@@ -20,7 +20,7 @@ def register(subparsers) -> None:
     build.add_argument("--input", required=True, help="documents .jsonl: id, text, other fields kept as metadata")
     build.add_argument("--index", required=True, help="index folder to create")
     build.add_argument("--pooling", choices=POOLINGS[:-1], default=None, help="default: the model folder's")
-    build.add_argument("--layers", choices=LAYER_STRATEGIES, default="last")
+    build.add_argument("--layers", choices=LAYER_STRATEGIES, default=None, help="default: the model folder's")
     build.add_argument("--max-length", type=int, default=None)
     build.add_argument("--batch-size", type=int, default=64)
     build.add_argument("--kind", choices=("auto", "flat", "ivf", "ivfpq"), default="auto",

@@ -21,7 +21,8 @@ from bertkit.data.text import read_texts
 from bertkit.distill.student import build_student
 from bertkit.finetune.batching import BucketedBatches, collate, inference_batches
 from bertkit.finetune.inference import no_targets
-from bertkit.model.pooling import normalize, pool
+from bertkit.model.pooling import normalize
+from bertkit.model.sentence import SentenceConfig, SentenceEncoder, SentencePipeline
 from bertkit.train import TrainConfig, train
 
 
@@ -31,13 +32,17 @@ class TextFeature(NamedTuple):
 
 
 class EmbeddingDistillation(nn.Module):
-    def __init__(self, student: nn.Module, projection: nn.Module | None):
+    def __init__(self, student: nn.Module, projection: nn.Module | None, pooling: str):
         super().__init__()
-        self.student, self.projection = student, projection
+        self.sentence = SentenceEncoder(student, SentenceConfig(pooling=pooling))
+        self.projection = projection
 
-    def forward(self, input_ids, attention_mask, pooling: str) -> torch.Tensor:
-        out = self.student(input_ids, attention_mask)
-        vectors = pool(out.last_hidden_state, attention_mask, pooling, pooled_output=out.pooled_output)
+    @property
+    def student(self) -> nn.Module:
+        return self.sentence.encoder
+
+    def forward(self, input_ids, attention_mask) -> torch.Tensor:
+        vectors = self.sentence(input_ids, attention_mask)                   # (B, C_student)
         return self.projection(vectors) if self.projection is not None else vectors
 
 
@@ -50,7 +55,8 @@ def run_embedding_distill(config, teacher_ckpt) -> dict:
     teacher = teacher_ckpt.encoder.eval()
     student, tokenizer = build_student(config.student, config.student_layers, teacher_ckpt)
     width_s, width_t = student.config.hidden_size, teacher.config.hidden_size
-    model = EmbeddingDistillation(student, nn.Linear(width_s, width_t) if width_s != width_t else None)
+    model = EmbeddingDistillation(student, nn.Linear(width_s, width_t) if width_s != width_t else None, config.pooling)
+    teacher_sentence = SentenceEncoder(teacher, SentenceConfig(pooling=config.pooling))
     train_features = _features(tokenizer, read_texts(config.train)[:config.max_train_examples], config.max_length)
     dev_features = (_features(tokenizer, read_texts(config.dev)[:config.max_dev_examples], config.max_length)
                     if config.dev else None)
@@ -59,11 +65,10 @@ def run_embedding_distill(config, teacher_ckpt) -> dict:
     def teacher_vectors(batch) -> torch.Tensor:
         teacher.to(batch.input_ids.device)
         with torch.no_grad():
-            out = teacher(batch.input_ids, batch.attention_mask)
-            return pool(out.last_hidden_state, batch.attention_mask, config.pooling, pooled_output=out.pooled_output)
+            return teacher_sentence(batch.input_ids, batch.attention_mask)
 
     def loss_fn(net: EmbeddingDistillation, batch):
-        loss = F.mse_loss(net(batch.input_ids, batch.attention_mask, config.pooling).float(),
+        loss = F.mse_loss(net(batch.input_ids, batch.attention_mask).float(),
                           teacher_vectors(batch).float())
         return loss, {"tokens": float(batch.attention_mask.sum())}
 
@@ -85,17 +90,19 @@ def run_embedding_distill(config, teacher_ckpt) -> dict:
         with torch.no_grad():
             for batch in inference_batches([len(f.input_ids) for f in dev_features], 64, make_dev_batch):
                 batch = batch.to(device)
-                s, t = net(batch.input_ids, batch.attention_mask, config.pooling).float(), teacher_vectors(batch).float()
+                s, t = net(batch.input_ids, batch.attention_mask).float(), teacher_vectors(batch).float()
                 cosines.append((normalize(s) * normalize(t)).sum(-1))
                 errors.append((s - t).pow(2).mean(-1))
         net.train(was_training)
         return {"cosine": float(torch.cat(cosines).mean()), "mse": float(torch.cat(errors).mean())}
 
     output = Path(config.output)
-    meta = {"encode": {"pooling": config.pooling}, "distillation": {"teacher": str(config.teacher), "task": "embedding"}}
+    meta = {"distillation": {"teacher": str(config.teacher), "task": "embedding"}}
+    # the teacher's length and normalization; the student's own pooled space (no dense layers, no whitening)
+    sentence = SentencePipeline(teacher_ckpt.sentence.config.replace(pooling=config.pooling, layers="last"))
 
     def save(net: EmbeddingDistillation, metrics: dict) -> None:
-        save_checkpoint(output, net.student, tokenizer, {}, {**meta, "dev_metrics": metrics})
+        save_checkpoint(output, net.student, tokenizer, {}, {**meta, "dev_metrics": metrics}, sentence=sentence)
 
     run_dir = output / "run"
     run_dir.mkdir(parents=True, exist_ok=True)

@@ -28,6 +28,7 @@ from bertkit.data.readers import ReadOptions
 from bertkit.distill import losses
 from bertkit.distill.augment import UNLABELED, masked_copies
 from bertkit.distill.student import build_student
+from bertkit.model.sentence import SentencePipeline
 from bertkit.errors import BertkitError
 from bertkit.finetune.batching import BucketedBatches, collate
 from bertkit.finetune.model import FinetuneModel, hf_config_extra, model_from_checkpoint, model_meta, new_head
@@ -182,7 +183,8 @@ def run_distill(config: DistillConfig) -> dict:
 
     def save(net: Distillation, metrics: dict) -> None:
         save_checkpoint(output, net.student.encoder, tokenizer, {"classifier": net.student.head},
-                        model_meta(net.student, {**meta_extra, "dev_metrics": metrics}), hf_config_extra(net.student))
+                        model_meta(net.student, {**meta_extra, "dev_metrics": metrics}), hf_config_extra(net.student),
+                        sentence=SentencePipeline(teacher_ckpt.sentence.config))    # the teacher's settings only
 
     def evaluate(net: Distillation):
         return task.evaluate(net.student, dev_features, dev_examples)

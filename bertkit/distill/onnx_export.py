@@ -1,6 +1,7 @@
-"""Export a model folder to one ONNX file: token ids in, pooled (optionally L2-normalized) vectors out.
+"""Export a model folder to one ONNX file: token ids in, sentence vectors out.
 
-Pooling and normalization are inside the graph, so an ONNX runtime needs no bertkit code: only the
+The folder's whole sentence path (model/sentence.py: pooling, dense layers, whitening, normalization) is
+inside the graph, so an ONNX runtime needs no bertkit code: only the
 tokenizer, which is written beside the .onnx file (vocab.txt / tokenizer.json). When the folder holds a
 classification head, the graph has a second output, the head's logits, so `predict` runs on ONNX too.
 Batch and sequence axes are dynamic. The export is checked against PyTorch at several shapes before the
@@ -21,34 +22,27 @@ from torch import nn
 from bertkit.checkpoints import load_checkpoint
 from bertkit.checkpoints.families import require_bert_encoder
 from bertkit.errors import BertkitError
-from bertkit.model.encoder import Encoder
-from bertkit.model.pooling import normalize, pool
+from bertkit.model.sentence import SentenceEncoder
 
-EXPORT_POOLINGS = ("mean", "cls", "max", "pooler")
 # (batch, sequence length) pairs the export is compared with PyTorch at; they differ from the trace shape.
 CHECK_SHAPES = ((1, 3), (2, 17), (5, 64), (3, 128))
 TOLERANCE = 1e-3
 
 
 class ExportedGraph(nn.Module):
-    """encoder -> pool -> (normalize); plus classifier logits when there is a classifier head."""
+    """The folder's sentence path (pooling, dense layers, whitening, normalization); plus classifier logits
+    when there is a classifier head."""
 
-    def __init__(self, encoder: Encoder, pooling: str, normalized: bool, classifier: Optional[nn.Module] = None):
+    def __init__(self, sentence: SentenceEncoder, classifier: Optional[nn.Module] = None):
         super().__init__()
-        if pooling not in EXPORT_POOLINGS:
-            raise BertkitError(f"--pooling {pooling!r} cannot be exported; choose one of {', '.join(EXPORT_POOLINGS)}")
-        if pooling == "pooler" and encoder.pooler is None:
-            raise BertkitError("this model has no pooler; export with --pooling cls or mean")
-        self.encoder, self.pooling, self.normalized, self.classifier = encoder, pooling, normalized, classifier
+        self.sentence, self.classifier = sentence, classifier
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor):
         # attention_bias always carries the mask: the encoder's "nothing padded -> no mask" shortcut is a
         # Python branch that tracing would freeze to whatever the example batch happened to be.
         bias = attention_mask.bool()[:, None, None, :]
-        out = self.encoder(input_ids, attention_bias=bias)
-        vectors = pool(out.last_hidden_state, attention_mask, self.pooling, pooled_output=out.pooled_output)
-        if self.normalized:
-            vectors = normalize(vectors)
+        out = self.sentence.encoder(input_ids, attention_bias=bias, output_hidden_states=self.sentence.all_layers)
+        vectors = self.sentence.vectors(out, attention_mask)
         if self.classifier is None:
             return vectors
         pooled = out.pooled_output if out.pooled_output is not None else out.last_hidden_state[:, 0]
@@ -62,13 +56,18 @@ class ExportResult(NamedTuple):
     size_bytes: int
 
 
-def export_onnx(model_dir: str | os.PathLike, output: str | os.PathLike, pooling: str = "mean",
-                normalized: bool = False, opset: int = 17, check: bool = True) -> ExportResult:
+def export_onnx(model_dir: str | os.PathLike, output: str | os.PathLike, pooling: Optional[str] = None,
+                normalized: Optional[bool] = None, opset: int = 17, check: bool = True) -> ExportResult:
+    """pooling, normalized: default to the folder's; its dense layers and whitening are in the graph too."""
     checkpoint = load_checkpoint(model_dir)
     require_bert_encoder(checkpoint, "export-onnx")
     encoder = checkpoint.encoder.float().eval()
     classifier = checkpoint.heads.get("classifier")
-    graph = ExportedGraph(encoder, pooling, normalized, classifier.eval() if classifier is not None else None).eval()
+    try:
+        sentence = checkpoint.sentence.build(encoder, pooling, None, normalized)
+    except ValueError as err:
+        raise BertkitError(f"{model_dir}: {err}") from None
+    graph = ExportedGraph(sentence, classifier.eval() if classifier is not None else None).eval()
     output = Path(output)
     if output.suffix != ".onnx":
         raise BertkitError(f"--output {output}: name the file *.onnx (the tokenizer is written beside it)")
@@ -84,9 +83,12 @@ def export_onnx(model_dir: str | os.PathLike, output: str | os.PathLike, pooling
         warnings.simplefilter("ignore", torch.jit.TracerWarning)
         torch.onnx.export(graph, example, str(tmp), input_names=["input_ids", "attention_mask"],
                           output_names=list(names), dynamic_axes=axes, opset_version=opset, dynamo=False)
-    _write_metadata(tmp, {"pooling": pooling, "normalize": normalized, "max_length": encoder.config.max_length,
-                          "task": checkpoint.meta.get("task"), "labels": checkpoint.meta.get("labels"),
-                          "source": str(model_dir)})
+    config = sentence.config
+    _write_metadata(tmp, {"pooling": config.pooling, "layers": config.layers, "normalize": config.normalize,
+                          "max_length": config.max_length or encoder.config.max_length,
+                          "dense_layers": len(sentence.dense), "whitened": sentence.whitening is not None,
+                          "dimension": sentence.dim, "task": checkpoint.meta.get("task"),
+                          "labels": checkpoint.meta.get("labels"), "source": str(model_dir)})
     diff = max_abs_difference(graph, tmp, encoder.config.vocab_size) if check else float("nan")
     if check and not diff <= TOLERANCE:
         tmp.unlink(missing_ok=True)
@@ -102,7 +104,7 @@ def max_abs_difference(graph: nn.Module, onnx_path: Path, vocab_size: int,
     """Run PyTorch and onnxruntime on random ids with some padded rows at each (batch, length) shape."""
     session = make_session(onnx_path)
     worst = 0.0
-    limit = graph.encoder.config.max_length
+    limit = graph.sentence.encoder.config.max_length
     for batch, length in shapes:
         length = min(length, limit)
         ids, mask = _example_inputs(vocab_size, batch, length, seed=batch * 1000 + length)

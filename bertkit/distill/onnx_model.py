@@ -74,6 +74,9 @@ class OnnxModel:
                                f"--pooling {pooling} to encode that way")
         if layers != "last" or long_texts != "truncate":
             raise BertkitError("ONNX models encode the last layer with truncation only")
+        if normalize is False and self.meta.get("normalize"):
+            raise BertkitError(f"{self.path} was exported with normalization inside the graph; export again "
+                               "without --normalize to get unnormalized vectors")
         vectors = self._run(texts, batch_size, max_length)[0]
         if normalize and not self.meta.get("normalize"):
             vectors = vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)

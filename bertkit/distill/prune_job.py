@@ -64,7 +64,8 @@ def prune_and_measure(model_dir: str | os.PathLike, output: str | os.PathLike, d
     meta = model_meta(net, {k: v for k, v in checkpoint.meta.items() if k not in ("task", "labels")})
     meta["pruning"] = {"method": "head importance (Michel et al. 2019)", "pruned_from": str(model_dir),
                        "importance": importance.tolist()}
-    save_checkpoint(output, net.encoder, checkpoint.tokenizer, {net.head_key: net.head}, meta, extra)
+    save_checkpoint(output, net.encoder, checkpoint.tokenizer, {net.head_key: net.head}, meta, extra,
+                    sentence=checkpoint.sentence.after_training())
     reloaded = load_checkpoint(output)
     after_net = model_from_checkpoint(reloaded, task_name, reloaded.meta.get("labels"))
     after = measure_module(f"pruned ({sum(map(len, removed.values()))} heads)", after_net, dev_set)

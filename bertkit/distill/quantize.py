@@ -60,7 +60,8 @@ def save_quantized(model_dir: str | os.PathLike, output: str | os.PathLike) -> P
     meta = {**checkpoint.meta, "quantization": {"scheme": SCHEME, "modules": ["Linear"], "dtype": "qint8",
                                                 "quantized_from": str(model_dir)}}
     extra = _label_config(checkpoint)
-    return save_checkpoint(output, checkpoint.encoder, checkpoint.tokenizer, checkpoint.heads, meta, extra)
+    return save_checkpoint(output, checkpoint.encoder, checkpoint.tokenizer, checkpoint.heads, meta, extra,
+                           sentence=checkpoint.sentence)
 
 
 def _label_config(checkpoint: Checkpoint) -> Optional[dict]:

@@ -162,7 +162,7 @@ def read_pairs(path) -> tuple[list[str], list[str], list[float] | None]:
 
 
 def evaluate_model(model_dir, queries=None, corpus=None, pairs=None, pooling: str | None = None,
-                   layers: str = "last", batch_size: int = 64, max_length: int | None = None) -> dict:
+                   layers: str | None = None, batch_size: int = 64, max_length: int | None = None) -> dict:
     """Metrics of a model folder's full composition (pooling, saved whitening) on the given files."""
     import bertkit
     from bertkit.embed.whitening import encode_composed

@@ -97,7 +97,7 @@ def plot_embeddings(vectors: np.ndarray, labels: list[str], output: str | Path, 
 
 
 def plot_model(model_dir, input_path, output, method: Method = "auto", pooling: Optional[str] = None,
-               layers: str = "last", max_points: int = 5000, batch_size: int = 64) -> PlotResult:
+               layers: str | None = None, max_points: int = 5000, batch_size: int = 64) -> PlotResult:
     import bertkit
     from bertkit.embed.whitening import encode_composed
 

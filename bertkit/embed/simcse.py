@@ -20,10 +20,9 @@ from typing import Literal, Optional
 import numpy as np
 import torch
 import torch.nn.functional as F
-from torch import nn
 
 from bertkit.errors import BertkitError, InputFileError
-from bertkit.model.pooling import check_options, needs_all_layers, pool, select_layers
+from bertkit.model.sentence import SentenceEncoder, SentencePipeline
 from bertkit.tokenizer.padding import pad_to_tensors
 
 Mode = Literal["auto", "unsupervised", "pairs"]
@@ -51,22 +50,6 @@ class SimCSEConfig:
     eval_every: int = 0
     device: str = "auto"
     progress_bar: bool = True
-
-
-class SentenceEmbedder(nn.Module):
-    """Encoder -> layer strategy -> pooling: (B, T) ids -> (B, C) vectors."""
-
-    def __init__(self, encoder: nn.Module, pooling: str = "mean", layers: str = "last"):
-        super().__init__()
-        check_options(pooling, layers)
-        self.encoder, self.pooling, self.layers = encoder, pooling, layers
-
-    def forward(self, input_ids, attention_mask, token_type_ids=None) -> torch.Tensor:
-        all_layers = needs_all_layers(self.pooling, self.layers)
-        out = self.encoder(input_ids, attention_mask, token_type_ids, output_hidden_states=all_layers)
-        tokens = select_layers(out.hidden_states, self.layers) if all_layers else out.last_hidden_state
-        first = out.hidden_states[1] if self.pooling == "first-last-avg" else None
-        return pool(tokens, attention_mask, self.pooling, pooled_output=out.pooled_output, first_layer=first)
 
 
 def contrastive_loss(anchors: torch.Tensor, candidates: torch.Tensor, temperature: float) -> torch.Tensor:
@@ -115,7 +98,7 @@ def _field(path, number: int, row: dict, name: str) -> str:
     return row[name]
 
 
-def embed(net: SentenceEmbedder, tokenizer, texts: list[str], max_length: int, batch_size: int = 128) -> np.ndarray:
+def embed(net: SentenceEncoder, tokenizer, texts: list[str], max_length: int, batch_size: int = 128) -> np.ndarray:
     """Vectors of a model under training (eval mode is the caller's business)."""
     device = next(net.parameters()).device
     out = []
@@ -145,7 +128,14 @@ def run_simcse(config: SimCSEConfig):
     if tokenizer is None:
         raise BertkitError(f"{config.model}: the model folder has no vocab.txt or tokenizer.json")
     data = read_training_file(config.train, config.mode, config.max_examples)
-    net = SentenceEmbedder(checkpoint.encoder, config.pooling, config.layers)
+    # the folder's sentence path with this pooling: its dense layers train too; normalization does not matter to a
+    # cosine loss, and a whitening fitted on the old encoder's vectors is dropped (after_training)
+    source = checkpoint.sentence.after_training()
+    settings = source.config.replace(pooling=config.pooling, layers=config.layers, normalize=False)
+    try:
+        net = SentenceEncoder(checkpoint.encoder, settings, source.dense)
+    except ValueError as err:
+        raise BertkitError(f"simcse: {err}") from None
     max_length = min(config.max_length, checkpoint.config.max_length)
 
     def make_batch(indices: list[int], epoch: int) -> dict:
@@ -190,12 +180,12 @@ def run_simcse(config: SimCSEConfig):
                                progress_bar=config.progress_bar, log_every=10)
     result = train(net, loss_fn, batches, train_config, evaluate=evaluate)
     mode = "unsupervised" if data.positives is None else ("triplets" if data.negatives is not None else "pairs")
-    meta = {"task": "sentence-embedding", "encode": {"pooling": config.pooling},
-            "trained_from": str(config.model),
+    meta = {"task": "sentence-embedding", "trained_from": str(config.model),
             "simcse": {"mode": mode, "temperature": config.temperature, "steps": result.steps,
                        "examples": len(data.anchors), "layers": config.layers, "last_eval": result.last_eval}}
-    net.encoder.cpu()
-    save_checkpoint(output, net.encoder.eval(), tokenizer, meta=meta)
+    net.cpu().eval()
+    sentence = SentencePipeline(settings.replace(normalize=source.config.normalize), list(net.dense))
+    save_checkpoint(output, net.encoder, tokenizer, meta=meta, sentence=sentence)
     (output / "simcse.json").write_text(json.dumps({"config": asdict(config), **meta["simcse"]}, indent=2) + "\n",
                                         encoding="utf-8")
     return result

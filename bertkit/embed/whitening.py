@@ -4,44 +4,20 @@ covariance, so the corpus vectors have zero mean and identity covariance; keepin
 W also reduces the dimension.
 
 Statistics are accumulated batch by batch (Chan et al.'s parallel update of mean and co-moment matrix),
-so fitting never holds the corpus's vectors, only a (dim, dim) float64 matrix. The fitted transform is
-saved in the model folder as `whitening.safetensors` and described under "whitening" in bertkit.json.
+so fitting never holds the corpus's vectors, only a (dim, dim) float64 matrix. The fitted transform is a step
+of the model's sentence path (model/sentence.py), saved in the model folder as `whitening.safetensors` and
+described under "whitening" in bertkit.json (checkpoints/sentence.py).
 """
 from __future__ import annotations
 
 import json
-import os
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from bertkit.errors import BertkitError, CheckpointError
-
-WHITENING_FILE = "whitening.safetensors"
-META_FILE = "bertkit.json"
-
-
-@dataclass(frozen=True)
-class Whitening:
-    mean: np.ndarray     # (dim_in,)
-    kernel: np.ndarray   # (dim_in, dim_out)
-    count: int           # vectors it was fitted on
-
-    @property
-    def dim_in(self) -> int:
-        return int(self.kernel.shape[0])
-
-    @property
-    def dim_out(self) -> int:
-        return int(self.kernel.shape[1])
-
-    def apply(self, vectors: np.ndarray) -> np.ndarray:
-        """(N, dim_in) -> (N, dim_out) float32."""
-        vectors = np.asarray(vectors, dtype=np.float32)
-        if vectors.ndim != 2 or vectors.shape[1] != self.dim_in:
-            raise BertkitError(f"whitening fitted on {self.dim_in}-dim vectors cannot apply to shape {vectors.shape}")
-        return ((vectors - self.mean) @ self.kernel).astype(np.float32)
+from bertkit.checkpoints.sentence import load_whitening, save_whitening  # noqa: F401  (the file format)
+from bertkit.errors import BertkitError
+from bertkit.model.sentence import SentencePipeline, Whitening
 
 
 class WhiteningStats:
@@ -69,8 +45,9 @@ class WhiteningStats:
         self.mean += delta * (n / total)
         self.count = total
 
-    def fit(self, dim: int | None = None) -> Whitening:
-        """The whitening transform, optionally keeping only the `dim` leading directions."""
+    def fit(self, dim: int | None = None, pooling: str = "mean", layers: str = "last") -> Whitening:
+        """The whitening transform, optionally keeping only the `dim` leading directions; `pooling` and
+        `layers` record how the vectors it was fitted on were made."""
         if self.count < self.dim:
             raise BertkitError(
                 f"whitening needs at least as many texts as vector dimensions: got {self.count} texts for "
@@ -85,10 +62,10 @@ class WhiteningStats:
         kernel = u @ np.diag(1.0 / np.sqrt(s))
         if dim is not None:
             kernel = kernel[:, :dim]
-        return Whitening(self.mean.astype(np.float32), kernel.astype(np.float32), self.count)
+        return Whitening(self.mean.astype(np.float32), kernel.astype(np.float32), self.count, pooling, layers)
 
 
-def fit_whitening(vector_batches, dim: int | None = None) -> Whitening:
+def fit_whitening(vector_batches, dim: int | None = None, pooling: str = "mean", layers: str = "last") -> Whitening:
     """Fit on an iterable of (N_i, D) arrays without holding them all."""
     stats = None
     for batch in vector_batches:
@@ -98,72 +75,7 @@ def fit_whitening(vector_batches, dim: int | None = None) -> Whitening:
         stats.update(batch)
     if stats is None:
         raise BertkitError("cannot fit whitening on an empty corpus")
-    return stats.fit(dim)
-
-
-def _read_meta(folder: Path) -> dict:
-    path = folder / META_FILE
-    if not path.is_file():
-        return {}
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as err:
-        raise CheckpointError(f"{path}: not valid JSON ({err})") from None
-
-
-def _write_atomic(path: Path, write) -> None:
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    try:
-        write(tmp)
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
-
-
-def save_whitening(folder: str | Path, whitening: Whitening, pooling: str, layers: str = "last") -> None:
-    """Write whitening.safetensors into a model folder and describe it in its bertkit.json.
-
-    The transform only fits vectors made the same way, so the pooling and layers it was fitted with are
-    recorded, and become the folder's encode defaults.
-    """
-    from safetensors.numpy import save_file
-
-    folder = Path(folder)
-    if not folder.is_dir():
-        raise CheckpointError(f"{folder}: no such model folder")
-    _write_atomic(folder / WHITENING_FILE, lambda tmp: save_file(
-        {"mean": np.ascontiguousarray(whitening.mean), "kernel": np.ascontiguousarray(whitening.kernel)},
-        str(tmp), metadata={"count": str(whitening.count)}))
-    meta = _read_meta(folder)
-    meta["whitening"] = {"file": WHITENING_FILE, "dim_in": whitening.dim_in, "dim_out": whitening.dim_out,
-                         "fitted_on": whitening.count, "pooling": pooling, "layers": layers}
-    meta["encode"] = {**meta.get("encode", {}), "pooling": pooling}
-    text = json.dumps(meta, indent=2, ensure_ascii=False) + "\n"
-    _write_atomic(folder / META_FILE, lambda tmp: tmp.write_text(text, encoding="utf-8"))
-
-
-def load_whitening(folder: str | Path) -> Whitening | None:
-    """The whitening saved in a model folder, or None when it has none."""
-    from safetensors import SafetensorError
-    from safetensors.numpy import load_file
-
-    folder = Path(folder)
-    info = _read_meta(folder).get("whitening")
-    if not info:
-        return None
-    path = folder / info.get("file", WHITENING_FILE)
-    if not path.is_file():
-        raise CheckpointError(f"{folder}/{META_FILE} names whitening file {path.name}, which is missing; "
-                              f"refit with `bertkit whiten` or remove the \"whitening\" entry")
-    try:
-        tensors = load_file(str(path))
-    except (SafetensorError, OSError) as err:
-        raise CheckpointError(f"{path}: unreadable whitening file ({err})") from None
-    mean, kernel = tensors["mean"], tensors["kernel"]
-    if kernel.shape != (info["dim_in"], info["dim_out"]) or mean.shape != (info["dim_in"],):
-        raise CheckpointError(f"{path}: shapes {mean.shape}, {kernel.shape} do not match bertkit.json "
-                              f"({info['dim_in']} -> {info['dim_out']})")
-    return Whitening(mean, kernel, int(info.get("fitted_on", 0)))
+    return stats.fit(dim, pooling, layers)
 
 
 def encode_unwhitened(model, texts: list[str], **options) -> np.ndarray:
@@ -212,18 +124,20 @@ def _chunks(items, size: int):
 
 
 def whiten_model(model_dir: str | Path, corpus: str | Path, output: str | Path, dim: int | None = None,
-                 pooling: str | None = None, layers: str = "last", batch_size: int = 64,
+                 pooling: str | None = None, layers: str | None = None, batch_size: int = 64,
                  max_length: int | None = None, chunk_size: int = 4096) -> Whitening:
-    """Fit whitening on a corpus's pooled vectors and save the model plus the whitening to `output`."""
+    """Fit whitening on a corpus's pooled vectors and save the model with it (and the folder's other sentence
+    settings) to `output`; the fitted pooling and layers become the folder's defaults."""
     import bertkit
 
     model = bertkit.load(model_dir)
-    pooling = pooling or model.encode_defaults.get("pooling", "mean")
+    pooling = pooling or model.sentence.config.pooling
+    layers = layers or model.sentence.config.layers
     batches = (encode_unwhitened(model, texts, batch_size=batch_size, max_length=max_length, pooling=pooling,
-                            layers=layers, normalize=False)
+                                 layers=layers, normalize=False)
                for texts in _chunks(iter_corpus(corpus), chunk_size))
-    whitening = fit_whitening(batches, dim)
-    if Path(output).resolve() != Path(model_dir).resolve():
-        model.save(output)
-    save_whitening(output, whitening, pooling=pooling, layers=layers)
+    whitening = fit_whitening(batches, dim, pooling, layers)
+    settings = model.sentence.config.replace(pooling=pooling, layers=layers)
+    model.sentence = SentencePipeline(settings, model.sentence.dense, whitening)
+    model.save(output)
     return whitening

@@ -165,7 +165,8 @@ def run_finetune(config: FinetuneConfig) -> FinetuneResult:
     def save(net: FinetuneModel, metrics: dict) -> None:
         net = task_model(net)            # without the aux MLM head: the folder is the task model only
         save_checkpoint(output, net.encoder, checkpoint.tokenizer, {net.head_key: net.head},
-                        model_meta(net, {**meta_extra, "dev_metrics": metrics}), hf_config_extra(net))
+                        model_meta(net, {**meta_extra, "dev_metrics": metrics}), hf_config_extra(net),
+                        sentence=checkpoint.sentence.after_training())
         _write_json(output / METRICS_FILE, {"dev": metrics, "metric_for_best": metric, "dev_data": dev_data})
 
     evaluate, evaluations = None, []

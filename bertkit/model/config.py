@@ -44,12 +44,14 @@ class EncoderConfig:
     family: Family = "bert"
 
     def __post_init__(self) -> None:
-        if self.hidden_size % self.num_heads:
-            raise ValueError(f"hidden_size {self.hidden_size} is not divisible by num_heads {self.num_heads}")
         for name in ("vocab_size", "hidden_size", "num_layers", "num_heads", "intermediate_size",
                      "max_position_embeddings"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
+        if self.hidden_size % self.num_heads:
+            raise ValueError(f"hidden_size {self.hidden_size} is not divisible by num_heads {self.num_heads}")
+        if not self.layer_norm_eps > 0 or self.layer_norm_eps == float("inf"):   # NaN fails the first test
+            raise ValueError(f"layer_norm_eps must be a positive finite number, got {self.layer_norm_eps}")
 
     @property
     def head_dim(self) -> int:

@@ -2,7 +2,9 @@
 
 Padding never contributes: every pooling reads the attention mask. Layer strategies follow the BERT
 paper's feature-based table (sum of all / last four layers, concatenation of the last four); "first" is
-the first transformer layer (hidden_states[1]), as in SimCSE's corrected first-last average.
+the first transformer layer (hidden_states[1]), as in SimCSE's corrected first-last average. The poolings
+"mean-sqrt-len", "weighted-mean" and "last-token" are sentence-transformers' mean_sqrt_len_tokens,
+weightedmean (position-weighted, Muennighoff 2022 "SGPT") and lasttoken, computed the same way.
 """
 from __future__ import annotations
 
@@ -11,9 +13,11 @@ from typing import Literal, Sequence
 import torch
 
 LayerStrategy = Literal["last", "second-to-last", "first", "sum-all", "sum-last-4", "concat-last-4"]
-Pooling = Literal["cls", "pooler", "mean", "max", "first-last-avg", "none"]
+Pooling = Literal["cls", "pooler", "mean", "max", "first-last-avg", "mean-sqrt-len", "weighted-mean", "last-token",
+                  "none"]
 LAYER_STRATEGIES: tuple[str, ...] = ("last", "second-to-last", "first", "sum-all", "sum-last-4", "concat-last-4")
-POOLINGS: tuple[str, ...] = ("cls", "pooler", "mean", "max", "first-last-avg", "none")
+POOLINGS: tuple[str, ...] = ("cls", "pooler", "mean", "max", "first-last-avg", "mean-sqrt-len", "weighted-mean",
+                             "last-token", "none")
 
 
 def check_options(pooling: str, layers: str) -> None:
@@ -58,6 +62,19 @@ def masked_max(tokens: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     return filled.max(dim=1).values
 
 
+def masked_weighted_mean(tokens: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Mean with weights 1, 2, ..., T by position (later tokens count more); right-padded rows."""
+    positions = torch.arange(1, tokens.shape[1] + 1, device=tokens.device, dtype=tokens.dtype)   # (T,)
+    weights = (mask.to(tokens.dtype) * positions).unsqueeze(-1)                                    # (B, T, 1)
+    return (tokens * weights).sum(1) / weights.sum(1).clamp(min=1e-9)
+
+
+def last_token(tokens: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """The vector of each row's last real token (right padding: position length - 1)."""
+    last = (mask.sum(1) - 1).clamp(min=0)                                                          # (B,)
+    return tokens[torch.arange(tokens.shape[0], device=tokens.device), last]
+
+
 def pool(tokens: torch.Tensor, mask: torch.Tensor, pooling: str, *, pooled_output: torch.Tensor | None = None,
          first_layer: torch.Tensor | None = None) -> torch.Tensor:
     """One vector per row. tokens (B, T, C) from select_layers; mask (B, T) 1 for real tokens."""
@@ -71,6 +88,13 @@ def pool(tokens: torch.Tensor, mask: torch.Tensor, pooling: str, *, pooled_outpu
         return masked_mean(tokens, mask)
     if pooling == "max":
         return masked_max(tokens, mask)
+    if pooling == "mean-sqrt-len":
+        weights = mask.to(tokens.dtype).unsqueeze(-1)                                              # (B, T, 1)
+        return (tokens * weights).sum(1) / weights.sum(1).clamp(min=1.0).sqrt()
+    if pooling == "weighted-mean":
+        return masked_weighted_mean(tokens, mask)
+    if pooling == "last-token":
+        return last_token(tokens, mask)
     if pooling == "first-last-avg":
         if first_layer is None:
             raise ValueError("first-last-avg needs the first layer's hidden states")

@@ -141,8 +141,11 @@ def run_pretraining(config: PretrainConfig, corpus: Sequence[str], output: str |
     meta = {"task": "pretraining", "objective": config.data.objective, "masking": config.data.masking,
             "max_length": config.data.max_length, "init": str(init) if init else None}
 
+    # continued pre-training keeps the --init folder's sentence settings (length, pooling, dense layers)
+    sentence = checkpoint.sentence.after_training() if checkpoint is not None else None
+
     def save_model(m: PretrainingModel, step: int) -> None:
-        save_checkpoint(output, m.encoder, tokenizer, m.heads(), {**meta, "step": step})
+        save_checkpoint(output, m.encoder, tokenizer, m.heads(), {**meta, "step": step}, sentence=sentence)
 
     result = train(model, pretraining_loss, batches, train_config, evaluate=evaluate, on_checkpoint=save_model)
     return PretrainResult(output, result)

@@ -25,8 +25,8 @@ class TextEncoder(Protocol):
 class EncoderSpec:
     model: str                     # model folder (absolute path)
     pooling: str | None = None     # None: the pooling saved with the model (bertkit.json), else its default
-    layers: str = "last"
-    max_length: int | None = None
+    layers: str | None = None      # None: the model folder's
+    max_length: int | None = None  # None: the model folder's
     batch_size: int = 64
 
 
@@ -49,18 +49,19 @@ class ModelTextEncoder:
         return self._model
 
     def pooling(self) -> str:
-        if self._spec.pooling:
-            return self._spec.pooling
-        return (getattr(self.model, "encode_defaults", None) or {}).get("pooling", "mean")
+        return self._spec.pooling or self.model.sentence.config.pooling
+
+    def layers(self) -> str:
+        return self._spec.layers or self.model.sentence.config.layers
 
     def encode(self, texts: list[str]) -> np.ndarray:
         from bertkit.embed.whitening import encode_composed
         return encode_composed(self.model, list(texts), batch_size=self._spec.batch_size,
                                max_length=self._spec.max_length, pooling=self.pooling(),
-                               layers=self._spec.layers, normalize=False)
+                               layers=self.layers(), normalize=False)
 
     def spec(self) -> dict:
         spec = asdict(self._spec)
-        if self._model is not None:
-            spec["pooling"] = self.pooling()  # record what was actually used, not just "the default"
+        if self._model is not None:   # record what was actually used, not just "the default"
+            spec["pooling"], spec["layers"] = self.pooling(), self.layers()
         return spec

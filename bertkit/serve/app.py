@@ -6,7 +6,6 @@ Every failure is a JSON body {"detail": "..."} with a 4xx status that says what 
 """
 from __future__ import annotations
 
-import asyncio
 import base64
 import json
 
@@ -22,6 +21,7 @@ from bertkit.serve.guard import GuardMiddleware
 from bertkit.serve.inputs import prepare_ids, prepare_texts, prepare_tokens, tokenize_texts
 from bertkit.serve.page import PAGE_HTML
 from bertkit.serve.service import EmbeddingService, ServiceError
+from bertkit.tokenizer.tokenizer import InvalidTextError
 
 try:  # orjson writes numpy arrays directly, several times faster than json + tolist()
     import orjson
@@ -31,9 +31,11 @@ except ImportError:  # pragma: no cover - optional speed-up
 API_DESCRIPTION = """Embeddings, predictions and search from one loaded BERT-family model.
 
 Requests from all clients are queued and run together in length-sorted micro-batches. Limits are in
-GET /status (`limits`). Input rules: an empty or whitespace-only text gets 422 naming its index; a text
-over the model's token limit gets 422 unless `truncate` is true (then it is cut and listed in
-`truncated`); `"a ||| b"` is a sentence pair. With an API key set, every endpoint but /health needs
+GET /status (`limits`). Vectors are the model folder's own (its pooling, length limit, dense layers, whitening
+and normalization): the same as `Model.encode` and `bertkit encode` give. Input rules: an empty or
+whitespace-only text, or one with a lone UTF-16 surrogate, gets 422 naming its index; a text over the model's
+token limit gets 422 unless `truncate` is true (then it is cut and listed in `truncated`); `"a ||| b"` is a
+sentence pair. With an API key set, every endpoint but /health needs
 `Authorization: Bearer KEY` (or `X-API-Key: KEY`)."""
 
 ERRORS = {status: {"model": schemas.ErrorResponse, "description": text} for status, text in (
@@ -80,6 +82,11 @@ def create_app(service: EmbeddingService) -> FastAPI:
     @app.exception_handler(ServiceError)
     async def service_error(request: Request, error: ServiceError):
         return JSONResponse({"detail": error.message}, status_code=error.status, headers=error.headers)
+
+    @app.exception_handler(InvalidTextError)
+    async def invalid_text(request: Request, error: InvalidTextError):
+        # routes name the field and index themselves; this catches any other path a text takes to the tokenizer
+        return JSONResponse({"detail": str(error)}, status_code=422)
 
     @app.exception_handler(RequestValidationError)
     async def invalid_request(request: Request, error: RequestValidationError):
@@ -137,7 +144,7 @@ def create_app(service: EmbeddingService) -> FastAPI:
               summary="Show the tokens the model sees")
     async def tokenize(body: schemas.TokenizeRequest):
         service.check_count(len(body.texts))
-        rows = await asyncio.to_thread(tokenize_texts, runner.tokenizer, body.texts)
+        rows = await service.prepare(tokenize_texts, body.texts)
         to_token = runner.tokenizer.id_to_token
         return json_response({
             "tokens": [[to_token(i) or "" for i in row.input_ids] for row in rows],

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from typing import NamedTuple, Sequence
 
+from bertkit.tokenizer.tokenizer import InvalidTextError
+
 PAIR_SEPARATOR = "|||"
 MAX_ERRORS_SHOWN = 5
 
@@ -65,7 +67,10 @@ def prepare_texts(tokenizer, texts: Sequence[str], max_length: int, truncate: bo
             continue
         firsts = [item[1] for item in group]
         seconds = [item[2] for item in group] if is_pair else None
-        batch = tokenizer.encode_batch(firsts, pairs=seconds, max_length=max_length, truncation="longest_first")
+        try:
+            batch = tokenizer.encode_batch(firsts, pairs=seconds, max_length=max_length, truncation="longest_first")
+        except InvalidTextError as err:
+            raise InputRejected(f"{field}[{group[err.index][0]}] {err.reason}") from None
         cut = [k for k, was_cut in enumerate(batch.truncated) if was_cut]
         if cut and not truncate:
             # Full lengths for the message only: the error path may pay for a second tokenization.
@@ -96,7 +101,11 @@ def prepare_tokens(tokenizer, token_lists: Sequence[Sequence[str]], max_length: 
         if not tokens:
             errors.append(f"texts[{index}] has no tokens; remove it or send some tokens")
             continue
-        ids = [_token_id(tokenizer, t) for t in tokens]
+        try:
+            ids = [_token_id(tokenizer, t) for t in tokens]
+        except InvalidTextError as err:
+            errors.append(f"texts[{index}] {err.reason}")
+            continue
         if len(ids) + 2 > max_length:
             if not truncate:
                 errors.append(_too_long(index, len(ids) + 2, max_length, "texts"))
@@ -155,8 +164,11 @@ def tokenize_texts(tokenizer, texts: Sequence[str]) -> list[TokenizedText]:
     for group, is_pair in ((singles, False), (pairs, True)):
         if not group:
             continue
-        batch = tokenizer.encode_batch([g[1] for g in group], pairs=[g[2] for g in group] if is_pair else None,
-                                       max_length=1 << 30, truncation=None)
+        try:
+            batch = tokenizer.encode_batch([g[1] for g in group], pairs=[g[2] for g in group] if is_pair else None,
+                                           max_length=1 << 30, truncation=None)
+        except InvalidTextError as err:
+            raise InputRejected(f"texts[{group[err.index][0]}] {err.reason}") from None
         for k, item in enumerate(group):
             out[item[0]] = TokenizedText(batch.input_ids[k], batch.token_type_ids[k],
                                          [tuple(o) for o in batch.offsets[k]])

@@ -74,7 +74,7 @@ def question_answering(runner) -> tuple[Optional[QATask], Any]:
     saved = runner.meta.get("task_options") or {}
     options = TaskOptions(**{k: v for k, v in saved.items() if k in TaskOptions.__dataclass_fields__})
     # A window longer than the position table would fail every batch it lands in; the model's limit wins.
-    options = replace(options, max_length=min(options.max_length, runner.max_length))
+    options = replace(options, max_length=min(options.max_length, runner.position_limit))
     return build_task("qa", runner.tokenizer, [], options), runner.heads["qa"].eval()
 
 

@@ -1,7 +1,10 @@
-"""The model side of the server: pad a micro-batch, run the encoder once, pool / apply heads per item.
+"""The model side of the server: pad a micro-batch, run it through the model, shape the results per item.
 
-Runs only in the batcher's worker threads. Every vector leaves here finite or not at all: a non-finite
-row becomes a `NonFiniteResult` that the endpoint turns into a per-item 422, never a NaN in JSON.
+Vectors come from the model's own sentence path (`Model.sentence_encoder` and `features.embed_batch`, what
+`Model.encode` and the index run): the folder's pooling, length limit, dense layers, whitening and
+normalization, never a copy of them. Runs only in the batcher's worker threads. Every vector leaves here
+finite or not at all: a non-finite row becomes a `NonFiniteResult` that the endpoint turns into a 422,
+never a NaN in JSON.
 """
 from __future__ import annotations
 
@@ -11,7 +14,9 @@ import numpy as np
 import torch
 
 from bertkit.errors import BertkitError
-from bertkit.model.pooling import POOLINGS, needs_all_layers, pool, select_layers
+from bertkit.features import embed_batch
+from bertkit.model.pooling import POOLINGS
+from bertkit.model.sentence import SentenceEncoder
 from bertkit.runtime import autocast
 from bertkit.serve.inputs import TokenSequence
 
@@ -57,16 +62,19 @@ class ModelRunner:
     """Wraps the loaded model (from `bertkit.load`) for batched, thread-side inference."""
 
     def __init__(self, model: Any):
+        if not hasattr(model, "sentence_encoder"):
+            raise BertkitError(f"{getattr(model, 'path', 'this model')}: the server runs PyTorch model folders; "
+                               "serve the folder this ONNX file was exported from")
         self.model = model
         self.encoder = model.encoder
         self.tokenizer = model.tokenizer
-        self.max_length = int(model.config.max_length)
+        self.max_length = int(model.max_length)                 # embeddings: the folder's max_seq_length
+        self.position_limit = int(model.config.max_length)      # fine-tuned heads: the position table
         self.meta: dict = dict(getattr(model, "meta", None) or {})
-        defaults = dict(getattr(model, "encode_defaults", None) or {})
-        # Layer choice is the model's, not the request's: it would change the vector's meaning and width.
-        self.layers = "last"
-        self.default_pooling: str = defaults.get("pooling") or self.meta.get("pooling") or "mean"
-        self.default_normalize: bool = bool(defaults.get("normalize", False))
+        saved = model.sentence.config
+        self.default_pooling: str = saved.pooling
+        self.default_normalize: bool = saved.normalize
+        self._sentence: dict[tuple[str, bool], SentenceEncoder] = {}
         self.heads: dict = dict(getattr(model, "heads", None) or {})
         self.task: Optional[str] = self.meta.get("task")
         self.head_key, self.head = self._pick_head()
@@ -76,35 +84,23 @@ class ModelRunner:
         self.dimension: Optional[int] = None     # known after self_test()
 
     # --- embeddings --------------------------------------------------------------------------------------
-    def embed(self, items: list[EmbedItem]) -> list[np.ndarray | NonFiniteResult]:
-        batch = pad_batch([item.sequence for item in items], self.tokenizer.pad_id, self.device)
-        poolings = {item.pooling for item in items}
-        all_layers = any(needs_all_layers(p, self.layers) for p in poolings)
-        with torch.inference_mode(), autocast(self.device):
-            output = self.encoder(batch.input_ids, attention_mask=batch.attention_mask,
-                                  token_type_ids=batch.token_type_ids, output_hidden_states=all_layers)
-            tokens = (select_layers(output.hidden_states, self.layers) if output.hidden_states is not None
-                      else output.last_hidden_state)
-            first = output.hidden_states[1] if output.hidden_states is not None else None
-            rows: list[Optional[np.ndarray]] = [None] * len(items)
-            for pooling in poolings:
-                picked = [i for i, item in enumerate(items) if item.pooling == pooling]
-                index = torch.tensor(picked, device=self.device)
-                vectors = pool(tokens[index], batch.attention_mask[index], pooling,
-                               pooled_output=None if output.pooled_output is None else output.pooled_output[index],
-                               first_layer=None if first is None else first[index])
-                vectors = vectors.float().cpu().numpy()
-                for k, i in enumerate(picked):
-                    rows[i] = vectors[k]
-        return [self._finish(row, item.normalize) for row, item in zip(rows, items)]
+    def sentence_encoder(self, pooling: str, normalize: bool) -> SentenceEncoder:
+        key = (pooling, normalize)
+        if key not in self._sentence:     # the worker threads may race here; both build the same module
+            self._sentence[key] = self.model.sentence_encoder(pooling, None, normalize)
+        return self._sentence[key]
 
-    def _finish(self, vector: np.ndarray, normalize: bool) -> np.ndarray | NonFiniteResult:
-        if not np.isfinite(vector).all():
-            return NonFiniteResult("embedding")
-        if normalize:
-            norm = float(np.linalg.norm(vector))
-            vector = vector / norm if norm > 0 else vector   # a zero vector stays zero, never NaN
-        return vector.astype(np.float32, copy=False)
+    def embed(self, items: list[EmbedItem]) -> list[np.ndarray | NonFiniteResult]:
+        """One pass per (pooling, normalize) group of the micro-batch (nearly always one group)."""
+        rows: list[Optional[np.ndarray]] = [None] * len(items)
+        for key in dict.fromkeys((item.pooling, item.normalize) for item in items):
+            picked = [i for i, item in enumerate(items) if (item.pooling, item.normalize) == key]
+            batch = pad_batch([items[i].sequence for i in picked], self.tokenizer.pad_id, self.device)
+            vectors = embed_batch(self.sentence_encoder(*key), batch.input_ids, batch.attention_mask,
+                                  batch.token_type_ids)
+            for i, vector in zip(picked, vectors):
+                rows[i] = vector if np.isfinite(vector).all() else NonFiniteResult("embedding")
+        return rows  # type: ignore[return-value]
 
     # --- start-up self-test ------------------------------------------------------------------------------
     def _self_test_sequence(self) -> TokenSequence:
@@ -127,7 +123,7 @@ class ModelRunner:
                 "passed": True}
 
     def expected_dimension(self) -> int:
-        return int(self.model.config.hidden_size)
+        return self.sentence_encoder(self.default_pooling, False).dim
 
     # --- fine-tuned heads -------------------------------------------------------------------------------
     def _pick_head(self) -> tuple[Optional[str], Any]:

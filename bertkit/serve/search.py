@@ -24,7 +24,7 @@ from bertkit.errors import BertkitError, TimeLimitExceeded
 
 class SearchIndex:
     def __init__(self, folder: str, served_model: Optional[str], dimension: int, default_pooling: str,
-                 timeout_s: float = 30.0):
+                 timeout_s: float = 30.0, layers: str = "last"):
         self.folder = str(Path(folder).resolve())
         self.timeout_s = timeout_s
         self._busy_since: Optional[float] = None     # monotonic start of the search running now
@@ -34,10 +34,11 @@ class SearchIndex:
         spec: dict[str, Any] = self.index.encoder.spec() if self.index.encoder is not None else {}
         self.pooling: str = spec.get("pooling") or default_pooling
         self.built_with: Optional[str] = spec.get("model")
-        if spec.get("layers", "last") != "last":
+        self.max_length: Optional[int] = spec.get("max_length")     # None: the model folder's
+        if (spec.get("layers") or layers) != layers:
             self.close()
             raise BertkitError(f"index {folder} was built from layers={spec['layers']!r}; the server embeds "
-                               "queries from the last layer, so rebuild the index with the default layers")
+                               f"queries with the model folder's layers={layers!r}, so rebuild the index with those")
         info = self.index.info()
         self.dimension = getattr(info, "dim", None)
         if self.dimension is not None and int(self.dimension) != dimension:

@@ -32,7 +32,8 @@ def build_service(config: ServeConfig, model: Any = None) -> EmbeddingService:
         try:
             # The pooling rule of bertkit.search's ModelTextEncoder, so queries match the documents.
             service.index = SearchIndex(config.index, config.model or None, runner.dimension or 0,
-                                        runner.meta.get("pooling", "mean"), config.request_timeout_s)
+                                        runner.default_pooling, config.request_timeout_s,
+                                        runner.model.sentence.config.layers)
         except BaseException:
             service.close()
             raise

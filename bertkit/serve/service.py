@@ -19,12 +19,13 @@ from bertkit.serve.config import ServeConfig
 from bertkit.serve.inputs import InputRejected, PreparedTexts, TokenSequence, prepare_texts
 from bertkit.serve.predictions import (describe_answers, describe_entities, describe_sequence, prepare_questions,
                                        qa_examples, qa_logits, question_answering)
-from bertkit.serve.runner import SERVED_POOLINGS, EmbedItem, ModelRunner, NonFiniteResult
+from bertkit.serve.runner import PREDICT_HEADS, SERVED_POOLINGS, EmbedItem, ModelRunner, NonFiniteResult
 from bertkit.serve.search import SearchIndex
 from bertkit.serve.stats import ServerStats
 
 LOG = logging.getLogger("bertkit.serve")
 DEFAULT_SEARCH_K = 10
+PREDICT_TASKS = (*PREDICT_HEADS, "qa")      # tasks whose /predict texts may use the whole position table
 # Up to this many characters a request is tokenized on the event loop (tens of microseconds in the Rust
 # tokenizer); larger ones go to a thread so that one big request cannot stall everyone's I/O.
 INLINE_TOKENIZE_CHARS = 4096
@@ -57,9 +58,10 @@ class EmbeddingService:
         self.config, self.runner, self.index, self.model_name = config, runner, index, model_name
         self.stats = ServerStats()
         self.self_test = runner.self_test()
-        if config.max_batch_tokens < runner.max_length:
+        longest = runner.position_limit if runner.task in PREDICT_TASKS else runner.max_length
+        if config.max_batch_tokens < longest:
             raise BertkitError(f"serve: --max-batch-tokens {config.max_batch_tokens} is below the model's "
-                               f"{runner.max_length}-token limit, so a long text would fit no batch; raise it")
+                               f"{longest}-token limit, so a long text would fit no batch; raise it")
         overhead = config.batch_overhead_tokens or (
             GPU_BATCH_OVERHEAD_TOKENS if runner.device.type == "cuda" else CPU_BATCH_OVERHEAD_TOKENS)
         self.qa_task, self.qa_head = question_answering(runner)
@@ -139,10 +141,11 @@ class EmbeddingService:
         return np.stack(results), prepared.truncated, tokens
 
     async def embed_texts(self, texts: list[str], pooling: Optional[str], normalize: Optional[bool],
-                          truncate: bool, field: str = "texts", allow_pairs: bool = True):
+                          truncate: bool, field: str = "texts", allow_pairs: bool = True,
+                          max_length: Optional[int] = None):
         self.check_count(len(texts), field)
-        prepared = await self.prepare(prepare_texts, texts, self.runner.max_length, truncate, field=field,
-                                      allow_pairs=allow_pairs)
+        prepared = await self.prepare(prepare_texts, texts, max_length or self.runner.max_length, truncate,
+                                      field=field, allow_pairs=allow_pairs)
         return await self.embed(prepared, pooling, normalize)
 
     # --- fine-tuned heads --------------------------------------------------------------------------------
@@ -159,12 +162,12 @@ class EmbeddingService:
         if objects:
             raise ServiceError(422, f"texts[{objects[0]}] is a question/context object, but this model was "
                                     f"fine-tuned for {self.runner.task!r}, not question answering; send texts")
-        prepared = await self.prepare(prepare_texts, texts, self.runner.max_length, truncate,
+        prepared = await self.prepare(prepare_texts, texts, self.runner.position_limit, truncate,
                                       allow_pairs=self.runner.task != "ner")
         if self.runner.task == "ner":
             # Offsets map token tags back to characters; one more (Rust) tokenization, only for NER.
             encoded = await asyncio.to_thread(self.runner.tokenizer.encode_batch, texts,
-                                              max_length=self.runner.max_length, truncation="longest_first")
+                                              max_length=self.runner.position_limit, truncation="longest_first")
         lengths = [len(seq.input_ids) for seq in prepared.sequences]
         outputs = await self._queue("predict", prepared.sequences, lengths)
         if any(isinstance(o, NonFiniteResult) for o in outputs):
@@ -216,8 +219,10 @@ class EmbeddingService:
         if k > self.config.search_k_limit:
             raise ServiceError(413, f"k={k} is over this server's limit of {self.config.search_k_limit} "
                                     "(search_k_limit in GET /status)")
+        # as the index encodes its documents (search/encoding.py): its pooling and length, no normalization
         vectors, truncated, _ = await self.embed_texts([query], self.index.pooling, False, truncate=True,
-                                                       field="query", allow_pairs=False)
+                                                       field="query", allow_pairs=False,
+                                                       max_length=self.index.max_length)
         try:
             return await self.index.search(vectors[0], k, filter), bool(truncated)
         except TimeLimitExceeded as err:

@@ -1,4 +1,5 @@
 """Encoded batches and how texts become [CLS] A [SEP] (B [SEP]) rows: truncation, sliding windows, errors.
+RoBERTa frames a pair as <s> A </s></s> B </s> (two separators, one segment): `Framing` says which.
 
 The Rust tokenizer splits the texts (without special tokens); these functions cut and frame the token
 lists. Truncation follows Hugging Face's (slow, Python) BertTokenizer, so ids match it exactly; where HF
@@ -17,6 +18,17 @@ from bertkit.errors import BertkitError
 Truncation = Optional[Literal["longest_first", "only_first", "only_second"]]
 TRUNCATION_STRATEGIES = ("longest_first", "only_first", "only_second", None)
 NO_OFFSET = (0, 0)  # the offsets of [CLS], [SEP] and padding: they cover no text
+
+
+class Framing(NamedTuple):
+    """How special tokens frame a text or pair: [CLS] A [SEP] (B [SEP]) for BERT, RoBERTa <s> A </s></s> B </s>."""
+    cls_id: int
+    sep_id: int
+    pair_separators: int = 1     # separators between A and B: 1 (BERT), 2 (RoBERTa)
+    second_segment: int = 1      # token type of the pair text: 1 (BERT), 0 (RoBERTa has one segment)
+
+    def specials(self, pair: bool) -> int:
+        return 1 + self.pair_separators + 1 if pair else 2
 
 
 class TextTooLongError(BertkitError):
@@ -58,11 +70,11 @@ class WindowedEncoding(NamedTuple):
 
 
 def kept_lengths(len_a: int, len_b: int | None, max_length: int | None, truncation: Truncation,
-                 index: int) -> tuple[int, int | None]:
+                 index: int, pair_specials: int = 3) -> tuple[int, int | None]:
     """How many tokens of text A (and pair text B) to keep so the framed row fits max_length (None: all)."""
     if max_length is None:
         return len_a, len_b
-    num_special = 2 if len_b is None else 3
+    num_special = 2 if len_b is None else pair_specials
     budget = max_length - num_special
     total = len_a + (len_b or 0)
     if total <= budget:
@@ -95,21 +107,22 @@ def kept_lengths(len_a: int, len_b: int | None, max_length: int | None, truncati
 
 
 def frame_batch(firsts: Sequence[Encoding], seconds: Sequence[Encoding] | None, max_length: int | None,
-                truncation: Truncation, cls_id: int, sep_id: int) -> BatchEncoding:
+                truncation: Truncation, framing: Framing) -> BatchEncoding:
     """Truncate each split text (pair) and add [CLS]/[SEP]: list slicing per text, no per-token Python."""
     batch = BatchEncoding([], [], [], [])
+    cls_id, sep_id, extra = framing.cls_id, framing.sep_id, framing.pair_separators - 1
     for index, first in enumerate(firsts):
         second = seconds[index] if seconds is not None else None
         ids_a, offsets_a = first.ids, first.offsets
         len_b = len(second.ids) if second is not None else None
-        keep_a, keep_b = kept_lengths(len(ids_a), len_b, max_length, truncation, index)
+        keep_a, keep_b = kept_lengths(len(ids_a), len_b, max_length, truncation, index, framing.specials(True))
         ids = [cls_id, *ids_a[:keep_a], sep_id]
         offsets = [NO_OFFSET, *offsets_a[:keep_a], NO_OFFSET]
         type_ids = [0] * len(ids)
         if second is not None:
-            ids += [*second.ids[:keep_b], sep_id]
-            offsets += [*second.offsets[:keep_b], NO_OFFSET]
-            type_ids += [1] * (keep_b + 1)
+            ids += [*[sep_id] * extra, *second.ids[:keep_b], sep_id]
+            offsets += [*[NO_OFFSET] * extra, *second.offsets[:keep_b], NO_OFFSET]
+            type_ids += [framing.second_segment] * (extra + keep_b + 1)
         batch.input_ids.append(ids)
         batch.token_type_ids.append(type_ids)
         batch.offsets.append(offsets)
@@ -128,13 +141,13 @@ def window_starts(num_tokens: int, window: int, stride: int) -> range:
     return range(0, last_start + 1, step)
 
 
-def frame_windows(splits: Sequence[Encoding], max_length: int, stride: int, cls_id: int,
-                  sep_id: int) -> WindowedEncoding:
+def frame_windows(splits: Sequence[Encoding], max_length: int, stride: int, framing: Framing) -> WindowedEncoding:
     window = max_length - 2
     if window < 1 or not 0 <= stride < window:
         raise ValueError(f"sliding windows need max_length >= 3 and 0 <= stride < max_length - 2, got "
                          f"max_length={max_length}, stride={stride}")
     batch, text_index = BatchEncoding([], [], [], []), []
+    cls_id, sep_id = framing.cls_id, framing.sep_id
     for index, split in enumerate(splits):
         ids, offsets = split.ids, split.offsets
         for start in window_starts(len(ids), window, stride):

@@ -1,11 +1,16 @@
-"""Tokenizer: BERT WordPiece over the Rust `tokenizers` library, with explicit truncation and HF folders.
+"""Tokenizer: BERT WordPiece (or RoBERTa's byte-level BPE) over the Rust `tokenizers` library, with explicit
+truncation and HF folders.
 
 Texts go through the Rust tokenizer in one encode_batch call (parallel, no per-token Python); framing with
-[CLS]/[SEP] and truncation are list slices per text (encoding.py). Ids match HF's BertTokenizer.
+[CLS]/[SEP] (RoBERTa: <s>/</s>) and truncation are list slices per text (encoding.py). Ids match HF's
+BertTokenizer and RobertaTokenizerFast. A folder's files decide which of the two it gets, never its name.
+A text with a lone UTF-16 surrogate ("\ud800", which JSON escapes can produce) is not Unicode; it is refused
+with InvalidTextError naming the text, everywhere (the API, the CLI, the server's 422).
 """
 from __future__ import annotations
 
 import json
+import re
 import warnings
 from pathlib import Path
 from typing import Iterable, Sequence
@@ -14,11 +19,14 @@ import torch
 from tokenizers import Encoding, Tokenizer as RustTokenizer
 
 from bertkit.errors import BertkitError, CheckpointError
-from bertkit.tokenizer import wordpiece
-from bertkit.tokenizer.encoding import (TRUNCATION_STRATEGIES, BatchEncoding, Truncation, WindowedEncoding,
+from bertkit.tokenizer import roberta, wordpiece
+from bertkit.tokenizer.encoding import (TRUNCATION_STRATEGIES, BatchEncoding, Framing, Truncation, WindowedEncoding,
                                         frame_batch, frame_windows)
 from bertkit.tokenizer.padding import pad_to_tensors
+from bertkit.tokenizer.roberta import SpecialTokens
 from bertkit.tokenizer.wordpiece import CLS, MASK, PAD, SEP, UNK
+
+BERT_SPECIALS = SpecialTokens(PAD, UNK, CLS, SEP, MASK)
 
 DEFAULT_MAX_LENGTH = 512
 # HF writes this "no limit" sentinel (int(1e30)) into tokenizer_config.json when a model has none.
@@ -28,16 +36,32 @@ HF_NO_LIMIT = 10**9
 HEAD_CHARS_PER_TOKEN = 6
 
 
-class Tokenizer:
-    """A BERT WordPiece tokenizer. Build with from_folder / from_vocab_file / from_tokenizer_json."""
+class InvalidTextError(BertkitError):
+    """A text that is not valid Unicode (a lone UTF-16 surrogate): named by its index, never a TypeError."""
 
-    def __init__(self, backend: RustTokenizer, lowercase: bool, model_max_length: int = DEFAULT_MAX_LENGTH):
+    def __init__(self, index: int, position: int, char: str):
+        self.index = index
+        self.reason = (f"holds a lone UTF-16 surrogate U+{ord(char):04X} at character {position}, which is not "
+                       "valid Unicode; fix or drop that text")
+        super().__init__(f"text {index} {self.reason}")
+
+
+class Tokenizer:
+    """A BERT WordPiece tokenizer (or RoBERTa's byte-level BPE: byte_level=True). Build with from_folder /
+    from_vocab_file / from_tokenizer_json."""
+
+    def __init__(self, backend: RustTokenizer, lowercase: bool, model_max_length: int = DEFAULT_MAX_LENGTH,
+                 specials: SpecialTokens = BERT_SPECIALS, byte_level: bool = False):
         self.backend = backend  # the Rust tokenizer, for anything not wrapped here
         self.lowercase = lowercase
         self.model_max_length = model_max_length
+        self.specials, self.byte_level = specials, byte_level
         self.pad_id, self.unk_id, self.cls_id, self.sep_id, self.mask_id = (
-            backend.token_to_id(token) for token in (PAD, UNK, CLS, SEP, MASK))
+            backend.token_to_id(token) for token in (specials.pad, specials.unk, specials.cls, specials.sep,
+                                                     specials.mask))
         self.special_ids = {self.pad_id, self.unk_id, self.cls_id, self.sep_id, self.mask_id}
+        # RoBERTa: <s> A </s></s> B </s>, one segment
+        self.framing = Framing(self.cls_id, self.sep_id, 2, 0) if byte_level else Framing(self.cls_id, self.sep_id)
 
     # ---- construction -------------------------------------------------------------------------------
     @classmethod
@@ -70,7 +94,8 @@ class Tokenizer:
 
     @classmethod
     def from_folder(cls, folder: str | Path) -> "Tokenizer":
-        """From a model folder: tokenizer.json if present, else vocab.txt (never guessed from the folder name).
+        """From a model folder's files (never guessed from the folder name): a WordPiece tokenizer.json, else
+        vocab.txt; a BPE tokenizer.json, or vocab.json + merges.txt, is RoBERTa's byte-level BPE.
 
         Casing comes from tokenizer_config.json (do_lower_case) or bertkit.json, else from tokenizer.json's
         normalizer, else from the vocab; a casing that contradicts the vocab is warned about.
@@ -79,6 +104,13 @@ class Tokenizer:
         if not folder.is_dir():
             raise CheckpointError(f"{folder}: not a folder (a model folder holds tokenizer.json or vocab.txt)")
         hf_config = _read_json(folder / "tokenizer_config.json")
+        if roberta.is_bpe_folder(folder):
+            backend, specials = roberta.load_roberta_backend(folder)
+            tokenizer = cls(backend, lowercase=False, specials=specials, byte_level=True)
+            max_length = hf_config.get("model_max_length")
+            if isinstance(max_length, int) and 0 < max_length < HF_NO_LIMIT:
+                tokenizer.model_max_length = max_length
+            return tokenizer
         lowercase = hf_config.get("do_lower_case")
         if lowercase is None:
             meta = _read_json(folder / "bertkit.json")
@@ -100,6 +132,9 @@ class Tokenizer:
         AutoTokenizer and BertTokenizer load as they are."""
         folder = Path(folder)
         folder.mkdir(parents=True, exist_ok=True)
+        if self.byte_level:
+            roberta.save_roberta_files(self.backend, self.specials, self.model_max_length, folder)
+            return
         wordpiece.write_vocab_file(self.backend.get_vocab(), folder / "vocab.txt")
         self.backend.save(str(folder / "tokenizer.json"))
         special_tokens = {"unk_token": UNK, "sep_token": SEP, "pad_token": PAD, "cls_token": CLS,
@@ -116,6 +151,7 @@ class Tokenizer:
         return self.backend.get_vocab_size(with_added_tokens=True)
 
     def token_to_id(self, token: str) -> int | None:
+        _check_texts([token])
         return self.backend.token_to_id(token)
 
     def id_to_token(self, token_id: int) -> str | None:
@@ -128,6 +164,8 @@ class Tokenizer:
         uncased one over a cased vocab never reaches its uppercase pieces. With `texts`, the first case is
         only reported when the texts contain uppercase letters.
         """
+        if self.byte_level:
+            return None       # byte-level BPE keeps every character as it is
         vocab_cased = wordpiece.vocab_is_cased(self.backend.get_vocab())
         message = None
         if not self.lowercase and not vocab_cased:
@@ -161,7 +199,7 @@ class Tokenizer:
         """
         if truncation not in TRUNCATION_STRATEGIES:
             raise ValueError(f"truncation must be one of {TRUNCATION_STRATEGIES}, got {truncation!r}")
-        if max_length is not None and max_length < (3 if pairs is not None else 2):
+        if max_length is not None and max_length < self.framing.specials(pairs is not None):
             raise ValueError(f"max_length {max_length} leaves no room for text after [CLS]/[SEP]")
         if pairs is not None and len(pairs) != len(texts):
             raise ValueError(f"got {len(texts)} texts but {len(pairs)} pair texts")
@@ -183,11 +221,11 @@ class Tokenizer:
 
     def _frame(self, firsts: list[Encoding], seconds: list[Encoding] | None, max_length: int | None,
                truncation: Truncation) -> BatchEncoding:
-        """Cut and add the special tokens: [CLS] A [SEP] (B [SEP]). A subclass frames its own family's way."""
-        return frame_batch(firsts, seconds, max_length, truncation, self.cls_id, self.sep_id)
+        """Cut and add the special tokens as self.framing says. A subclass frames its own family's way."""
+        return frame_batch(firsts, seconds, max_length, truncation, self.framing)
 
     def _frame_windows(self, splits: list[Encoding], max_length: int, stride: int) -> WindowedEncoding:
-        return frame_windows(splits, max_length, stride, self.cls_id, self.sep_id)
+        return frame_windows(splits, max_length, stride, self.framing)
 
     def unk_rate(self, encoding: BatchEncoding) -> float:
         """Fraction of the text tokens (all but [CLS]/[SEP]/[PAD]/[MASK]) that are [UNK]; 0.0 if none."""
@@ -209,13 +247,8 @@ class Tokenizer:
         """Word pieces of every text (no special tokens), in one parallel call into Rust."""
         if isinstance(texts, str):
             raise TypeError("expected a list of texts, got one string; wrap it in a list")
-        try:
-            return self.backend.encode_batch(list(texts), add_special_tokens=False)
-        except TypeError:
-            bad = next((i for i, text in enumerate(texts) if not isinstance(text, str)), None)
-            if bad is None:
-                raise
-            raise BertkitError(f"text {bad} is {type(texts[bad]).__name__}, not a string") from None
+        texts = _check_texts(texts)
+        return self.backend.encode_batch(texts, add_special_tokens=False)
 
     def _split_heads(self, texts: Sequence[str], budget: int) -> list[Encoding]:
         """Like _split, for texts that will be cut to `budget` tokens: a text much longer than that is split
@@ -235,6 +268,23 @@ class Tokenizer:
 
     def __repr__(self) -> str:
         return f"Tokenizer(vocab_size={self.vocab_size}, lowercase={self.lowercase})"
+
+
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")   # a str holding one cannot be encoded to UTF-8
+
+
+def _check_texts(texts: Sequence[str]) -> list[str]:
+    """Strings only, and valid Unicode: checked here, not left to the Rust library (older `tokenizers` releases
+    encode a lone surrogate silently, newer ones raise a bare TypeError). ASCII texts take the fast path."""
+    texts = list(texts)
+    for index, text in enumerate(texts):
+        if not isinstance(text, str):
+            raise BertkitError(f"text {index} is {type(text).__name__}, not a string")
+        if not text.isascii():
+            surrogate = _LONE_SURROGATE.search(text)
+            if surrogate is not None:
+                raise InvalidTextError(index, surrogate.start(), surrogate.group())
+    return texts
 
 
 def _head(text: str, max_chars: int) -> str:

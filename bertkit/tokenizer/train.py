@@ -1,8 +1,20 @@
-"""Training a BERT WordPiece vocabulary on text files, streamed line by line through the Rust trainer."""
+"""Training a BERT WordPiece vocabulary on text files, streamed line by line through the Rust trainer.
+
+The same corpus gives a byte-identical vocab.txt on every run. The Rust trainer alone does not: it numbers the
+"##x" continuation symbols in the iteration order of a randomly seeded hash map of words, and breaks ties
+between equally frequent merges by those numbers, so ties (and the merges after them) came out in a different
+order each run; with a character limit, ties at the cut also dropped different characters. So bertkit counts
+the (normalized) characters first, picks the alphabet by (count, code point), and hands the trainer that
+alphabet and every "##x" symbol up front, in code-point order: then every id, and so every tie, is fixed.
+"""
 from __future__ import annotations
 
+import unicodedata
+from collections import Counter
 from pathlib import Path
 from typing import Iterator, Sequence
+
+import numpy as np
 
 from tokenizers import Tokenizer as RustTokenizer, pre_tokenizers
 from tokenizers.models import WordPiece
@@ -39,17 +51,61 @@ def train_wordpiece(files: Sequence[str | Path], vocab_size: int = 30522, lowerc
     backend = RustTokenizer(WordPiece(unk_token=UNK))
     backend.normalizer = bert_normalizer(lowercase)
     backend.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
-    trainer = WordPieceTrainer(
-        vocab_size=vocab_size, min_frequency=min_frequency, special_tokens=reserved,
-        limit_alphabet=limit_alphabet if limit_alphabet is not None else max(1000, vocab_size // 4),
-        continuing_subword_prefix="##", show_progress=show_progress)
     corpus = _Corpus(paths, encoding)
+    alphabet = _alphabet(corpus, backend.normalizer,
+                         limit_alphabet if limit_alphabet is not None else max(1000, vocab_size // 4))
+    continuations = [f"##{char}" for char in alphabet if not (_is_punctuation(char) or _is_cjk(char))]
+    trainer = WordPieceTrainer(
+        vocab_size=vocab_size, min_frequency=min_frequency, special_tokens=[*reserved, *continuations],
+        limit_alphabet=len(alphabet), initial_alphabet=alphabet, continuing_subword_prefix="##",
+        show_progress=show_progress)
     backend.train_from_iterator(corpus.batches(), trainer=trainer)
     if corpus.error is not None:  # raised inside Rust's iteration: re-raise the original, not Rust's wrapper
         raise corpus.error
-    if corpus.num_lines == 0:
-        raise BertkitError(f"the corpus is empty: no non-blank lines in {', '.join(map(str, paths))}")
     return Tokenizer.from_vocab(backend.get_vocab(), lowercase)
+
+
+def _alphabet(corpus: "_Corpus", normalizer, limit: int) -> list[str]:
+    """The `limit` most frequent characters of the normalized corpus (ties: lower code point first), sorted.
+
+    Whitespace is not a character of any word (the pre-tokenizer splits on it); all else is counted as the
+    trainer counts it. The BERT normalizer works character by character (cleaning, CJK spacing, NFD and accent
+    removal, lowercasing; NFD's reordering of marks keeps their counts), so the raw characters are counted in
+    a first pass (numpy over code points) and each distinct one is normalized once."""
+    raw: Counter[int] = Counter()
+    for batch in corpus.batches():
+        codes, counts = np.unique(np.frombuffer("".join(batch).encode("utf-32-le"), dtype=np.uint32),
+                                  return_counts=True)
+        raw.update(dict(zip(codes.tolist(), counts.tolist())))
+    if corpus.error is not None:
+        raise corpus.error
+    if corpus.num_lines == 0:
+        raise BertkitError(f"the corpus is empty: no non-blank lines in {', '.join(map(str, corpus.paths))}")
+    counts: Counter[str] = Counter()
+    for code, count in raw.items():
+        for char in normalizer.normalize_str(chr(code)):
+            counts[char] += count
+    kept = sorted((char for char in counts if not char.isspace()), key=lambda char: (-counts[char], ord(char)))
+    return sorted(kept[:limit])
+
+
+def _is_punctuation(char: str) -> bool:
+    """BERT's punctuation (BertPreTokenizer splits it into words of its own, so it never continues a word):
+    ASCII symbols and the Unicode P* categories, as in Google BERT's tokenization.py."""
+    code = ord(char)
+    if 33 <= code <= 47 or 58 <= code <= 64 or 91 <= code <= 96 or 123 <= code <= 126:
+        return True
+    return unicodedata.category(char).startswith("P")
+
+
+def _is_cjk(char: str) -> bool:
+    """CJK ideographs, which the BERT normalizer surrounds with spaces (each is a word of its own)."""
+    code = ord(char)
+    return any(low <= code <= high for low, high in _CJK_RANGES)
+
+
+_CJK_RANGES = ((0x4E00, 0x9FFF), (0x3400, 0x4DBF), (0x20000, 0x2A6DF), (0x2A700, 0x2B73F), (0x2B740, 0x2B81F),
+               (0x2B820, 0x2CEAF), (0xF900, 0xFAFF), (0x2F800, 0x2FA1F))
 
 
 class _Corpus:
@@ -61,6 +117,8 @@ class _Corpus:
         self.error: BertkitError | None = None
 
     def batches(self) -> Iterator[list[str]]:
+        """One pass over the files (each call starts a new one)."""
+        self.num_lines = 0
         batch: list[str] = []
         try:
             for path in self.paths:

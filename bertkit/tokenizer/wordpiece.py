@@ -29,8 +29,16 @@ def read_vocab_file(path: str | Path) -> dict[str, int]:
     path = Path(path)
     if not path.is_file():
         raise CheckpointError(f"{path}: vocab file not found")
-    with open(path, encoding="utf-8") as f:
-        tokens = f.read().split("\n")
+    raw = path.read_bytes()
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise CheckpointError(f"{path}: not UTF-8 text (byte 0x{raw[err.start]:02x} at offset {err.start}); a "
+                              "vocab.txt holds one token per line") from None
+    if "\x00" in text:
+        raise CheckpointError(f"{path}: holds NUL bytes (offset {text.index(chr(0))}), so it is a binary file, not "
+                              "a vocab.txt of one token per line")
+    tokens = text.split("\n")
     if tokens and tokens[-1] == "":
         tokens.pop()
     vocab: dict[str, int] = {}

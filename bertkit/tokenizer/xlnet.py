@@ -21,6 +21,7 @@ from tokenizers.models import Unigram
 
 from bertkit.errors import CheckpointError
 from bertkit.tokenizer.encoding import BatchEncoding, Truncation, WindowedEncoding
+from bertkit.tokenizer.roberta import SpecialTokens
 from bertkit.tokenizer.padding import pad_to_tensors
 from bertkit.tokenizer.sentencepiece_model import CONTROL, USER_DEFINED, read_sentencepiece_model
 from bertkit.tokenizer.tokenizer import DEFAULT_MAX_LENGTH, HF_NO_LIMIT, Tokenizer, _read_json
@@ -50,17 +51,14 @@ class XLNetTokenizer(Tokenizer):
     def __init__(self, backend: RustTokenizer, specials: XLNetSpecials = XLNetSpecials(), lowercase: bool = False,
                  keep_accents: bool = False, model_max_length: int = DEFAULT_MAX_LENGTH,
                  spiece_model: bytes | None = None):
-        super().__init__(backend, lowercase, model_max_length)
         missing = [name for name in (specials.unk, specials.cls, specials.sep, specials.pad)
                    if backend.token_to_id(name) is None]
         if missing:
             raise CheckpointError(f"the XLNet vocabulary lacks the special token(s) {', '.join(missing)}")
-        self.specials, self.keep_accents, self.spiece_model = specials, keep_accents, spiece_model
-        self.pad_id, self.unk_id, self.cls_id, self.sep_id, self.mask_id = (
-            backend.token_to_id(name) for name in (specials.pad, specials.unk, specials.cls, specials.sep,
-                                                   specials.mask))
-        self.special_ids = {i for i in (self.pad_id, self.unk_id, self.cls_id, self.sep_id, self.mask_id)
-                            if i is not None}
+        super().__init__(backend, lowercase, model_max_length,
+                         SpecialTokens(specials.pad, specials.unk, specials.cls, specials.sep, specials.mask))
+        self.xlnet_specials, self.keep_accents, self.spiece_model = specials, keep_accents, spiece_model
+        self.special_ids.discard(None)                     # a vocabulary without <mask>
         # transformers frames with the post-processor of the tokenizer.json a folder is saved with
         backend.post_processor = processors.TemplateProcessing(
             single=f"$A:0 {specials.sep}:0 {specials.cls}:2",
@@ -136,12 +134,12 @@ class XLNetTokenizer(Tokenizer):
         self.backend.save(str(folder / "tokenizer.json"))
         if self.spiece_model is not None:
             (folder / SPIECE_FILE).write_bytes(self.spiece_model)
-        tokens = {f"{key}_token": getattr(self.specials, key) for key in _CONFIG_KEYS}
+        tokens = {f"{key}_token": getattr(self.xlnet_specials, key) for key in _CONFIG_KEYS}
         config = {"tokenizer_class": "XLNetTokenizer", "do_lower_case": self.lowercase, "remove_space": True,
                   "keep_accents": self.keep_accents, "padding_side": "left", "model_max_length": self.model_max_length,
-                  "additional_special_tokens": list(self.specials.extra), **tokens}
+                  "additional_special_tokens": list(self.xlnet_specials.extra), **tokens}
         for name, value in (("tokenizer_config.json", config),
-                            ("special_tokens_map.json", {**tokens, "additional_special_tokens": list(self.specials.extra)})):
+                            ("special_tokens_map.json", {**tokens, "additional_special_tokens": list(self.xlnet_specials.extra)})):
             (folder / name).write_text(json.dumps(value, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
 
     def check_casing(self, texts=None) -> None:

@@ -9,7 +9,7 @@ import torch
 import bertkit
 from bertkit.checkpoints import load_checkpoint
 from bertkit.cli import main
-from bertkit.errors import CheckpointError
+from bertkit.errors import BertkitError, CheckpointError
 from bertkit.finetune.model import FinetuneModel
 from bertkit.model.permutation import permutation_targets
 
@@ -176,8 +176,13 @@ def test_bad_xlnet_folders_are_named_in_one_line(tmp_path, make_xlnet_folder, ca
 
 def test_cls_pooling_is_refused_for_xlnet(tmp_path, make_xlnet_folder):
     make_xlnet_folder("XLNetModel", tmp_path / "x")
-    with pytest.raises(ValueError, match="XLNet's <cls> is its last token"):
-        bertkit.load(tmp_path / "x").encode(["the cat"], pooling="cls")
+    model = bertkit.load(tmp_path / "x")
+    with pytest.raises(BertkitError, match="XLNet's <cls> is its last token"):
+        model.encode(["the cat"], pooling="cls")
+    last = model.encode(["the cat", "hello world news"], pooling="last-token")       # <cls>, wherever padding is
+    with torch.no_grad():
+        hidden = model.encoder(torch.tensor([model.tokenizer.encode_batch(["the cat"]).input_ids[0]])).last_hidden_state
+    assert abs(last[0] - hidden[0, -1].numpy()).max() <= 1e-5
 
 
 @pytest.mark.parametrize("command", [["export-onnx", "--output", "{tmp}/m.onnx"],

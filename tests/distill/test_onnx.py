@@ -18,7 +18,8 @@ def test_onnx_matches_pytorch_at_several_shapes(model_dir, tmp_path, pooling, no
     assert result.max_abs_diff < 1e-4
     assert result.outputs == ("embeddings", "logits")
     checkpoint = load_checkpoint(model_dir)
-    graph = ExportedGraph(checkpoint.encoder, pooling, normalized, checkpoint.heads["classifier"]).eval()
+    graph = ExportedGraph(checkpoint.sentence.build(checkpoint.encoder, pooling, None, normalized),
+                          checkpoint.heads["classifier"]).eval()
     session = make_session(result.path)
     for batch, length in [(1, 1), (4, 7), (2, 33), (7, 64)]:
         ids = torch.randint(5, 32, (batch, length))

@@ -2,6 +2,7 @@ import json
 from pathlib import Path
 
 import pytest
+import torch
 
 from bertkit.cli import main
 from bertkit.pretrain import job as job_module
@@ -130,6 +131,21 @@ def test_heads_train_only_fits_an_mlm_head_to_an_encoder_without_one(tmp_path, c
     capsys.readouterr()
     assert main(["evaluate-mlm", "--model", str(fitted), "--corpus", str(corpus), "--max-length", "32"]) == 0
     assert json.loads(capsys.readouterr().out.strip().splitlines()[-1])["loss"] > 0
+
+
+def test_two_runs_with_the_same_seed_give_identical_weights(tmp_path, corpus):
+    """Vocabulary training included (no --vocab): the same corpus and seed give the same vocab.txt and weights."""
+    from safetensors.torch import load_file
+
+    runs = [tmp_path / "a", tmp_path / "b"]
+    for out in runs:
+        assert pretrain(["--corpus", str(corpus), "--output", str(out), "--max-steps", "4", "--vocab.vocab_size=300",
+                         "--train.seed=3"]) == 0
+    vocab_a, vocab_b = ((out / "vocab.txt").read_bytes() for out in runs)
+    assert vocab_a == vocab_b
+    weights_a, weights_b = (load_file(str(out / "model.safetensors")) for out in runs)
+    assert weights_a.keys() == weights_b.keys()
+    assert all(torch.equal(weights_a[k], weights_b[k]) for k in weights_a)
 
 
 class _Payload:

@@ -76,3 +76,32 @@ def test_bad_inputs(corpus_files, tmp_path):
     (tmp_path / "latin1.txt").write_bytes("fine\ncaf\xe9\n".encode("latin-1"))
     with pytest.raises(InputFileError, match="latin1.txt:2"):
         train_wordpiece([tmp_path / "latin1.txt"], vocab_size=100, num_unused=0)
+
+
+def _tied_corpus(path):
+    """Seeded random words over 40 letters (accented ones included) and rare CJK characters: many symbols of
+    equal frequency, the case where the Rust trainer's own numbering varied from run to run."""
+    import random
+
+    rng = random.Random(7)
+    letters = "abcdefghijklmnopqrstuvwxyzéèêàçñöüßøåæœ"
+    lines = [" ".join("".join(rng.choice(letters) for _ in range(rng.randint(2, 7))) for _ in range(12))
+             for _ in range(300)]
+    lines += ["".join(chr(0x4E00 + rng.randrange(3000)) for _ in range(20)) for _ in range(40)]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def test_the_same_corpus_gives_a_byte_identical_vocab(tmp_path):
+    corpus = _tied_corpus(tmp_path / "corpus.txt")
+    files = []
+    for run in range(3):
+        tokenizer = train_wordpiece([corpus], vocab_size=900, lowercase=False, min_frequency=2, num_unused=5,
+                                    limit_alphabet=300)
+        tokenizer.save(tmp_path / f"run{run}")
+        files.append((tmp_path / f"run{run}" / "vocab.txt").read_bytes())
+    assert files[0] == files[1] == files[2]
+    vocab = read_vocab_file(tmp_path / "run0" / "vocab.txt")
+    assert "##é" in vocab and "##a" in vocab and len(vocab) == 900
+    # the 300 kept characters are the most frequent ones: every letter of the words is among them
+    assert all(char in vocab for char in "abcdefghijklmnopqrstuvwxyzéèêàçñöüßøåæœ")
