@@ -54,13 +54,7 @@ def config_from_hf(data: dict[str, Any], source: str, extra: dict[str, Any] | No
     if data.get("is_decoder") or data.get("add_cross_attention"):
         raise CheckpointError(f"{source}: an ELECTRA decoder (is_decoder / add_cross_attention) is not supported")
     config = hf.config_from_hf({**data, "model_type": "bert"}, source)     # the same BERT keys
-    try:
-        embedding_size = int(data.get("embedding_size", 128))         # HF ElectraConfig's default
-        if embedding_size <= 0:
-            raise ValueError(embedding_size)
-    except (TypeError, ValueError):
-        raise CheckpointError(f"{source}: embedding_size {data.get('embedding_size')!r} is not a positive "
-                              "integer") from None
+    embedding_size = hf.config_integer(data, "embedding_size", source, minimum=1, default=128)  # HF's default
     return config.replace(family="electra", use_pooler=False,
                           embedding_size=embedding_size if embedding_size != config.hidden_size else None)
 

@@ -81,25 +81,25 @@ def config_from_hf(data: Any, source: str, extra: dict[str, Any] | None = None) 
     if not isinstance(act, str) or act not in _ACTIVATION_FROM_HF:
         raise CheckpointError(f"{source}: hidden_act {act!r} is not supported; use one of "
                               f"{', '.join(_ACTIVATION_FROM_HF)}")
-    sizes = {key: _integer(data, key, source, minimum=1) for key in
+    sizes = {key: config_integer(data, key, source, minimum=1) for key in
              ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size")}
     if sizes["hidden_size"] % sizes["num_attention_heads"]:
         raise CheckpointError(f"{source}: hidden_size {sizes['hidden_size']} is not divisible by "
                               f"num_attention_heads {sizes['num_attention_heads']}")
     pad = data.get("pad_token_id")
-    pad = 0 if pad is None else _integer(data, "pad_token_id", source, minimum=0)
+    pad = 0 if pad is None else config_integer(data, "pad_token_id", source, minimum=0)
     if pad >= sizes["vocab_size"]:
         raise CheckpointError(f"{source}: pad_token_id {pad} is outside the vocabulary of {sizes['vocab_size']}")
     fields = dict(
         vocab_size=sizes["vocab_size"], hidden_size=sizes["hidden_size"], num_layers=sizes["num_hidden_layers"],
         num_heads=sizes["num_attention_heads"], intermediate_size=sizes["intermediate_size"],
         activation=_ACTIVATION_FROM_HF[act],
-        hidden_dropout=_number(data, "hidden_dropout_prob", 0.1, source, 0.0, 1.0),
-        attention_dropout=_number(data, "attention_probs_dropout_prob", 0.1, source, 0.0, 1.0),
-        max_position_embeddings=_integer(data, "max_position_embeddings", source, minimum=1, default=512),
-        type_vocab_size=_integer(data, "type_vocab_size", source, minimum=0, default=2),
-        layer_norm_eps=_number(data, "layer_norm_eps", 1e-12, source, 0.0, 1.0, open_low=True),
-        initializer_range=_number(data, "initializer_range", 0.02, source, 0.0, float("inf")),
+        hidden_dropout=config_number(data, "hidden_dropout_prob", 0.1, source, 0.0, 1.0),
+        attention_dropout=config_number(data, "attention_probs_dropout_prob", 0.1, source, 0.0, 1.0),
+        max_position_embeddings=config_integer(data, "max_position_embeddings", source, minimum=1, default=512),
+        type_vocab_size=config_integer(data, "type_vocab_size", source, minimum=0, default=2),
+        layer_norm_eps=config_number(data, "layer_norm_eps", 1e-12, source, 0.0, 1.0, open_low=True),
+        initializer_range=config_number(data, "initializer_range", 0.02, source, 0.0, float("inf")),
         pad_token_id=pad,
         # HF RoBERTa numbers positions from padding_idx + 1.
         position_offset=pad + 1 if model_type != "bert" else 0,
@@ -138,7 +138,7 @@ def _extra_fields(extra: Any, source: str) -> dict[str, Any]:
     return fields
 
 
-def _integer(data: dict, key: str, source: str, minimum: int, default: int | None = None) -> int:
+def config_integer(data: dict, key: str, source: str, minimum: int, default: int | None = None) -> int:
     if key not in data and default is not None:
         return default
     if key not in data:
@@ -151,7 +151,7 @@ def _integer(data: dict, key: str, source: str, minimum: int, default: int | Non
     return value
 
 
-def _number(data: dict, key: str, default: float, source: str, low: float, high: float,
+def config_number(data: dict, key: str, default: float, source: str, low: float, high: float,
             open_low: bool = False) -> float:
     value = data.get(key, default)
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \

@@ -17,7 +17,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from bertkit.checkpoints.hf import SplitState
+from bertkit.checkpoints.hf import SplitState, config_integer, config_number
 from bertkit.errors import CheckpointError
 from bertkit.model.heads import SummaryClassificationHead, TiedLMHead, TokenClassificationHead
 from bertkit.model.xlnet import XLNetConfig, XLNetModel
@@ -33,9 +33,10 @@ EXTRA_FIELDS = ("max_length",)
 # --- config.json ------------------------------------------------------------------------------------------
 
 
-def config_from_hf(data: dict[str, Any], source: str, extra: dict[str, Any] | None = None) -> XLNetConfig:
-    if data.get("model_type") != "xlnet":
-        raise CheckpointError(f"{source}: model_type {data.get('model_type')!r} is not xlnet")
+def config_from_hf(data: Any, source: str, extra: dict[str, Any] | None = None) -> XLNetConfig:
+    """Every value is checked before anything is built from it (the file is untrusted), as hf.config_from_hf does."""
+    if not isinstance(data, dict) or data.get("model_type") != "xlnet":
+        raise CheckpointError(f"{source}: not an XLNet config.json (model_type xlnet)")
     if data.get("pruned_heads"):
         raise CheckpointError(f"{source}: pruned_heads is not supported for XLNet")
     for key, supported in (("attn_type", "bi"), ("bi_data", False)):
@@ -43,43 +44,43 @@ def config_from_hf(data: dict[str, Any], source: str, extra: dict[str, Any] | No
             raise CheckpointError(f"{source}: {key}={data[key]!r} is not supported (XLNet fine-tuning and inference "
                                   f"use {supported!r})")
     act = data.get("ff_activation", "gelu")
-    if act not in _ACTIVATION_FROM_HF:
+    if not isinstance(act, str) or act not in _ACTIVATION_FROM_HF:
         raise CheckpointError(f"{source}: ff_activation {act!r} is not supported; use one of "
                               f"{', '.join(_ACTIVATION_FROM_HF)}")
-    summary_type = data.get("summary_type", "last")
-    activation = data.get("summary_activation", "tanh")
+    summary_type, activation = data.get("summary_type", "last"), data.get("summary_activation", "tanh")
     if summary_type not in ("last", "first") or activation not in ("tanh", None) \
             or data.get("summary_proj_to_labels"):
         raise CheckpointError(f"{source}: sequence summary {summary_type!r} / activation {activation!r} / "
                               "proj_to_labels is not supported; XLNet's is last / tanh / false")
-    try:
-        hidden, heads = int(data["d_model"]), int(data["n_head"])
-        if data.get("d_head") not in (None, hidden // heads) or hidden % heads:
-            raise CheckpointError(f"{source}: d_head {data.get('d_head')} is not d_model / n_head "
-                                  f"({hidden} / {heads})")
-        fields = dict(
-            vocab_size=int(data["vocab_size"]), hidden_size=hidden, num_layers=int(data["n_layer"]), num_heads=heads,
-            intermediate_size=int(data["d_inner"]), activation=_ACTIVATION_FROM_HF[act],
-            layer_norm_eps=float(data.get("layer_norm_eps", 1e-12)), dropout=float(data.get("dropout", 0.1)),
-            initializer_range=float(data.get("initializer_range", 0.02)), clamp_len=int(data.get("clamp_len", -1)),
-            mem_len=_optional_int(data.get("mem_len")), reuse_len=_optional_int(data.get("reuse_len")),
-            pad_token_id=int(data.get("pad_token_id", 5)), summary_type=summary_type,
-            summary_use_proj=bool(data.get("summary_use_proj", True)), summary_activation=activation,
-            summary_first_dropout=float(data.get("summary_first_dropout") or 0.0),
-            summary_last_dropout=float(data.get("summary_last_dropout") or 0.0))
-    except KeyError as err:
-        raise CheckpointError(f"{source}: missing key {err.args[0]!r}") from None
-    except (TypeError, ValueError) as err:
-        raise CheckpointError(f"{source}: invalid XLNet config ({err})") from None
-    fields.update({k: v for k, v in (extra or {}).items() if k in EXTRA_FIELDS})
+    sizes = {key: config_integer(data, key, source, minimum=1) for key in
+             ("vocab_size", "d_model", "n_layer", "n_head", "d_inner")}
+    hidden, heads = sizes["d_model"], sizes["n_head"]
+    if hidden % heads or data.get("d_head") not in (None, hidden // heads):
+        raise CheckpointError(f"{source}: d_model {hidden} / n_head {heads} does not give d_head "
+                              f"{data.get('d_head')}")
+    pad = config_integer(data, "pad_token_id", source, minimum=0, default=5)
+    if pad >= sizes["vocab_size"]:
+        raise CheckpointError(f"{source}: pad_token_id {pad} is outside the vocabulary of {sizes['vocab_size']}")
+    memory = {key: None if data.get(key) is None else config_integer(data, key, source, minimum=0)
+              for key in ("mem_len", "reuse_len")}
+    fields = dict(
+        vocab_size=sizes["vocab_size"], hidden_size=hidden, num_layers=sizes["n_layer"], num_heads=heads,
+        intermediate_size=sizes["d_inner"], activation=_ACTIVATION_FROM_HF[act],
+        layer_norm_eps=config_number(data, "layer_norm_eps", 1e-12, source, 0.0, 1.0, open_low=True),
+        dropout=config_number(data, "dropout", 0.1, source, 0.0, 1.0),
+        initializer_range=config_number(data, "initializer_range", 0.02, source, 0.0, float("inf")),
+        clamp_len=config_integer(data, "clamp_len", source, minimum=-1, default=-1), **memory, pad_token_id=pad,
+        summary_type=summary_type, summary_use_proj=data.get("summary_use_proj", True) is not False,
+        summary_activation=activation,
+        summary_first_dropout=config_number(data, "summary_first_dropout", 0.0, source, 0.0, 1.0),
+        summary_last_dropout=config_number(data, "summary_last_dropout", 0.1, source, 0.0, 1.0))
+    if isinstance(extra, dict) and "max_length" in extra:
+        fields["max_length"] = config_integer(extra, "max_length", source.rsplit("/", 1)[0] + "/bertkit.json",
+                                              minimum=1)
     try:
         return XLNetConfig(**fields)
-    except (TypeError, ValueError) as err:
+    except ValueError as err:
         raise CheckpointError(f"{source}: {err}") from None
-
-
-def _optional_int(value: Any) -> int | None:
-    return None if value is None else int(value)
 
 
 def folder_config(config: XLNetConfig, head_keys: tuple[str, ...]) -> dict[str, Any]:
@@ -114,6 +115,12 @@ def check_sizes(config: XLNetConfig, state: dict[str, torch.Tensor], source: str
     layers = {int(name.split(".")[1]) for name in state if name.startswith("blocks.")}
     if len(layers) != config.num_layers:
         raise CheckpointError(f"{source}: n_layer is {config.num_layers} but the weights hold {len(layers)} layers")
+    C, I = config.hidden_size, config.intermediate_size
+    implied = (config.vocab_size + 1) * C + config.num_layers * (5 * C * C + 2 * C * I + I + 10 * C)
+    held = sum(t.numel() for t in state.values())
+    if implied > 2 * held + 1_000_000:
+        raise CheckpointError(f"{source}: its sizes imply {implied:,} parameters but the weight file holds {held:,}; "
+                              "config.json does not describe these weights")
 
 
 # --- parameter names --------------------------------------------------------------------------------------

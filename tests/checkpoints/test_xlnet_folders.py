@@ -194,3 +194,18 @@ def test_bert_only_commands_refuse_xlnet_in_one_line(command, tmp_path, make_xln
     args = [command[0], "--model", str(tmp_path / "x"), *(a.format(tmp=tmp_path) for a in command[1:])]
     assert main(args) == 2
     assert capsys.readouterr().err.strip().endswith("this is an XLNet model")
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"d_model": 64, "d_head": 16}, "d_model is 64 but the weights hold 32"),
+    ({"n_layer": 3}, "n_layer is 3 but the weights hold 2 layers"),
+    ({"d_inner": "48"}, "d_inner must be an integer"),
+    ({"dropout": float("nan")}, "dropout must be a finite number"),
+    ({"vocab_size": 10**9}, "vocab_size is 1000000000 but the weights hold"),
+])
+def test_config_values_are_checked_before_allocating(change, message, tmp_path, make_xlnet_folder):
+    make_xlnet_folder("XLNetModel", tmp_path / "x", tokenizer=None)
+    config = json.loads((tmp_path / "x" / "config.json").read_text())
+    (tmp_path / "x" / "config.json").write_text(json.dumps({**config, **change}))
+    with pytest.raises(CheckpointError, match=message):
+        load_checkpoint(tmp_path / "x")
