@@ -16,8 +16,6 @@ from bertkit.finetune import FinetuneConfig, run_finetune
 from bertkit.finetune.model import model_from_checkpoint
 from bertkit.model.heads import MlpClassificationHead, SummaryClassificationHead
 
-from conftest import tiny_vocab
-
 WORDS = {"pos": ["good", "great", "fine"], "neg": ["bad", "awful", "poor"]}
 
 
@@ -38,7 +36,8 @@ def write(path, data):
 def electra_folder(path):
     from transformers import ElectraConfig, ElectraModel
 
-    vocab = list(tiny_vocab())
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + list("abcdefghijklmnopqrstuvwxyz")
+    vocab += ["the", "movie", "film", "was"] + WORDS["pos"] + WORDS["neg"]
     torch.manual_seed(0)
     ElectraModel(ElectraConfig(vocab_size=len(vocab), embedding_size=16, hidden_size=32, num_hidden_layers=2,
                                num_attention_heads=2, intermediate_size=64, max_position_embeddings=40)).save_pretrained(
