@@ -90,3 +90,23 @@ def test_xlnet_refuses_token_and_span_tasks(tmp_path, make_xlnet_folder):
                             output=str(tmp_path / "out"))
     with pytest.raises(CheckpointError, match="XLNet model; bertkit fine-tunes XLNet for classification"):
         run_finetune(config)
+
+
+def test_electra_ner_saves_token_classification_that_transformers_runs(tmp_path):
+    import transformers
+
+    source = electra_folder(tmp_path / "base")
+    tagged = [{"tokens": ["the", "movie", "was", word], "tags": ["O", "B-X", "O", "B-Y"]}
+              for word in WORDS["pos"] + WORDS["neg"]]
+    train = write(tmp_path / "ner.jsonl", tagged)
+    out = tmp_path / "ner"
+    assert main(["finetune", "--task", "ner", "--model", str(source), "--train", train, "--output", str(out),
+                 "--epochs", "1", "--batch-size", "4", "--max-length", "16"]) == 0
+    assert json.loads((out / "config.json").read_text())["architectures"] == ["ElectraForTokenClassification"]
+    net = model_from_checkpoint(load_checkpoint(out), "ner").eval()
+    inputs = transformers.AutoTokenizer.from_pretrained(str(out))(["the film was awful", "good"], padding=True,
+                                                                  return_tensors="pt")
+    with torch.no_grad():
+        expected = transformers.ElectraForTokenClassification.from_pretrained(str(out)).eval()(**inputs).logits
+        ours = net(inputs["input_ids"], inputs["attention_mask"], inputs["token_type_ids"])
+    assert (ours - expected).abs().max() <= 1e-4
