@@ -107,7 +107,8 @@ def folder_meta(config: XLNetConfig, head_keys: tuple[str, ...]) -> dict[str, An
 def check_sizes(config: XLNetConfig, state: dict[str, torch.Tensor], source: str) -> None:
     """config.json's sizes against the weights, before a model of that size is allocated (the file is untrusted)."""
     token = state.get("embeddings.token.weight")
-    for key, value, tensor, dim in (("vocab_size", config.vocab_size, token, 0), ("d_model", config.hidden_size, token, 1),
+    for key, value, tensor, dim in (("vocab_size", config.vocab_size, token, 0),
+                                    ("d_model", config.hidden_size, token, 1),
                                     ("d_inner", config.intermediate_size, state.get("blocks.0.ffn.up.weight"), 0)):
         if tensor is not None and tensor.dim() > dim and tensor.shape[dim] != value:
             raise CheckpointError(f"{source}: {key} is {value} but the weights hold {tensor.shape[dim]} "
@@ -194,7 +195,8 @@ def state_to_hf(encoder: XLNetModel, heads: dict[str, nn.Module]) -> dict[str, t
            f"{prefix}mask_emb": ours["embeddings.mask"].reshape(1, 1, -1)}
     for layer in range(encoder.config.num_layers):
         for hf, name, change in _LAYER:
-            out[f"{prefix}layer.{layer}.{hf}"] = _to_hf(ours[f"blocks.{layer}.{name}"], change, encoder.config.num_heads)
+            out[f"{prefix}layer.{layer}.{hf}"] = _to_hf(ours[f"blocks.{layer}.{name}"], change,
+                                                        encoder.config.num_heads)
     for key, head in heads.items():
         head_state = head.state_dict()
         for hf, name in HEAD_NAMES[key]:

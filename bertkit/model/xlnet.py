@@ -140,8 +140,7 @@ class RelativeAttention(nn.Module):
         scores = content + position
         if segments is not None:
             same_or_not = (q + self.segment_bias[:, None]) @ self.segment_embed.permute(1, 2, 0)   # (B, H, T, 2)
-            different = segments[:, None].to(q.dtype)                                        # (B, 1, T, K)
-            scores = scores + same_or_not[..., :1] + (same_or_not[..., 1:] - same_or_not[..., :1]) * different
+            scores = scores + torch.where(segments[:, None], same_or_not[..., 1:], same_or_not[..., :1])  # (B, H, T, K)
         scores = scores * self.head_dim ** -0.5
         if blocked is not None:
             # -1e30 as the original: a row with every key blocked gets uniform weights, never NaN
