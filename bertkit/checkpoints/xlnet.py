@@ -114,6 +114,9 @@ def check_sizes(config: XLNetConfig, state: dict[str, torch.Tensor], source: str
             raise CheckpointError(f"{source}: {key} is {value} but the weights hold {tensor.shape[dim]} "
                                   f"(shape {tuple(tensor.shape)}); config.json does not describe these weights")
     layers = {int(name.split(".")[1]) for name in state if name.startswith("blocks.")}
+    if not layers and token is None:
+        raise CheckpointError(f"{source}: model_type is 'xlnet' but the weights hold no XLNet names "
+                              "(word_embedding, layer.N.rel_attn.*): they are another model's")
     if len(layers) != config.num_layers:
         raise CheckpointError(f"{source}: n_layer is {config.num_layers} but the weights hold {len(layers)} layers")
     C, I = config.hidden_size, config.intermediate_size

@@ -209,3 +209,14 @@ def test_config_values_are_checked_before_allocating(change, message, tmp_path, 
     (tmp_path / "x" / "config.json").write_text(json.dumps({**config, **change}))
     with pytest.raises(CheckpointError, match=message):
         load_checkpoint(tmp_path / "x")
+
+
+def test_xlnet_config_over_another_models_weights_is_named(tmp_path, make_xlnet_folder):
+    from transformers import BertConfig, BertModel
+
+    make_xlnet_folder("XLNetModel", tmp_path / "x", tokenizer=None)
+    BertModel(BertConfig(vocab_size=50, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                         intermediate_size=64)).save_pretrained(str(tmp_path / "b"))
+    shutil.copy(tmp_path / "b" / "model.safetensors", tmp_path / "x" / "model.safetensors")
+    with pytest.raises(CheckpointError, match="model_type is 'xlnet' but the weights hold no XLNet names"):
+        load_checkpoint(tmp_path / "x")
