@@ -31,7 +31,7 @@ def for_config(config) -> ModuleType:
 
 
 def require_bert_encoder(checkpoint, command: str) -> None:
-    """Distillation, head pruning and the ONNX export rebuild the shared encoder's own modules; XLNet's relative
+    """Distillation, head pruning, int8 quantization and the ONNX export rebuild the shared encoder's own modules; XLNet's relative
     two-stream attention is another model. Say so in one line instead of failing inside them."""
     if checkpoint.config.family == "xlnet":
         raise CheckpointError(f"{checkpoint.path}: {command} works on BERT-family encoders (BERT, RoBERTa, ALBERT, "

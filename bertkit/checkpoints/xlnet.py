@@ -168,6 +168,9 @@ def split_state(state: dict[str, torch.Tensor], architectures: list[str], task: 
     head_lookup = {hf: (key, ours) for key, names in HEAD_NAMES.items() for hf, ours in names}
     tied = None
     for raw_name, tensor in state.items():
+        if not tensor.is_floating_point():
+            raise CheckpointError(f"{raw_name} holds {tensor.dtype} values; XLNet folders hold float weights "
+                                  "(int8 folders are for BERT-family encoders)")
         name = raw_name[len("transformer."):] if raw_name.startswith("transformer.") else raw_name
         match = _LAYER_NAME.fullmatch(name)
         if name == "word_embedding.weight":
@@ -194,6 +197,8 @@ def split_state(state: dict[str, torch.Tensor], architectures: list[str], task: 
 def state_to_hf(encoder: XLNetModel, heads: dict[str, nn.Module]) -> dict[str, torch.Tensor]:
     prefix = "transformer." if heads else ""
     ours = encoder.state_dict()
+    if any(not tensor.is_floating_point() for tensor in ours.values()):
+        raise CheckpointError("this XLNet model holds int8 weights; XLNet folders hold float weights only")
     out = {f"{prefix}word_embedding.weight": ours["embeddings.token.weight"],
            f"{prefix}mask_emb": ours["embeddings.mask"].reshape(1, 1, -1)}
     for layer in range(encoder.config.num_layers):
