@@ -88,6 +88,10 @@ def load_checkpoint(path: str | os.PathLike, device: str | torch.device = "cpu",
     except CheckpointError as err:
         raise CheckpointError(f"{model_folder}: {err}") from None
     family.check_sizes(config, split.encoder, str(model_folder / "config.json"))
+    if hf_config and not split.encoder and split.skipped:      # e.g. ELECTRA weights under model_type 'bert'
+        raise CheckpointError(f"{model_folder / 'config.json'}: model_type {hf_config.get('model_type')!r} reads none "
+                              f"of the weights (they hold names like {split.skipped[0]!r}); config.json does not "
+                              "describe these weights")
     encoder = family.new_encoder(config)
     if hf_config.get("pruned_heads"):
         encoder.shape_pruned(_pruned_heads(hf_config["pruned_heads"], config, model_folder / "config.json"))

@@ -168,7 +168,7 @@ def test_electra_variant_without_hf_form_is_refused(tmp_path):
 
 def test_untied_generator_head_and_wrong_model_type_are_named(tmp_path):
     from safetensors.torch import load_file, save_file
-    from transformers import ElectraForMaskedLM
+    from transformers import ElectraForMaskedLM, ElectraForPreTraining
 
     hf_folder(ElectraForMaskedLM, electra_config(), tmp_path / "g")
     weights = load_file(str(tmp_path / "g" / "model.safetensors"))
@@ -181,3 +181,9 @@ def test_untied_generator_head_and_wrong_model_type_are_named(tmp_path):
     (tmp_path / "g" / "config.json").write_text(json.dumps({**config, "model_type": "deberta-v2"}))
     with pytest.raises(CheckpointError, match="model_type 'deberta-v2' is not a BERT-family encoder"):
         load_checkpoint(tmp_path / "g")
+
+    hf_folder(ElectraForPreTraining, electra_config(), tmp_path / "d")                # ELECTRA weights, BERT's type
+    config = json.loads((tmp_path / "d" / "config.json").read_text())
+    (tmp_path / "d" / "config.json").write_text(json.dumps({**config, "model_type": "bert"}))
+    with pytest.raises(CheckpointError, match="model_type 'bert' reads none of the weights"):
+        load_checkpoint(tmp_path / "d")
