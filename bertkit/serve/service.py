@@ -16,7 +16,9 @@ from bertkit.data.squad import QAExample
 from bertkit.errors import BertkitError, TimeLimitExceeded
 from bertkit.serve.batching import CPU_BATCH_OVERHEAD_TOKENS, GPU_BATCH_OVERHEAD_TOKENS, Batcher, QueueFull
 from bertkit.serve.config import ServeConfig
-from bertkit.serve.inputs import InputRejected, PreparedTexts, TokenSequence, prepare_texts
+from bertkit.serve.inputs import InputRejected, PreparedTexts, TokenSequence, prepare_pairs, prepare_texts
+from bertkit.serve.metrics import render
+from bertkit.serve.ranking import ranked, relevance, relevant_label, rerank_problem
 from bertkit.serve.predictions import (describe_answers, describe_entities, describe_sequence, prepare_questions,
                                        qa_examples, qa_logits, question_answering)
 from bertkit.serve.runner import PREDICT_HEADS, SERVED_POOLINGS, EmbedItem, ModelRunner, NonFiniteResult
@@ -181,6 +183,43 @@ class EmbeddingService:
         else:
             predictions = [describe_sequence(o, self.runner.task, self.runner.label_names) for o in outputs]
         return predictions, prepared.truncated
+
+    async def rerank(self, query: str, texts: list[str], truncate: bool, raw_scores: bool,
+                     return_text: bool) -> list[dict]:
+        """TEI's /rerank: every (query, text) pair through the cross-encoder head, best first."""
+        outputs = getattr(self.runner.head, "num_labels", None)
+        problem = rerank_problem(self.runner.task if self.runner.head is not None else None, outputs)
+        if problem is not None:
+            raise ServiceError(409, problem)
+        self.check_count(len(texts))
+        prepared = await self.prepare(prepare_pairs, texts, query, self.runner.position_limit, truncate)
+        lengths = [len(seq.input_ids) for seq in prepared.sequences]
+        logits = await self._queue("predict", prepared.sequences, lengths)
+        if any(isinstance(o, NonFiniteResult) for o in logits):
+            self.stats.non_finite += 1
+            raise ServiceError(422, "the model produced non-finite scores for this request; the checkpoint "
+                                    "may be damaged")
+        self.stats.texts += len(texts)
+        relevant = relevant_label(self.runner.label_names, outputs)
+        return ranked([relevance(row, relevant) for row in logits], texts, raw_scores, return_text)
+
+    async def similarity(self, source: str, sentences: list[str], truncate: bool) -> list[float]:
+        """TEI's /similarity: cosine of the source sentence with each sentence, in request order."""
+        self.check_count(len(sentences), "inputs.sentences")
+        length = self.runner.max_length
+        source_part = await self.prepare(prepare_texts, [source], length, truncate, field="inputs.source_sentence",
+                                         allow_pairs=False)
+        others = await self.prepare(prepare_texts, sentences, length, truncate, field="inputs.sentences",
+                                    allow_pairs=False)
+        both = PreparedTexts(source_part.sequences + others.sequences, source_part.truncated)
+        vectors, _, _ = await self.embed(both, None, True)
+        return [float(v) for v in vectors[1:] @ vectors[0]]
+
+    def metrics(self) -> str:
+        runner = self.runner
+        info = {"model": self.model_name, "task": runner.task or "embedding", "dimension": runner.dimension,
+                "device": str(runner.device), "precision": getattr(runner.model, "precision", "fp32")}
+        return render(self.stats, self.batcher.snapshot(), info)
 
     async def answer(self, texts: list, truncate: bool) -> tuple[list[dict], list[int]]:
         """Extractive QA: every document-stride window of every context goes through the batcher as one item,
