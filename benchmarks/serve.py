@@ -170,6 +170,9 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--server-args", default="", help="extra `bertkit serve` flags, space-separated")
     parser.add_argument("--json", default=None, help="also write the results here")
+    parser.add_argument("--precision", default=None,
+                        help="fp32 | bf16 | int8 | auto for both the in-process model and the server (default: "
+                             "what the folder holds)")
     args = parser.parse_args()
 
     import bertkit
@@ -180,16 +183,23 @@ def main() -> None:
         os.environ["OMP_NUM_THREADS"] = os.environ["MKL_NUM_THREADS"] = str(args.threads)  # the server's
     model_dir = args.model or str(minilm_path())
     texts = load_texts(args.data, args.texts, args.seed)
-    model = bertkit.load(model_dir, device="cpu")
+    model = bertkit.load(model_dir, device="cpu", **({"precision": args.precision} if args.precision else {}))
+    server_args = args.server_args.split() + (["--precision", args.precision] if args.precision else [])
+    cpuinfo = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").exists() else ""
+    cpu = next((line.split(":", 1)[1].strip() for line in cpuinfo.splitlines() if line.startswith("model name")),
+               platform.processor())
+    flags = [f for f in ("avx512f", "avx512_bf16", "amx_bf16", "amx_int8") if f" {f}" in cpuinfo]
+    print(f"# {cpu}; flags {' '.join(flags) or 'none of avx512f/avx512_bf16/amx'}; "
+          f"precision {getattr(model, 'precision', 'fp32')}; load {os.getloadavg()}", flush=True)
     tokens = sum(len(ids) for ids in model.tokenizer.encode_batch(texts, max_length=512,
                                                                    truncation="longest_first").input_ids)
-    report = {"machine": {"cpus": os.cpu_count(), "torch_threads": torch.get_num_threads(),
+    report = {"machine": {"cpu": cpu, "flags": flags, "cpus": os.cpu_count(), "torch_threads": torch.get_num_threads(),
                           "load_average_at_start": os.getloadavg()[0],
                           "python": platform.python_version(), "torch": torch.__version__},
-              "model": Path(model_dir).name, "data": Path(args.data).name, "texts": len(texts),
+              "model": Path(model_dir).name, "precision": getattr(model, "precision", "fp32"), "data": Path(args.data).name, "texts": len(texts),
               "mean_tokens": round(tokens / len(texts), 1), "rounds": []}
     port = free_port()
-    server = start_server(model_dir, port, args.server_args.split())
+    server = start_server(model_dir, port, server_args)
     try:
         for name, batch in (("batched", args.batch), ("batch-of-one", 1)):          # warm-up
             load_test(port, texts[:args.clients * 2], args.clients, batch, 10, None, repeat=False)
