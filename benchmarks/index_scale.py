@@ -4,7 +4,8 @@ delete, search; build time, peak RSS, p50/p99 latency of one query at a time, re
 Vectors: all-MiniLM-L6-v2 vectors (mean pooling, normalized) of `--seeds` real lines of en_corpus.txt.gz,
 each repeated with Gaussian noise (per-dimension sigma 0.038: cosine ~0.8 to its seed) and normalized again,
 so the collection has the clustered shape of real embeddings at 1M scale. Queries: `--queries` other real
-lines (not seeds). Ground truth: faiss.IndexFlatIP over the same vectors (exact).
+lines (not seeds). Ground truth: faiss.IndexFlatIP over the same vectors (exact). `--vectors random`: uniform
+random unit vectors and queries instead, the worst case for IVF (no cluster structure).
 
 Each phase runs in its own process so that its peak RSS is its own:
   build   Index.create + add(1M ids, texts, vectors) in chunks + save (flat until save, then IVF is trained)
