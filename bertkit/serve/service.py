@@ -151,6 +151,16 @@ class EmbeddingService:
         return await self.embed(prepared, pooling, normalize)
 
     # --- fine-tuned heads --------------------------------------------------------------------------------
+    async def _head_outputs(self, kind: str, sequences: list[TokenSequence], texts: int) -> list[np.ndarray]:
+        """Head outputs per sequence through the batcher; 422 when any is non-finite."""
+        outputs = await self._queue(kind, sequences, [len(seq.input_ids) for seq in sequences])
+        if any(isinstance(o, NonFiniteResult) for o in outputs):
+            self.stats.non_finite += 1
+            raise ServiceError(422, "the model produced non-finite scores for this request; the checkpoint "
+                                    "may be damaged")
+        self.stats.texts += texts
+        return outputs
+
     async def predict(self, texts: list, truncate: bool) -> tuple[list[dict], list[int]]:
         """texts: strings, or for QA also question/context items (anything with .question and .context)."""
         if self.qa_task is not None:
@@ -170,13 +180,7 @@ class EmbeddingService:
             # Offsets map token tags back to characters; one more (Rust) tokenization, only for NER.
             encoded = await asyncio.to_thread(self.runner.tokenizer.encode_batch, texts,
                                               max_length=self.runner.position_limit, truncation="longest_first")
-        lengths = [len(seq.input_ids) for seq in prepared.sequences]
-        outputs = await self._queue("predict", prepared.sequences, lengths)
-        if any(isinstance(o, NonFiniteResult) for o in outputs):
-            self.stats.non_finite += 1
-            raise ServiceError(422, "the model produced non-finite scores for this request; the checkpoint "
-                                    "may be damaged")
-        self.stats.texts += len(texts)
+        outputs = await self._head_outputs("predict", prepared.sequences, len(texts))
         if self.runner.task == "ner":
             predictions = [describe_entities(o, encoded.offsets[i], texts[i], self.runner.label_names)
                            for i, o in enumerate(outputs)]
@@ -193,13 +197,7 @@ class EmbeddingService:
             raise ServiceError(409, problem)
         self.check_count(len(texts))
         prepared = await self.prepare(prepare_pairs, texts, query, self.runner.position_limit, truncate)
-        lengths = [len(seq.input_ids) for seq in prepared.sequences]
-        logits = await self._queue("predict", prepared.sequences, lengths)
-        if any(isinstance(o, NonFiniteResult) for o in logits):
-            self.stats.non_finite += 1
-            raise ServiceError(422, "the model produced non-finite scores for this request; the checkpoint "
-                                    "may be damaged")
-        self.stats.texts += len(texts)
+        logits = await self._head_outputs("predict", prepared.sequences, len(texts))
         relevant = relevant_label(self.runner.label_names, outputs)
         return ranked([relevance(row, relevant) for row in logits], texts, raw_scores, return_text)
 
@@ -236,12 +234,7 @@ class EmbeddingService:
                                     f"{self.qa_task.max_length} tokens, more than this server queues at once "
                                     f"(max_queued_texts {self.config.max_queued_texts} in GET /status); send "
                                     "shorter contexts or fewer questions per request")
-        outputs = await self._queue("qa", windows, [len(w.input_ids) for w in windows])
-        if any(isinstance(o, NonFiniteResult) for o in outputs):
-            self.stats.non_finite += 1
-            raise ServiceError(422, "the model produced non-finite scores for this request; the checkpoint "
-                                    "may be damaged")
-        self.stats.texts += len(examples)
+        outputs = await self._head_outputs("qa", windows, len(examples))
         if len(windows) <= INLINE_DECODE_WINDOWS:
             answers = describe_answers(self.qa_task, prepared, outputs)
         else:
