@@ -213,8 +213,10 @@ def label_config(num_labels: int, labels: list[str] | None, task: str | None) ->
 
 # --- parameter names -------------------------------------------------------------------------------------
 
-# (HF name, internal name) templates: {i} is a layer index, {p} weight or bias. QKV are handled apart:
-# HF stores three matrices where we keep one fused projection.
+# (HF name, internal name) templates: {i} is a layer index, {p} weight or bias (or weight_scale: the per-row
+# scales of an int8 folder's weights, bertkit.model.int8). QKV are handled apart: HF stores three matrices
+# where we keep one fused projection.
+_PARAMETER = r"(?P<p>weight|bias|weight_scale)"
 _ENCODER_NAMES = [
     ("embeddings.word_embeddings.{p}", "embeddings.token.{p}"),
     ("embeddings.position_embeddings.{p}", "embeddings.position.{p}"),
@@ -232,7 +234,7 @@ _ENCODER_NAMES = [
 
 
 def _template_regex(template: str) -> re.Pattern:
-    pattern = re.escape(template).replace(r"\{i\}", r"(?P<i>\d+)").replace(r"\{p\}", r"(?P<p>weight|bias)")
+    pattern = re.escape(template).replace(r"\{i\}", r"(?P<i>\d+)").replace(r"\{p\}", _PARAMETER)
     return re.compile(pattern)
 
 
@@ -248,7 +250,7 @@ def _rename(name: str, table) -> str | None:
     return None
 
 
-_QKV = re.compile(r"encoder\.layer\.(\d+)\.attention\.self\.(query|key|value)\.(weight|bias)")
+_QKV = re.compile(r"encoder\.layer\.(\d+)\.attention\.self\.(query|key|value)\.(weight|bias|weight_scale)")
 
 # Heads: our head key -> [(HF name, name inside the head module)].
 HEAD_NAMES: dict[str, list[tuple[str, str]]] = {
@@ -276,7 +278,7 @@ def encoder_state_to_hf(state: dict[str, torch.Tensor], prefix: str) -> dict[str
     """Internal encoder state dict -> HF names (a copy per layer even where layers share weights)."""
     out: dict[str, torch.Tensor] = {}
     for name, tensor in state.items():
-        match = re.fullmatch(r"blocks\.(\d+)\.attention\.qkv\.(weight|bias)", name)
+        match = re.fullmatch(r"blocks\.(\d+)\.attention\.qkv\.(weight|bias|weight_scale)", name)
         if match:
             layer, kind = match.groups()
             for part, chunk in zip(("query", "key", "value"), tensor.chunk(3, dim=0)):

@@ -24,13 +24,15 @@ from bertkit.atomic_write import recover_folder, replace_folder, temp_folder
 from bertkit.checkpoints import google, hf, sentence_transformers
 from bertkit.checkpoints.json_files import read_json
 from bertkit.checkpoints.sentence import read_sentence_pipeline, write_sentence_pipeline
-from bertkit.checkpoints.weights import read_weights
+from bertkit.checkpoints.weights import INDEX_FILES, INT8_WEIGHTS_FILE, WEIGHT_FILES, read_weights
 from bertkit.errors import CheckpointError
 from bertkit.model.config import EncoderConfig
 from bertkit.model.encoder import Encoder
 from bertkit.model.heads import (MaskedLMHead, QuestionAnsweringHead, SentencePairHead,
                                  SequenceClassificationHead, TokenClassificationHead)
+from bertkit.model.precision import apply_precision, has_int8, shape_int8
 from bertkit.model.sentence import SentencePipeline
+from bertkit.runtime import PrecisionChoice, choose_precision
 from bertkit.tokenizer import Tokenizer
 
 META_FILE = "bertkit.json"
@@ -48,6 +50,7 @@ class Checkpoint:
     skipped: list[str] = field(default_factory=list)        # names in the weight file that are not model weights
     path: Path | None = None
     sentence: SentencePipeline = field(default_factory=SentencePipeline)   # how it makes sentence vectors
+    precision: PrecisionChoice | None = None                # what the weights were put into at load
 
 
 def build_head(key: str, config: EncoderConfig, state: dict[str, torch.Tensor]) -> nn.Module:
@@ -65,14 +68,21 @@ def build_head(key: str, config: EncoderConfig, state: dict[str, torch.Tensor]) 
     raise CheckpointError(f"unknown head {key!r}")
 
 
-def load_checkpoint(path: str | os.PathLike, device: str | torch.device = "cpu") -> Checkpoint:
+def load_checkpoint(path: str | os.PathLike, device: str | torch.device = "cpu",
+                    precision: str | None = None) -> Checkpoint:
+    """precision: fp32 | bf16 | int8 | auto (runtime.choose_precision); None keeps what the folder stores (fp32,
+    or int8 for a folder written by `bertkit quantize`)."""
     folder = Path(path)
-    recover_folder(folder)
+    recover_folder(folder, WEIGHT_FILES + INDEX_FILES)
     if not folder.exists():
         raise CheckpointError(f"model folder {folder} does not exist")
     if not folder.is_dir():
         raise CheckpointError(f"{folder} is a file; pass the model folder that holds config.json and the weights")
     meta = read_json(folder / META_FILE) if (folder / META_FILE).is_file() else {}
+    if (meta.get("quantization") or {}).get("scheme") == "dynamic-int8":
+        warnings.warn(f"{folder}: written by an older `bertkit quantize` (fp32 weights + a per-tensor dynamic int8 "
+                      "flag, min cosine to fp32 0.77 on real texts); it now loads as the fp32 model it holds. Run "
+                      "`bertkit quantize` again for a measured int8 folder", stacklevel=2)
     model_folder = sentence_transformers.transformer_folder(folder)
     hf_config: dict[str, Any] = {}
     if (model_folder / "config.json").is_file():
@@ -91,6 +101,12 @@ def load_checkpoint(path: str | os.PathLike, device: str | torch.device = "cpu")
     encoder = Encoder(config)
     if hf_config.get("pruned_heads"):
         encoder.shape_pruned(_pruned_heads(hf_config["pruned_heads"], config, model_folder / "config.json"))
+    int8_names = sorted({name.rsplit(".", 1)[0] for name in split.encoder if name.endswith(".weight_scale")})
+    try:
+        shape_int8(encoder, int8_names)
+    except KeyError as err:
+        raise CheckpointError(f"{folder}: int8 scales for {err.args[0]!r}, which is not a Linear or Embedding "
+                              "layer of the model config.json describes") from None
     _load_encoder_state(encoder, split.encoder, folder)
     heads = {}
     for key, state in split.heads.items():
@@ -102,11 +118,15 @@ def load_checkpoint(path: str | os.PathLike, device: str | torch.device = "cpu")
     if split.skipped:
         warnings.warn(f"{folder}: skipped {len(split.skipped)} entries that are not model weights: "
                       f"{', '.join(split.skipped[:5])}{' ...' if len(split.skipped) > 5 else ''}", stacklevel=2)
+    device = torch.device(device)
     encoder.to(device).eval()
     for module in (*heads.values(), *sentence.dense, sentence.whitening):
         if module is not None:
             module.to(device).eval()
-    return Checkpoint(config, encoder, tokenizer, heads, meta, split.skipped, folder, sentence)
+    choice = choose_precision(precision, device, "int8" if int8_names else "fp32")
+    if choice.precision != "fp32" or int8_names:
+        apply_precision(encoder, heads, choice)    # the sentence steps (dense, whitening) stay in fp32
+    return Checkpoint(config, encoder, tokenizer, heads, meta, split.skipped, folder, sentence, choice)
 
 
 def _pruned_heads(record: Any, config: EncoderConfig, source: Path) -> dict[int, list[int]]:
@@ -206,18 +226,22 @@ def save_checkpoint(folder: str | os.PathLike, encoder: Encoder, tokenizer: Toke
         # HF BertModel cannot compute these variants; HF's RoBERTa heads differ from these BERT-style heads
         full_meta["hf_compatible"] = False
 
-    recover_folder(folder)
+    int8 = has_int8(encoder)
+    if int8:
+        full_meta["hf_compatible"] = False   # int8 values and scales: bertkit.load only
+
+    recover_folder(folder, WEIGHT_FILES + INDEX_FILES)
     tmp = temp_folder(folder)
     try:
-        save_file({k: v.detach().cpu().contiguous() for k, v in state.items()}, str(tmp / "model.safetensors"),
-                  metadata={"format": "pt"})
+        save_file({k: v.detach().cpu().contiguous() for k, v in state.items()},
+                  str(tmp / (INT8_WEIGHTS_FILE if int8 else "model.safetensors")), metadata={"format": "pt"})
         if sentence is not None:
             full_meta.update(write_sentence_pipeline(tmp, sentence))
         (tmp / "config.json").write_text(json.dumps(hf_config, indent=2) + "\n", encoding="utf-8")
         (tmp / META_FILE).write_text(json.dumps(full_meta, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
         if tokenizer is not None:
             tokenizer.save(tmp)
-        replace_folder(tmp, folder)
+        replace_folder(tmp, folder, WEIGHT_FILES + INDEX_FILES)   # never an old weight file beside the new one
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
