@@ -9,7 +9,8 @@
    - batched clients: requests of --batch texts each;
    - batch-of-one clients: one text per request, the worst case that cross-client batching fixes.
    Reported: texts/s, its ratio to in-process, p50/p99 request latency, errors (any non-200 or
-   malformed answer), and the server's own counters (mean micro-batch size, padding efficiency).
+   malformed answer), the server's own counters (mean micro-batch size, padding efficiency) and its
+   resident memory (now and peak, from /proc).
 3. In-process and the two scenarios alternate for --rounds rounds, and medians are reported, so that
    a noisy (shared) machine disturbs all three alike.
 The clients share this machine's CPU with the server; on a small machine that is a real handicap.
@@ -76,6 +77,16 @@ def start_server(model: str, port: int, extra: list[str]) -> subprocess.Popen:
             time.sleep(0.3)
     server.kill()
     raise SystemExit("the server did not answer /health within 180 s")
+
+
+def rss_mib(pid: int) -> dict:
+    """The server process's resident memory now and at its peak (Linux /proc), in MiB."""
+    status = Path(f"/proc/{pid}/status")
+    if not status.exists():
+        return {}
+    fields = dict(line.split(":", 1) for line in status.read_text().splitlines() if ":" in line)
+    return {name: round(int(fields[key].split()[0]) / 1024, 1) for name, key in (("rss_mib", "VmRSS"),
+                                                                                   ("peak_rss_mib", "VmHWM"))}
 
 
 def get_json(port: int, path: str) -> dict:
@@ -216,11 +227,13 @@ def main() -> None:
                 result.update(scenario=name, vs_in_process=round(result["texts_per_s"] / rate, 3),
                               server_batches=batches,
                               server_mean_batch=round(result["texts"] / batches, 1) if batches else None,
-                              model_busy_fraction=round(busy / result["seconds"], 3))
+                              model_busy_fraction=round(busy / result["seconds"], 3),
+                              server_memory=rss_mib(server.pid))
                 entry["scenarios"].append(result)
                 print("  " + json.dumps(result), flush=True)
             report["rounds"].append(entry)
         report["server_padding_efficiency"] = get_json(port, "/status")["queue"]["padding_efficiency"]
+        report["server_memory"] = rss_mib(server.pid)
     finally:
         server.terminate()
         server.wait(timeout=30)
@@ -241,7 +254,8 @@ def main() -> None:
     print(f"\nmedians over {args.rounds} interleaved rounds; in-process encode (batch 32): {in_process_rate:.1f} "
           f"texts/s; {report['texts']} texts from {report['data']}, mean {report['mean_tokens']} tokens; "
           f"torch threads {torch.get_num_threads()}; load average {report['machine']['load_average_at_start']:.1f}"
-          f" -> {report['load_average_at_end']:.1f} on {os.cpu_count()} CPUs")
+          f" -> {report['load_average_at_end']:.1f} on {os.cpu_count()} CPUs; server memory "
+          f"{report.get('server_memory') or 'unknown'}")
     print("\n| scenario | clients | texts/request | texts/s | vs in-process | p50 ms | p99 ms | errors / requests |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|")
     for s in rows:

@@ -95,6 +95,9 @@ def test_rerank_errors(client, rerank_server, server):
     assert too_long.status_code == 422 and "truncate" in too_long.json()["detail"]
     cut = client.post("/rerank", json={"query": "cat", "texts": [" ".join(["mat"] * 80)], "truncate": True})
     assert cut.status_code == 200
+    limit = client.get("/status").json()["config"]["max_request_texts"]
+    too_many = client.post("/rerank", json={"query": "cat", "texts": ["the cat"] * (limit + 1)})
+    assert too_many.status_code == 413 and f"at most {limit}" in too_many.json()["detail"]
     not_cross = httpx.post(server.url + "/rerank", json={"query": "cat", "texts": ["the cat"]})
     assert not_cross.status_code == 409 and "--task rerank" in not_cross.json()["detail"]
 
