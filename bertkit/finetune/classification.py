@@ -17,8 +17,7 @@ from bertkit.data.readers import TextExample
 from bertkit.errors import BertkitError
 from bertkit.finetune.inference import forward_features, stack
 from bertkit.finetune.metrics import classification_metrics, multilabel_metrics, regression_metrics
-
-MULTI_LABEL_THRESHOLD = 0.5   # sigmoid probability above which a label is predicted
+from bertkit.finetune.predictions import multi_label_decisions, sequence_predictions
 
 
 class SequenceFeature(NamedTuple):
@@ -111,29 +110,12 @@ class SequenceTask:
         if self.task == "regression":
             return regression_metrics(labels, logits[:, 0])
         if self.task == "multi-label":
-            return multilabel_metrics(np.array(labels), _sigmoid(logits) > MULTI_LABEL_THRESHOLD)
+            return multilabel_metrics(np.array(labels), multi_label_decisions(logits))
         return classification_metrics(labels, logits.argmax(-1), self.num_labels)
 
     def predict(self, model, features: Sequence[SequenceFeature], examples=None, batch_size: int = 64) -> list[dict]:
         logits = stack(forward_features(model, features, self.tokenizer.pad_id, batch_size))
-        if self.task == "regression":
-            return [{"score": float(row[0])} for row in logits]
-        if self.task == "multi-label":
-            probs = _sigmoid(logits)
-            return [{"labels": [self.label_names[j] for j in np.flatnonzero(row > MULTI_LABEL_THRESHOLD)],
-                     "scores": {n: float(p) for n, p in zip(self.label_names, row)}} for row in probs]
-        probs = _softmax(logits)
-        return [{"label": self.label_names[int(row.argmax())], "score": float(row.max()),
-                 "scores": {n: float(p) for n, p in zip(self.label_names, row)}} for row in probs]
-
-
-def _sigmoid(x: np.ndarray) -> np.ndarray:
-    return 1.0 / (1.0 + np.exp(-x))
-
-
-def _softmax(x: np.ndarray) -> np.ndarray:
-    e = np.exp(x - x.max(axis=-1, keepdims=True))
-    return e / e.sum(axis=-1, keepdims=True)
+        return sequence_predictions(logits, self.task, self.label_names)
 
 
 def examples_from_inputs(items: Sequence[Union[str, tuple[str, str], list]]) -> list[TextExample]:

@@ -1,0 +1,57 @@
+"""Sequence-head logits -> predictions: the one place where logits become a label, a score or labels.
+
+`Model.predict` / `bertkit predict`, the server's /predict, prompt classifiers and ONNX models all call
+`sequence_predictions`, so an offline predictions file and a server answer for the same folder cannot drift:
+- classification, pair-classification, prompt-classification: {"label", "score", "scores"} (softmax);
+- multi-label: {"labels", "scores"} (sigmoid per label; a label is on when its probability > 0.5, the same
+  decision `evaluate` scores);
+- regression: {"score"} (the head's one output).
+"""
+from __future__ import annotations
+
+from typing import Optional, Sequence
+
+import numpy as np
+
+MULTI_LABEL_THRESHOLD = 0.5   # sigmoid probability above which a label is predicted (logit > 0)
+REGRESSION, MULTI_LABEL = "regression", "multi-label"
+
+
+def softmax(logits: np.ndarray) -> np.ndarray:
+    """Over the last axis, shifted by the row maximum so large logits do not overflow."""
+    shifted = np.exp(logits - logits.max(axis=-1, keepdims=True))
+    return shifted / shifted.sum(axis=-1, keepdims=True)
+
+
+def sigmoid(logits: np.ndarray) -> np.ndarray:
+    return 1.0 / (1.0 + np.exp(-logits))
+
+
+def multi_label_decisions(logits: np.ndarray) -> np.ndarray:
+    """(N, L) logits -> (N, L) booleans: which labels a multi-label model predicts."""
+    return sigmoid(logits) > MULTI_LABEL_THRESHOLD
+
+
+def label_names_for(labels: Optional[Sequence[str]], count: int) -> list[str]:
+    """The saved label names, or "0".."count-1" when the folder has none (or a list of the wrong length)."""
+    return [str(n) for n in labels] if labels is not None and len(labels) == count else [str(i) for i in range(count)]
+
+
+def sequence_predictions(logits: np.ndarray, task: Optional[str], labels: Optional[Sequence[str]]) -> list[dict]:
+    """(N, L) logits of N texts -> one prediction dict per text (see the module docstring for the keys).
+    Any task other than regression and multi-label is read as single-label classification."""
+    logits = np.asarray(logits, dtype=np.float64)
+    if len(logits) == 0:
+        return []
+    if logits.ndim != 2:
+        raise ValueError(f"expected (texts, labels) logits, got shape {logits.shape}")
+    if task == REGRESSION:
+        return [{"score": float(row[0])} for row in logits]
+    names = label_names_for(labels, logits.shape[-1])
+    if task == MULTI_LABEL:
+        probabilities = sigmoid(logits)
+        return [{"labels": [n for n, on in zip(names, row > MULTI_LABEL_THRESHOLD) if on],
+                 "scores": {n: float(p) for n, p in zip(names, row)}} for row in probabilities]
+    probabilities = softmax(logits)
+    return [{"label": names[int(row.argmax())], "score": float(row.max()),
+             "scores": {n: float(p) for n, p in zip(names, row)}} for row in probabilities]
