@@ -5,13 +5,16 @@
 - classification, pair-classification, prompt-classification: {"label", "score", "scores"} (softmax);
 - multi-label: {"labels", "scores"} (sigmoid per label; a label is on when its probability > 0.5, the same
   decision `evaluate` scores);
-- regression: {"score"} (the head's one output).
+- regression: {"score"} (the head's one output);
+- NER (`entity_prediction`): {"tokens", "tags", "entities"}, each word tagged from its first sub-token.
 """
 from __future__ import annotations
 
 from typing import Optional, Sequence
 
 import numpy as np
+
+from bertkit.finetune.entity_metrics import entities
 
 MULTI_LABEL_THRESHOLD = 0.5   # sigmoid probability above which a label is predicted (logit > 0)
 REGRESSION, MULTI_LABEL = "regression", "multi-label"
@@ -55,3 +58,20 @@ def sequence_predictions(logits: np.ndarray, task: Optional[str], labels: Option
     probabilities = softmax(logits)
     return [{"label": names[int(row.argmax())], "score": float(row.max()),
              "scores": {n: float(p) for n, p in zip(names, row)}} for row in probabilities]
+
+
+def entity_prediction(words: Sequence[str], tags: Sequence[str], probabilities: Sequence[float],
+                      spans: Optional[Sequence[tuple[int, int]]] = None, text: Optional[str] = None) -> dict:
+    """One text's word tags (BIO/BIOES) -> {"tokens", "tags", "entities"}. Each entity: type, its words
+    [start_word, end_word), text, the mean probability of its words' tags as score, and with `spans` and `text`
+    its character span [start, end) in the text (text = text[start:end]); else text is its words joined."""
+    found = []
+    for entity in entities(tags):
+        item = {"type": entity.type, "start_word": entity.start, "end_word": entity.end + 1,
+                "text": " ".join(words[entity.start:entity.end + 1]),
+                "score": float(np.mean(probabilities[entity.start:entity.end + 1]))}
+        if spans is not None and text is not None:
+            start, end = spans[entity.start][0], spans[entity.end][1]
+            item.update(start=int(start), end=int(end), text=text[start:end])
+        found.append(item)
+    return {"tokens": list(words), "tags": list(tags), "entities": found}
