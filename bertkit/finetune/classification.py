@@ -47,19 +47,34 @@ class SequenceTask:
 
     def encode(self, examples: Sequence[TextExample], quiet: bool = False) -> list[SequenceFeature]:
         texts = [ex.text for ex in examples]
-        pairs = [ex.text_pair or "" for ex in examples] if any(ex.text_pair for ex in examples) else None
+        pairs = [ex.text_pair for ex in examples] if any(ex.text_pair for ex in examples) else None
         if self.long_texts == "head+tail" and pairs is None:
             rows, truncated = self._head_and_tail(texts)
         else:
-            encoded = self.tokenizer.encode_batch(texts, pairs=pairs, max_length=self.max_length,
-                                                  truncation="longest_first")
-            rows, truncated = list(zip(encoded.input_ids, encoded.token_type_ids)), sum(encoded.truncated)
+            rows, truncated = self._singles_and_pairs(texts, pairs or [None] * len(texts))
         if truncated and not quiet:
             how = "kept their head and tail" if self.long_texts == "head+tail" and pairs is None else \
                 "were truncated (longest_first)"
             print(f"bertkit: {truncated} of {len(texts)} texts were longer than max_length {self.max_length} "
                   f"tokens and {how}", file=sys.stderr)
         return [SequenceFeature(list(ids), list(types), self._target(ex.label)) for (ids, types), ex in zip(rows, examples)]
+
+    def _singles_and_pairs(self, texts: Sequence[str], pairs: Sequence[Optional[str]]) -> tuple[list, int]:
+        """[CLS] a [SEP] for single texts and [CLS] a [SEP] b [SEP] for pairs, encoded apart: a single text
+        among pairs must not gain an empty second segment (its prediction would depend on its neighbours)."""
+        rows: list = [None] * len(texts)
+        truncated = 0
+        for paired in (False, True):
+            group = [i for i, pair in enumerate(pairs) if bool(pair) == paired]
+            if not group:
+                continue
+            encoded = self.tokenizer.encode_batch([texts[i] for i in group],
+                                                  pairs=[pairs[i] for i in group] if paired else None,
+                                                  max_length=self.max_length, truncation="longest_first")
+            for i, ids, types in zip(group, encoded.input_ids, encoded.token_type_ids):
+                rows[i] = (ids, types)
+            truncated += sum(encoded.truncated)
+        return rows, truncated
 
     def _head_and_tail(self, texts: Sequence[str]) -> tuple[list, int]:
         """Sun et al. 2019 ("How to Fine-Tune BERT for Text Classification?"): the first quarter of the budget
