@@ -52,10 +52,14 @@ def sequence_predictions(logits: np.ndarray, task: Optional[str], labels: Option
         return [{"score": float(row[0])} for row in logits]
     names = label_names_for(labels, logits.shape[-1])
     if task == MULTI_LABEL:
-        probabilities = sigmoid(logits)
-        return [{"labels": [n for n, on in zip(names, row > MULTI_LABEL_THRESHOLD) if on],
-                 "scores": {n: float(p) for n, p in zip(names, row)}} for row in probabilities]
-    probabilities = softmax(logits)
+        probabilities, decisions = sigmoid(logits), multi_label_decisions(logits)   # the decision evaluate scores
+        return [{"labels": [n for n, on in zip(names, row_on) if on],
+                 "scores": {n: float(p) for n, p in zip(names, row)}} for row, row_on in zip(probabilities, decisions)]
+    return class_predictions(softmax(logits), names)
+
+
+def class_predictions(probabilities: np.ndarray, names: Sequence[str]) -> list[dict]:
+    """(N, L) class probabilities (a softmax, or a linear model's predict_proba) -> {"label", "score", "scores"}."""
     return [{"label": names[int(row.argmax())], "score": float(row.max()),
              "scores": {n: float(p) for n, p in zip(names, row)}} for row in probabilities]
 
