@@ -73,7 +73,7 @@ def config_from_hf(data: Any, source: str, extra: dict[str, Any] | None = None) 
     model_type = data.get("model_type", "bert")
     if model_type not in ("bert", "roberta", "xlm-roberta", "camembert"):
         raise CheckpointError(f"{source}: model_type {model_type!r} is not a BERT-family encoder bertkit loads "
-                              "(bert, roberta)")
+                              "(bert, roberta, electra, xlnet)")
     if data.get("position_embedding_type", "absolute") != "absolute":
         raise CheckpointError(f"{source}: position_embedding_type {data['position_embedding_type']!r} is not "
                               "supported; only absolute positions")
@@ -81,25 +81,25 @@ def config_from_hf(data: Any, source: str, extra: dict[str, Any] | None = None) 
     if not isinstance(act, str) or act not in _ACTIVATION_FROM_HF:
         raise CheckpointError(f"{source}: hidden_act {act!r} is not supported; use one of "
                               f"{', '.join(_ACTIVATION_FROM_HF)}")
-    sizes = {key: _integer(data, key, source, minimum=1) for key in
+    sizes = {key: config_integer(data, key, source, minimum=1) for key in
              ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size")}
     if sizes["hidden_size"] % sizes["num_attention_heads"]:
         raise CheckpointError(f"{source}: hidden_size {sizes['hidden_size']} is not divisible by "
                               f"num_attention_heads {sizes['num_attention_heads']}")
     pad = data.get("pad_token_id")
-    pad = 0 if pad is None else _integer(data, "pad_token_id", source, minimum=0)
+    pad = 0 if pad is None else config_integer(data, "pad_token_id", source, minimum=0)
     if pad >= sizes["vocab_size"]:
         raise CheckpointError(f"{source}: pad_token_id {pad} is outside the vocabulary of {sizes['vocab_size']}")
     fields = dict(
         vocab_size=sizes["vocab_size"], hidden_size=sizes["hidden_size"], num_layers=sizes["num_hidden_layers"],
         num_heads=sizes["num_attention_heads"], intermediate_size=sizes["intermediate_size"],
         activation=_ACTIVATION_FROM_HF[act],
-        hidden_dropout=_number(data, "hidden_dropout_prob", 0.1, source, 0.0, 1.0),
-        attention_dropout=_number(data, "attention_probs_dropout_prob", 0.1, source, 0.0, 1.0),
-        max_position_embeddings=_integer(data, "max_position_embeddings", source, minimum=1, default=512),
-        type_vocab_size=_integer(data, "type_vocab_size", source, minimum=0, default=2),
-        layer_norm_eps=_number(data, "layer_norm_eps", 1e-12, source, 0.0, 1.0, open_low=True),
-        initializer_range=_number(data, "initializer_range", 0.02, source, 0.0, float("inf")),
+        hidden_dropout=config_number(data, "hidden_dropout_prob", 0.1, source, 0.0, 1.0),
+        attention_dropout=config_number(data, "attention_probs_dropout_prob", 0.1, source, 0.0, 1.0),
+        max_position_embeddings=config_integer(data, "max_position_embeddings", source, minimum=1, default=512),
+        type_vocab_size=config_integer(data, "type_vocab_size", source, minimum=0, default=2),
+        layer_norm_eps=config_number(data, "layer_norm_eps", 1e-12, source, 0.0, 1.0, open_low=True),
+        initializer_range=config_number(data, "initializer_range", 0.02, source, 0.0, float("inf")),
         pad_token_id=pad,
         # HF RoBERTa numbers positions from padding_idx + 1.
         position_offset=pad + 1 if model_type != "bert" else 0,
@@ -138,7 +138,7 @@ def _extra_fields(extra: Any, source: str) -> dict[str, Any]:
     return fields
 
 
-def _integer(data: dict, key: str, source: str, minimum: int, default: int | None = None) -> int:
+def config_integer(data: dict, key: str, source: str, minimum: int, default: int | None = None) -> int:
     if key not in data and default is not None:
         return default
     if key not in data:
@@ -151,7 +151,7 @@ def _integer(data: dict, key: str, source: str, minimum: int, default: int | Non
     return value
 
 
-def _number(data: dict, key: str, default: float, source: str, low: float, high: float,
+def config_number(data: dict, key: str, default: float, source: str, low: float, high: float,
             open_low: bool = False) -> float:
     value = data.get(key, default)
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
@@ -291,10 +291,11 @@ def encoder_state_to_hf(state: dict[str, torch.Tensor], prefix: str) -> dict[str
     return out
 
 
-def heads_state_to_hf(heads: dict[str, dict[str, torch.Tensor]]) -> dict[str, torch.Tensor]:
+def heads_state_to_hf(heads: dict[str, dict[str, torch.Tensor]],
+                      head_names: dict[str, list[tuple[str, str]]] = HEAD_NAMES) -> dict[str, torch.Tensor]:
     out = {}
     for key, state in heads.items():
-        for hf_name, internal in HEAD_NAMES[key]:
+        for hf_name, internal in head_names[key]:
             out[hf_name] = state[internal].contiguous()
     return out
 
@@ -308,13 +309,16 @@ class SplitState:
         self.skipped: list[str] = []
 
 
-def split_hf_state(state: dict[str, torch.Tensor], token_head: bool) -> SplitState:
-    """HF names -> internal encoder names + head states. `token_head` says whether `classifier.*` belongs
-    to token classification (BertForTokenClassification) rather than sequence classification."""
+def split_hf_state(state: dict[str, torch.Tensor], token_head: bool,
+                   head_names: dict[str, list[tuple[str, str]]] = HEAD_NAMES) -> SplitState:
+    """HF names -> internal encoder names + head states. `token_head` says whether a name both heads use
+    (BERT's `classifier.*`) belongs to token classification (BertForTokenClassification) rather than sequence
+    classification. head_names: the family's head table (ELECTRA's, checkpoints/electra.py)."""
     result = SplitState()
     qkv: dict[tuple[str, str], dict[str, torch.Tensor]] = {}
-    head_lookup = {hf: (key, internal) for key, names in HEAD_NAMES.items() for hf, internal in names
-                   if key != ("classifier" if token_head else "token_classifier")}
+    preferred = "token_classifier" if token_head else "classifier"
+    head_lookup = {hf: (key, internal) for key in sorted(head_names, key=lambda k: k == preferred)   # it wins
+                   for hf, internal in head_names[key]}
     for raw_name, tensor in state.items():
         name = _legacy_layer_norm(raw_name)
         for prefix in _BASE_PREFIXES:

@@ -21,51 +21,37 @@ import torch
 from torch import nn
 
 from bertkit.atomic_write import recover_folder, replace_folder, temp_folder
-from bertkit.checkpoints import google, hf, sentence_transformers
+from bertkit.checkpoints import families, google, hf, sentence_transformers
+from bertkit.checkpoints.bert import build_head
 from bertkit.checkpoints.json_files import read_json
 from bertkit.checkpoints.sentence import read_sentence_pipeline, write_sentence_pipeline
 from bertkit.checkpoints.weights import INDEX_FILES, INT8_WEIGHTS_FILE, WEIGHT_FILES, read_weights
 from bertkit.errors import CheckpointError
 from bertkit.model.config import EncoderConfig
 from bertkit.model.encoder import Encoder
-from bertkit.model.heads import (MaskedLMHead, QuestionAnsweringHead, SentencePairHead,
-                                 SequenceClassificationHead, TokenClassificationHead)
 from bertkit.model.precision import apply_precision, has_int8, shape_int8
 from bertkit.model.sentence import SentencePipeline
+from bertkit.model.xlnet import XLNetConfig, XLNetModel
 from bertkit.runtime import PrecisionChoice, choose_precision
 from bertkit.tokenizer import Tokenizer
 
 META_FILE = "bertkit.json"
 FORMAT_VERSION = 1
-SENTENCE_KEYS = ("encode", "whitening")    # bertkit.json entries only the sentence pipeline writes
+SENTENCE_KEYS = ("encode", "whitening")
+FAMILY_KEYS = ("encoder", "hf_compatible")  # bertkit.json entries the folder family writes (families.py)    # bertkit.json entries only the sentence pipeline writes
 
 
 @dataclass
 class Checkpoint:
-    config: EncoderConfig
-    encoder: Encoder
-    tokenizer: Tokenizer | None
+    config: EncoderConfig | XLNetConfig
+    encoder: Encoder | XLNetModel           # the same forward signature and output fields
+    tokenizer: Tokenizer | None             # XLNet folders: tokenizer.xlnet.XLNetTokenizer
     heads: dict[str, nn.Module] = field(default_factory=dict)
     meta: dict[str, Any] = field(default_factory=dict)     # bertkit.json: task, labels, pooling, whitening, ...
     skipped: list[str] = field(default_factory=list)        # names in the weight file that are not model weights
     path: Path | None = None
     sentence: SentencePipeline = field(default_factory=SentencePipeline)   # how it makes sentence vectors
     precision: PrecisionChoice | None = None                # what the weights were put into at load
-
-
-def build_head(key: str, config: EncoderConfig, state: dict[str, torch.Tensor]) -> nn.Module:
-    """A head module of the right shape for the weights found under `key`."""
-    if key == "classifier":
-        return SequenceClassificationHead(config, num_labels=state["linear.weight"].shape[0])
-    if key == "token_classifier":
-        return TokenClassificationHead(config, num_labels=state["linear.weight"].shape[0])
-    if key == "qa":
-        return QuestionAnsweringHead(config)
-    if key == "mlm":
-        return MaskedLMHead(config)
-    if key == "pair":
-        return SentencePairHead(config)
-    raise CheckpointError(f"unknown head {key!r}")
 
 
 def load_checkpoint(path: str | os.PathLike, device: str | torch.device = "cpu",
@@ -85,9 +71,11 @@ def load_checkpoint(path: str | os.PathLike, device: str | torch.device = "cpu",
                       "`bertkit quantize` again for a measured int8 folder", stacklevel=2)
     model_folder = sentence_transformers.transformer_folder(folder)
     hf_config: dict[str, Any] = {}
+    family = families.bert
     if (model_folder / "config.json").is_file():
         hf_config = read_json(model_folder / "config.json")
-        config = hf.config_from_hf(hf_config, str(model_folder / "config.json"), meta.get("encoder"))
+        family = families.for_model_type(hf_config.get("model_type"))      # BERT / RoBERTa, ELECTRA or XLNet
+        config = family.config_from_hf(hf_config, str(model_folder / "config.json"), meta.get("encoder"))
         raw_state = read_weights(model_folder)
     elif (folder / "bert_config.json").is_file():
         config, raw_state = google.load_google_folder(folder)
@@ -95,10 +83,16 @@ def load_checkpoint(path: str | os.PathLike, device: str | torch.device = "cpu",
         raise CheckpointError(f"{folder}: no config.json (Hugging Face / bertkit) or bert_config.json (Google "
                               "BERT) found; is this a model folder?")
     architectures = hf_config.get("architectures") or []
-    split = hf.split_hf_state(raw_state, token_head="BertForTokenClassification" in architectures
-                              or meta.get("task") == "ner")
-    hf.check_sizes(config, split.encoder, str(model_folder / "config.json"))
-    encoder = Encoder(config)
+    try:
+        split = family.split_state(raw_state, architectures, meta.get("task"))
+    except CheckpointError as err:
+        raise CheckpointError(f"{model_folder}: {err}") from None
+    family.check_sizes(config, split.encoder, str(model_folder / "config.json"))
+    if hf_config and not split.encoder and split.skipped:      # e.g. ELECTRA weights under model_type 'bert'
+        raise CheckpointError(f"{model_folder / 'config.json'}: model_type {hf_config.get('model_type')!r} reads none "
+                              f"of the weights (they hold names like {split.skipped[0]!r}); config.json does not "
+                              "describe these weights")
+    encoder = family.new_encoder(config)
     if hf_config.get("pruned_heads"):
         encoder.shape_pruned(_pruned_heads(hf_config["pruned_heads"], config, model_folder / "config.json"))
     int8_names = sorted({name.rsplit(".", 1)[0] for name in split.encoder if name.endswith(".weight_scale")})
@@ -110,10 +104,10 @@ def load_checkpoint(path: str | os.PathLike, device: str | torch.device = "cpu",
     _load_encoder_state(encoder, split.encoder, folder)
     heads = {}
     for key, state in split.heads.items():
-        head = build_head(key, config, state)
+        head = family.build_head(key, config, state)
         _load_strict(head, state, f"{folder}: head {key!r}")
         heads[key] = head
-    tokenizer = _load_tokenizer(model_folder, config)
+    tokenizer = _load_tokenizer(model_folder, config, family)
     sentence = read_sentence_pipeline(folder, meta, config, tokenizer.model_max_length if tokenizer else None)
     if split.skipped:
         warnings.warn(f"{folder}: skipped {len(split.skipped)} entries that are not model weights: "
@@ -172,12 +166,10 @@ def _load_strict(module: nn.Module, state: dict[str, torch.Tensor], where: str) 
     module.load_state_dict({k: v.to(expected[k].dtype) for k, v in state.items()})
 
 
-def _load_tokenizer(folder: Path, config: EncoderConfig) -> Tokenizer | None:
-    if not any((folder / name).is_file() for name in ("tokenizer.json", "vocab.txt", "vocab.json")):
-        warnings.warn(f"{folder}: no vocab.txt, tokenizer.json or vocab.json + merges.txt; the model loads "
-                      "without a tokenizer", stacklevel=3)
+def _load_tokenizer(folder: Path, config: EncoderConfig | XLNetConfig, family) -> Tokenizer | None:
+    tokenizer = family.load_tokenizer(folder)
+    if tokenizer is None:
         return None
-    tokenizer = Tokenizer.from_folder(folder)
     if tokenizer.vocab_size > config.vocab_size:
         raise CheckpointError(f"{folder}: the tokenizer has {tokenizer.vocab_size} tokens but the model's "
                               f"embedding table only {config.vocab_size}; vocabulary and weights do not match")
@@ -201,30 +193,25 @@ def save_checkpoint(folder: str | os.PathLike, encoder: Encoder, tokenizer: Toke
     folder = Path(folder)
     heads = heads or {}
     config = encoder.config
-    head_keys = tuple(sorted(heads, key=["mlm", "pair", "classifier", "token_classifier", "qa"].index))
-    if head_keys not in hf.ARCHITECTURES:
-        raise CheckpointError(f"cannot save heads {head_keys} together; HF has no class with that combination")
-    roberta = hf.is_roberta(config)
-    prefix = ("roberta." if roberta else "bert.") if heads else ""
-    state = hf.encoder_state_to_hf(encoder.state_dict(), prefix)
-    state.update(hf.heads_state_to_hf({k: v.state_dict() for k, v in heads.items()}))
-    if "mlm" in heads:   # HF's tied decoder weight; stored so HF needs no re-tying to be exact
-        state["cls.predictions.decoder.weight"] = encoder.embeddings.token.weight.detach().clone()
-    hf_config = hf.config_to_hf(config)
-    hf_config["architectures"] = ["RobertaModel" if roberta else hf.ARCHITECTURES[head_keys]]
+    family = families.for_config(config)
+    unknown = sorted(set(heads) - set(families.HEAD_ORDER))
+    if unknown:
+        raise CheckpointError(f"unknown head {unknown[0]!r}; heads are {', '.join(families.HEAD_ORDER)}")
+    head_keys = tuple(sorted(heads, key=families.HEAD_ORDER.index))
+    hf_config = family.folder_config(config, head_keys)
+    state = family.state_to_hf(encoder, heads)
     for key in ("classifier", "token_classifier"):
         if key in heads:
             hf_config.update(hf.label_config(heads[key].num_labels, (meta or {}).get("labels"),
                                              (meta or {}).get("task")))
-    if encoder.pruned_heads():
-        hf_config["pruned_heads"] = {str(layer): heads for layer, heads in encoder.pruned_heads().items()}
+    pruned = encoder.pruned_heads() if isinstance(encoder, Encoder) else {}
+    if pruned:
+        hf_config["pruned_heads"] = {str(layer): heads for layer, heads in pruned.items()}
     hf_config.update(hf_config_extra or {})
+    # the family's own entries ("encoder", "hf_compatible") describe this encoder, not the folder it came from
     full_meta = {"format": "bertkit", "format_version": FORMAT_VERSION,
-                 "encoder": {k: getattr(config, k) for k in hf.EXTRA_FIELDS},
-                 **{k: v for k, v in (meta or {}).items() if k not in SENTENCE_KEYS}}
-    if config.norm_position == "pre" or config.embedding_size or config.causal or (roberta and heads):
-        # HF BertModel cannot compute these variants; HF's RoBERTa heads differ from these BERT-style heads
-        full_meta["hf_compatible"] = False
+                 **{k: v for k, v in (meta or {}).items() if k not in SENTENCE_KEYS + FAMILY_KEYS},
+                 **family.folder_meta(config, head_keys)}
 
     int8 = has_int8(encoder)
     if int8:
