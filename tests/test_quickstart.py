@@ -5,6 +5,7 @@ import json
 
 import pytest
 
+import bertkit
 from bertkit.cli import main
 from bertkit.errors import BertkitError
 from bertkit.finetune import evaluate_file
@@ -45,9 +46,15 @@ def test_quick_run_end_to_end(tmp_path, tiny_plan):
     names = [row.name for row in result.rows]
     assert names[0] == "TF-IDF baseline" and names[1] == "random init" and names[2].startswith("pre-trained here (")
     assert names[3] == "tiny"
-    for row in result.rows[1:]:
-        assert 0.0 <= row.test["accuracy"] <= 1.0 and row.steps > 0
-        assert (row.folder / "config.json").is_file() and (row.folder / "metrics.json").is_file()
+    test_rows = [json.loads(line) for line in (out / "data" / "test.jsonl").read_text(encoding="utf-8").splitlines()]
+    for row in result.rows:
+        # the table's accuracy is what the saved folder predicts for the test articles (Model.predict's path)
+        predicted = [p["label"] for p in bertkit.load(row.folder).predict([r["text"] for r in test_rows])]
+        correct = sum(p == r["label"] for p, r in zip(predicted, test_rows))
+        assert row.test["accuracy"] == pytest.approx(correct / len(test_rows))
+        assert (row.folder / "metrics.json").is_file()
+        if row is not result.rows[0]:                       # the TF-IDF baseline: no steps, no encoder config
+            assert row.steps > 0 and (row.folder / "config.json").is_file()
     assert result.rows[3].train_examples == 16 and result.rows[3].max_length == 32   # the reference's subset
     # the baseline row: the planted topic words make TF-IDF exact on the 6 test articles, and its folder scores
     # the same through `bertkit evaluate`'s code
