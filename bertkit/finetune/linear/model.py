@@ -16,6 +16,7 @@ import numpy as np
 from bertkit.data.readers import TextExample
 from bertkit.finetune.linear.features import FeatureSpec, VectorBlock
 from bertkit.finetune.linear.layer import LinearLayer
+from bertkit.finetune.predictions import class_predictions
 
 LINEAR_TASKS = ("classification", "pair-classification", "regression")
 PROBABILITY_FLOOR = 1e-12          # log(p) of a part's probabilities, so a stacker never sees -inf
@@ -55,9 +56,7 @@ class LinearModel:
         """One prediction dict per row, as the fine-tuned models' predict gives them."""
         if self.task == "regression":
             return [{"score": float(row[0])} for row in scores]
-        names = self.label_names
-        return [{"label": names[int(row.argmax())], "score": float(row.max()),
-                 "scores": {n: float(p) for n, p in zip(names, row)}} for row in scores]
+        return class_predictions(scores, self.label_names)
 
 
 def stack_inputs(outputs: Sequence[np.ndarray], output: str) -> np.ndarray:
