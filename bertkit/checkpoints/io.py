@@ -21,10 +21,10 @@ import torch
 from torch import nn
 
 from bertkit.atomic_write import recover_folder, replace_folder, temp_folder
-from bertkit.checkpoints import google, hf, sentence_transformers
+from bertkit.checkpoints import google, hf, hf_form, sentence_transformers
 from bertkit.checkpoints.json_files import read_json
 from bertkit.checkpoints.sentence import read_sentence_pipeline, write_sentence_pipeline
-from bertkit.checkpoints.weights import read_weights
+from bertkit.checkpoints.weights import read_weight_file, read_weights
 from bertkit.errors import CheckpointError
 from bertkit.model.config import EncoderConfig
 from bertkit.model.encoder import Encoder
@@ -36,6 +36,10 @@ from bertkit.tokenizer import Tokenizer
 META_FILE = "bertkit.json"
 FORMAT_VERSION = 1
 SENTENCE_KEYS = ("encode", "whitening")    # bertkit.json entries only the sentence pipeline writes
+HF_KEYS = ("hf_compatible", "transformers")  # bertkit.json entries only save_checkpoint writes (what loads it)
+# The pooler of a model saved as an HF class that has none (ForMaskedLM, ForTokenClassification,
+# ForQuestionAnswering): kept beside the weights, where transformers does not look, so nothing trained is lost.
+POOLER_FILE = "pooler.safetensors"
 
 
 @dataclass
@@ -77,7 +81,7 @@ def load_checkpoint(path: str | os.PathLike, device: str | torch.device = "cpu")
     hf_config: dict[str, Any] = {}
     if (model_folder / "config.json").is_file():
         hf_config = read_json(model_folder / "config.json")
-        config = hf.config_from_hf(hf_config, str(model_folder / "config.json"), meta.get("encoder"))
+        config = hf_form.config_from_folder(hf_config, str(model_folder / "config.json"), meta.get("encoder"))
         raw_state = read_weights(model_folder)
     elif (folder / "bert_config.json").is_file():
         config, raw_state = google.load_google_folder(folder)
@@ -85,13 +89,15 @@ def load_checkpoint(path: str | os.PathLike, device: str | torch.device = "cpu")
         raise CheckpointError(f"{folder}: no config.json (Hugging Face / bertkit) or bert_config.json (Google "
                               "BERT) found; is this a model folder?")
     architectures = hf_config.get("architectures") or []
-    split = hf.split_hf_state(raw_state, token_head="BertForTokenClassification" in architectures
-                              or meta.get("task") == "ner")
+    token_head = any(name.endswith("ForTokenClassification") for name in architectures) or meta.get("task") == "ner"
+    split = hf_form.split_folder_state(hf_config, config, raw_state, token_head, str(model_folder))
     hf.check_sizes(config, split.encoder, str(model_folder / "config.json"))
     encoder = Encoder(config)
     if hf_config.get("pruned_heads"):
         encoder.shape_pruned(_pruned_heads(hf_config["pruned_heads"], config, model_folder / "config.json"))
-    _load_encoder_state(encoder, split.encoder, folder)
+    if config.use_pooler and "pooler.dense.weight" not in split.encoder and (model_folder / POOLER_FILE).is_file():
+        split.encoder.update(read_weight_file(model_folder / POOLER_FILE))
+    _load_encoder_state(encoder, split.encoder, folder, architectures)
     heads = {}
     for key, state in split.heads.items():
         head = build_head(key, config, state)
@@ -123,13 +129,18 @@ def _pruned_heads(record: Any, config: EncoderConfig, source: Path) -> dict[int,
     return removed
 
 
-def _load_encoder_state(encoder: Encoder, state: dict[str, torch.Tensor], folder: Path) -> None:
-    expected = encoder.state_dict()
+def _load_encoder_state(encoder: Encoder, state: dict[str, torch.Tensor], folder: Path,
+                        architectures: list[str]) -> None:
     if encoder.pooler is not None and "pooler.dense.weight" not in state:
-        # Checkpoints saved without a pooler (e.g. from BertForMaskedLM): keep a random one, say so.
-        warnings.warn(f"{folder}: no pooler weights; the pooler (used only by pooling='pooler') is random",
-                      stacklevel=3)
-        state = {**state, **{k: v for k, v in expected.items() if k.startswith("pooler.")}}
+        # Saved without a pooler: a random one, the same on every load (initializer_range, seed 0), as the HF
+        # classes built without one (ForMaskedLM, ForTokenClassification, ForQuestionAnswering) have; said
+        # where the folder's class would have had one.
+        if not any(name in hf_form.NO_POOLER_CLASSES for name in architectures):
+            warnings.warn(f"{folder}: no pooler weights; the pooler (used only by pooling='pooler') is random",
+                          stacklevel=3)
+        generator = torch.Generator().manual_seed(0)
+        weight = torch.randn(encoder.pooler.dense.weight.shape, generator=generator) * encoder.config.initializer_range
+        state = {**state, "pooler.dense.weight": weight, "pooler.dense.bias": torch.zeros(weight.shape[0])}
     # With shared layers every layer's copy is in the file (HF has no sharing); loading them in order
     # writes the same values into the one shared tensor.
     _load_strict(encoder, state, str(folder))
@@ -152,8 +163,11 @@ def _load_strict(module: nn.Module, state: dict[str, torch.Tensor], where: str) 
     module.load_state_dict({k: v.to(expected[k].dtype) for k, v in state.items()})
 
 
+TOKENIZER_FILES = ("tokenizer.json", "vocab.txt", "vocab.json", "spiece.model")
+
+
 def _load_tokenizer(folder: Path, config: EncoderConfig) -> Tokenizer | None:
-    if not any((folder / name).is_file() for name in ("tokenizer.json", "vocab.txt", "vocab.json")):
+    if not any((folder / name).is_file() for name in TOKENIZER_FILES):
         warnings.warn(f"{folder}: no vocab.txt, tokenizer.json or vocab.json + merges.txt; the model loads "
                       "without a tokenizer", stacklevel=3)
         return None
@@ -181,36 +195,25 @@ def save_checkpoint(folder: str | os.PathLike, encoder: Encoder, tokenizer: Toke
     folder = Path(folder)
     heads = heads or {}
     config = encoder.config
-    head_keys = tuple(sorted(heads, key=["mlm", "pair", "classifier", "token_classifier", "qa"].index))
-    if head_keys not in hf.ARCHITECTURES:
-        raise CheckpointError(f"cannot save heads {head_keys} together; HF has no class with that combination")
-    roberta = hf.is_roberta(config)
-    prefix = ("roberta." if roberta else "bert.") if heads else ""
-    state = hf.encoder_state_to_hf(encoder.state_dict(), prefix)
-    state.update(hf.heads_state_to_hf({k: v.state_dict() for k, v in heads.items()}))
-    if "mlm" in heads:   # HF's tied decoder weight; stored so HF needs no re-tying to be exact
-        state["cls.predictions.decoder.weight"] = encoder.embeddings.token.weight.detach().clone()
-    hf_config = hf.config_to_hf(config)
-    hf_config["architectures"] = ["RobertaModel" if roberta else hf.ARCHITECTURES[head_keys]]
-    for key in ("classifier", "token_classifier"):
-        if key in heads:
-            hf_config.update(hf.label_config(heads[key].num_labels, (meta or {}).get("labels"),
-                                             (meta or {}).get("task")))
-    if encoder.pruned_heads():
-        hf_config["pruned_heads"] = {str(layer): heads for layer, heads in encoder.pruned_heads().items()}
+    hf_config, state, form = hf_form.hf_folder_contents(encoder, heads, (meta or {}).get("labels"),
+                                                        (meta or {}).get("task"))
     hf_config.update(hf_config_extra or {})
     full_meta = {"format": "bertkit", "format_version": FORMAT_VERSION,
                  "encoder": {k: getattr(config, k) for k in hf.EXTRA_FIELDS},
-                 **{k: v for k, v in (meta or {}).items() if k not in SENTENCE_KEYS}}
-    if config.norm_position == "pre" or config.embedding_size or config.causal or (roberta and heads):
-        # HF BertModel cannot compute these variants; HF's RoBERTa heads differ from these BERT-style heads
-        full_meta["hf_compatible"] = False
+                 **{k: v for k, v in (meta or {}).items() if k not in SENTENCE_KEYS + HF_KEYS}}
+    # what loads the folder besides bertkit: the transformers class, or why none computes this model
+    full_meta["hf_compatible"] = form.loads_in_transformers
+    full_meta["transformers"] = ({"class": form.architecture} if form.loads_in_transformers
+                                 else {"class": None, "why_not": form.reason})
 
     recover_folder(folder)
     tmp = temp_folder(folder)
     try:
         save_file({k: v.detach().cpu().contiguous() for k, v in state.items()}, str(tmp / "model.safetensors"),
                   metadata={"format": "pt"})
+        if encoder.pooler is not None and form.architecture in hf_form.NO_POOLER_CLASSES:
+            save_file({f"pooler.dense.{k}": v.detach().cpu().contiguous()
+                       for k, v in encoder.pooler.dense.state_dict().items()}, str(tmp / POOLER_FILE))
         if sentence is not None:
             full_meta.update(write_sentence_pipeline(tmp, sentence))
         (tmp / "config.json").write_text(json.dumps(hf_config, indent=2) + "\n", encoding="utf-8")
