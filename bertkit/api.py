@@ -110,10 +110,12 @@ def load(path: str | os.PathLike, device: str | None = None):
     return Model(apply_saved_quantization(load_checkpoint(path, device=pick_device(device))))
 
 
-def convert(source: str | os.PathLike, target: str | os.PathLike) -> Path:
-    """Re-save any folder `load` reads as a bertkit folder that transformers also loads as is."""
-    model = load(source, device="cpu")
-    return model.save(target)
+def convert(source: str | os.PathLike, target: str | os.PathLike):
+    """Re-save any folder `load` reads as a folder the transformers class it names loads as is, checked against
+    transformers before it is kept (bertkit/convert.py); refuses models no transformers class computes.
+    Returns a ConvertReport (path, class, largest output difference)."""
+    from bertkit.convert import convert as convert_folder
+    return convert_folder(source, target)
 
 
 def minilm_path() -> Path:

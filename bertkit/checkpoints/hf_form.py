@@ -6,8 +6,8 @@ from pad_token_id + 1, BERT otherwise. Variants no transformers class computes (
 attention or only the feed-forward, no embedding LayerNorm, a causal mask, ...) get model_type "bertkit" and
 no architecture, so transformers refuses the folder instead of loading it as something else, and bertkit.json
 says why. Pruned models keep HF's `pruned_heads` layout (physically smaller layers), which transformers 4
-applied and transformers 5 ignores: those folders load with bertkit (or distill.prune.load_pruned_transformers),
-and `bertkit convert` or prune-heads' `transformers/` copy gives the full-shape form plain from_pretrained loads.
+applied and transformers 5 ignores (re-initializing those layers): they are bertkit folders too, and
+`bertkit convert` or prune-heads' `transformers/` copy gives the full-shape form plain from_pretrained loads.
 """
 from __future__ import annotations
 
@@ -80,12 +80,13 @@ def choose_form(config: EncoderConfig, head_keys: tuple[str, ...], pruned: bool 
         problems.append(f"the model has no pooler, and {architecture or 'the HF class'} computes one")
     if family == "roberta" and "mlm" in head_keys and config.activation != "gelu":
         problems.append(f"RobertaForMaskedLM's head applies exact GELU; this model's uses {config.activation}")
+    if pruned:
+        problems.append("pruned heads stored as physically smaller layers (config.json pruned_heads): transformers "
+                        "5 ignores that key and would re-initialize those layers at random; prune-heads' "
+                        "transformers/ subfolder, or `bertkit convert`, holds the full-shape copy from_pretrained "
+                        "loads (pruned heads zeroed)")
     if problems:
         return HfForm(hf.BERTKIT_MODEL_TYPE, None, "; ".join(problems))
-    if pruned:
-        return HfForm(family, architecture, "pruned heads stored as physically smaller layers (config.json "
-                      "pruned_heads): transformers 4 applied them, transformers 5 ignores them and refuses the "
-                      "shapes; `bertkit convert` writes the full-shape copy (pruned heads zeroed) it loads")
     return HfForm(family, architecture)
 
 

@@ -15,13 +15,13 @@ import shutil
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import torch
 from torch import nn
 
 from bertkit.atomic_write import recover_folder, replace_folder, temp_folder
-from bertkit.checkpoints import google, hf, hf_form, sentence_transformers
+from bertkit.checkpoints import google, hf, hf_check, hf_form, sentence_transformers
 from bertkit.checkpoints.json_files import read_json
 from bertkit.checkpoints.sentence import read_sentence_pipeline, write_sentence_pipeline
 from bertkit.checkpoints.weights import read_weight_file, read_weights
@@ -182,8 +182,12 @@ def _load_tokenizer(folder: Path, config: EncoderConfig) -> Tokenizer | None:
 
 def save_checkpoint(folder: str | os.PathLike, encoder: Encoder, tokenizer: Tokenizer | None,
                     heads: dict[str, nn.Module] | None = None, meta: dict[str, Any] | None = None,
-                    hf_config_extra: dict[str, Any] | None = None, sentence: SentencePipeline | None = None) -> Path:
-    """Write one folder that `transformers.AutoModel.from_pretrained` loads with identical outputs.
+                    hf_config_extra: dict[str, Any] | None = None, sentence: SentencePipeline | None = None,
+                    check: Callable[[Path], None] | None = None) -> Path:
+    """Write one folder that the transformers class it names (hf_form.py) loads with identical outputs, or, for
+    a model no transformers class computes, one that says why in bertkit.json and that transformers refuses.
+    A folder that promises a class is checked against that class's loading rules (hf_check.check_structure)
+    before it replaces anything; `check(tmp)` may check more (convert compares outputs with transformers).
 
     hf_config_extra: more config.json keys (id2label/label2id, problem_type) for the HF head classes.
     sentence: the sentence-embedding steps to save (a writer that starts from a folder passes that folder's,
@@ -220,6 +224,10 @@ def save_checkpoint(folder: str | os.PathLike, encoder: Encoder, tokenizer: Toke
         (tmp / META_FILE).write_text(json.dumps(full_meta, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
         if tokenizer is not None:
             tokenizer.save(tmp)
+        if form.loads_in_transformers:
+            hf_check.check_structure(tmp)
+        if check is not None:
+            check(tmp)
         replace_folder(tmp, folder)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)

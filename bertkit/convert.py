@@ -1,0 +1,114 @@
+"""`bertkit convert`: any folder bertkit reads -> a folder transformers loads as is, checked before it is kept.
+
+The target is written to a temporary folder, checked, and only then put in place, so a failed check leaves
+nothing behind and an existing target untouched. The check: the weights fit the loading rules of the
+transformers class config.json names (checkpoints/hf_check.py), and, when transformers is installed, that
+class loaded from the folder computes the source model's hidden states and head logits within 1e-4.
+A model no transformers class computes is refused with the reason (exit 2 from the CLI); so are folders that
+hold no such model at all (int8, linear models over vectors, TF-IDF baselines, ONNX exports, search indexes).
+A pruned model is written with full shapes and its pruned heads zeroed (exact outputs, no speed-up).
+"""
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional
+
+from bertkit.atomic_write import recover_folder, replace_folder, temp_folder
+from bertkit.checkpoints import load_checkpoint, save_checkpoint
+from bertkit.checkpoints.gpt2 import is_gpt2_folder, load_gpt2, save_gpt2
+from bertkit.checkpoints.hf_check import check_structure, compare_with_transformers
+from bertkit.checkpoints.hf_form import choose_form, head_keys_of
+from bertkit.checkpoints.json_files import read_json
+from bertkit.checkpoints.weights import INT8_WEIGHTS_FILE
+from bertkit.distill.onnx_model import onnx_file_of
+from bertkit.distill.prune import full_shape_copy
+from bertkit.errors import BertkitError
+from bertkit.search.generations import MANIFEST
+
+
+@dataclass
+class ConvertReport:
+    path: Path
+    architecture: str                 # the transformers class that loads the folder
+    max_difference: Optional[float]   # largest |bertkit - transformers| output difference; None: not compared
+
+    def line(self) -> str:
+        if self.max_difference is None:
+            return (f"wrote {self.path}: its weights fit transformers' {self.architecture} loading rules "
+                    "(transformers is not installed here, so outputs were not compared)")
+        return (f"wrote {self.path}: transformers' {self.architecture} loads it and computes bertkit's hidden states "
+                f"and logits within {self.max_difference:.1g}")
+
+
+def no_hf_form(path: str | os.PathLike) -> Optional[str]:
+    """Why the folder at `path` holds nothing a transformers class computes, judged from its files; None when
+    it holds an encoder (whose own form is then decided by hf_form.choose_form)."""
+    path = Path(path)
+    if onnx_file_of(path) is not None:
+        return "an ONNX export: ONNX Runtime loads it as it is; convert the model folder it was exported from"
+    if not path.is_dir():
+        return None
+    if (path / MANIFEST).is_file():
+        return (f"a search index ({MANIFEST}), not a model; convert the model folder the index was built with")
+    meta = read_json(path / "bertkit.json") if (path / "bertkit.json").is_file() else {}
+    linear = meta.get("linear")
+    if isinstance(linear, dict):
+        if linear.get("method") == "tfidf":
+            return "a TF-IDF + linear baseline (bertkit baseline): no encoder, nothing a transformers class computes"
+        return (f"a {linear.get('method', 'linear')} model (a linear layer over the frozen encoder's sentence "
+                "vectors, bertkit.json \"linear\"): no transformers class computes it; bertkit.load reads it")
+    if meta.get("quantization") or (path / INT8_WEIGHTS_FILE).is_file():
+        source = (meta.get("quantization") or {}).get("quantized_from")
+        return ("int8 weights (bertkit quantize): no transformers class computes bertkit's int8 layers; convert the "
+                f"fp32 folder it was quantized from{f' ({source})' if source else ''}")
+    return None
+
+
+def convert(source: str | os.PathLike, target: str | os.PathLike) -> ConvertReport:
+    reason = no_hf_form(source)
+    if reason is not None:
+        raise BertkitError(f"{source}: cannot be converted to a transformers folder: {reason}")
+    if is_gpt2_folder(source):
+        return _convert_gpt2(Path(source), Path(target))
+    checkpoint = load_checkpoint(source, device="cpu")
+    form = choose_form(checkpoint.config, head_keys_of(checkpoint.heads))
+    if form.architecture is None:
+        raise BertkitError(f"{source}: cannot be converted to a transformers folder: {form.reason}. bertkit.load "
+                           "reads it as it is; `bertkit export-onnx` gives an ONNX Runtime model")
+    encoder, meta = checkpoint.encoder, dict(checkpoint.meta)
+    if encoder.pruned_heads():
+        encoder = full_shape_copy(encoder)
+        meta["pruning"] = {**meta.get("pruning", {}), "form": "full shapes with the pruned heads' weights zeroed: "
+                           "plain from_pretrained loads it, with exact outputs and no speed-up",
+                           "pruned_heads": {str(k): v for k, v in checkpoint.encoder.pruned_heads().items()}}
+    meta["converted_from"] = str(source)
+    found: dict = {}
+
+    def check(folder: Path) -> None:
+        found["architecture"] = check_structure(folder)
+        if importlib.util.find_spec("transformers") is not None:
+            found["architecture"], found["difference"] = compare_with_transformers(folder, checkpoint)
+
+    path = save_checkpoint(target, encoder, checkpoint.tokenizer, checkpoint.heads, meta,
+                           sentence=checkpoint.sentence, check=check)
+    return ConvertReport(path, found["architecture"], found.get("difference"))
+
+
+def _convert_gpt2(source: Path, target: Path) -> ConvertReport:
+    loaded = load_gpt2(source)
+    recover_folder(target)
+    tmp = temp_folder(target)
+    try:
+        save_gpt2(tmp, loaded.model, loaded.tokenizer)
+        architecture, difference = check_structure(tmp), None
+        if importlib.util.find_spec("transformers") is not None:
+            architecture, difference = compare_with_transformers(tmp, loaded.model)
+        replace_folder(tmp, target)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return ConvertReport(target, architecture, difference)

@@ -1,0 +1,119 @@
+"""`bertkit convert`: the folder it keeps loads in the transformers class it names with bertkit's outputs
+(checked inside convert, and again here from the outside); models no transformers class computes are refused
+with the reason, exit code 2, and nothing written."""
+import json
+
+import pytest
+import torch
+
+from bertkit.checkpoints import load_checkpoint, save_checkpoint
+from bertkit.cli import main
+from bertkit.convert import convert
+from bertkit.distill.prune import prune_heads
+from bertkit.errors import BertkitError
+from bertkit.model import Encoder, EncoderConfig
+from bertkit.model.heads import MaskedLMHead, SentencePairHead, SequenceClassificationHead
+
+transformers = pytest.importorskip("transformers")
+
+
+def config(**changes):
+    base = dict(vocab_size=40, hidden_size=32, num_layers=2, num_heads=4, intermediate_size=64,
+                max_position_embeddings=40)
+    return EncoderConfig(**{**base, **changes})
+
+
+def write(folder, cfg, heads=(), prune=None):
+    torch.manual_seed(0)
+    encoder = Encoder(cfg).eval()
+    build = {"mlm": MaskedLMHead, "pair": SentencePairHead, "classifier": lambda c: SequenceClassificationHead(c, 3)}
+    modules = {key: build[key](cfg).eval() for key in heads}
+    for module in modules.values():
+        for parameter in module.parameters():
+            torch.nn.init.normal_(parameter, std=0.5)
+    if prune:
+        prune_heads(encoder, prune)
+    extra = {"pruned_heads": {str(k): v for k, v in prune.items()}} if prune else None
+    save_checkpoint(folder, encoder, None, modules, {"task": "classification"} if "classifier" in heads else None,
+                    extra)
+    return folder
+
+
+def probe(model_or_ckpt, hf: bool):
+    ids = torch.tensor([[2, 11, 15, 9, 30, 3, 0, 0], [2, 17, 5, 8, 21, 25, 13, 3]])
+    mask = (ids != 0).long()
+    with torch.no_grad():
+        if hf:
+            return model_or_ckpt(input_ids=ids, attention_mask=mask, output_hidden_states=True).hidden_states[-1], mask
+        return model_or_ckpt.encoder(ids, mask).last_hidden_state, mask
+
+
+@pytest.mark.parametrize("cfg,heads,prune,architecture", [
+    (config(), ("mlm", "pair"), None, "BertForPreTraining"),
+    (config(embedding_size=16, share_layers="all", activation="gelu_tanh"), ("mlm", "pair"), None,
+     "AlbertForPreTraining"),
+    (config(), ("classifier",), {0: [1, 2], 1: [0]}, "BertForSequenceClassification"),
+])
+def test_convert_keeps_a_folder_transformers_loads_with_the_same_outputs(tmp_path, cfg, heads, prune, architecture):
+    source = write(tmp_path / "src", cfg, heads, prune)
+    report = convert(source, tmp_path / "out")
+    assert report.architecture == architecture and report.max_difference <= 1e-4
+    model, info = getattr(transformers, architecture).from_pretrained(str(tmp_path / "out"),
+                                                                      output_loading_info=True)
+    assert not info["missing_keys"] and not info["unexpected_keys"] and not info["mismatched_keys"], info
+    theirs, mask = probe(model.eval(), hf=True)
+    ours, _ = probe(load_checkpoint(source), hf=False)
+    assert (theirs - ours)[mask.bool()].abs().max() <= 1e-4
+    if prune:     # full shapes, pruned heads zeroed, and the folder says so
+        meta = json.loads((tmp_path / "out" / "bertkit.json").read_text())
+        assert "full shapes" in meta["pruning"]["form"] and meta["pruning"]["pruned_heads"] == {"0": [1, 2], "1": [0]}
+        assert "pruned_heads" not in json.loads((tmp_path / "out" / "config.json").read_text())
+
+
+def _int8(folder):
+    write(folder, config())
+    meta_path = folder / "bertkit.json"
+    meta_path.write_text(json.dumps({**json.loads(meta_path.read_text()),
+                                     "quantization": {"scheme": "dynamic-int8", "quantized_from": "fp32-model"}}))
+    return folder
+
+
+def _linear(folder):
+    write(folder, config())
+    meta_path = folder / "bertkit.json"
+    meta_path.write_text(json.dumps({**json.loads(meta_path.read_text()), "linear": {"method": "linear-probe"}}))
+    return folder
+
+
+@pytest.mark.parametrize("make,message", [
+    (lambda f: write(f, config(norm_position="pre")), "pre-LN"),
+    (lambda f: write(f, config(share_layers="attention")), "only the attention is shared"),
+    (_int8, "int8 weights .*fp32-model"),
+    (_linear, "linear-probe model"),
+])
+def test_convert_refuses_models_no_transformers_class_computes(tmp_path, make, message, capsys):
+    source = make(tmp_path / "src")
+    with pytest.raises(BertkitError, match=message):
+        convert(source, tmp_path / "out")
+    assert main(["convert", str(source), str(tmp_path / "out")]) == 2
+    errors = [line for line in capsys.readouterr().err.splitlines() if "UserWarning" not in line
+              and not line.startswith(" ")]     # (a tiny folder without a tokenizer warns about that)
+    assert len(errors) == 1 and "cannot be converted to a transformers folder" in errors[0], errors
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_failed_check_keeps_the_existing_target(tmp_path, monkeypatch):
+    """The check runs on the temporary folder: when transformers disagrees, the old target stays as it was."""
+    import bertkit.convert as module
+    from bertkit.errors import CheckpointError
+
+    source = write(tmp_path / "src", config(), ("mlm",))
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "keep.txt").write_text("old")
+
+    def disagree(folder, reference, tolerance=1e-4):
+        raise CheckpointError(f"{folder}: transformers computes other outputs")
+    monkeypatch.setattr(module, "compare_with_transformers", disagree)
+    with pytest.raises(CheckpointError, match="other outputs"):
+        convert(source, tmp_path / "out")
+    assert [p.name for p in (tmp_path / "out").iterdir()] == ["keep.txt"]
