@@ -182,8 +182,21 @@ def probe_inputs(vocab_size: int, type_vocab_size: int, pad_id: Optional[int], m
 
 
 def bertkit_outputs(checkpoint, ids, mask, types) -> dict[str, torch.Tensor]:
-    """Hidden states and each head's logits of a loaded bertkit checkpoint (eval mode)."""
+    """Hidden states and each head's logits of a bertkit checkpoint, in eval mode (dropout off; a model fresh
+    from training is put back in the mode it was in)."""
     encoder, heads = checkpoint.encoder, checkpoint.heads
+    modules = [encoder, *heads.values()]
+    modes = [module.training for module in modules]
+    try:
+        for module in modules:
+            module.eval()
+        return _outputs(encoder, heads, ids, mask, types)
+    finally:
+        for module, mode in zip(modules, modes):
+            module.train(mode)
+
+
+def _outputs(encoder, heads, ids, mask, types) -> dict[str, torch.Tensor]:
     with torch.no_grad():
         out = encoder(ids, mask, types)
         pooled = out.pooled_output if out.pooled_output is not None else out.last_hidden_state[:, 0]

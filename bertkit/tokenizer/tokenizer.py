@@ -19,7 +19,7 @@ import torch
 from tokenizers import Encoding, Tokenizer as RustTokenizer
 
 from bertkit.errors import BertkitError, CheckpointError
-from bertkit.tokenizer import roberta, sentencepiece, wordpiece
+from bertkit.tokenizer import coverage, roberta, sentencepiece, wordpiece
 from bertkit.tokenizer.encoding import (TRUNCATION_STRATEGIES, BatchEncoding, Framing, Truncation, WindowedEncoding,
                                         frame_batch, frame_windows)
 from bertkit.tokenizer.padding import pad_to_tensors
@@ -229,10 +229,7 @@ class Tokenizer:
 
     def unk_rate(self, encoding: BatchEncoding) -> float:
         """Fraction of the text tokens (all but [CLS]/[SEP]/[PAD]/[MASK]) that are [UNK]; 0.0 if none."""
-        structural = self.special_ids - {self.unk_id}
-        unknown = sum(row.count(self.unk_id) for row in encoding.input_ids)
-        text_tokens = sum(len(row) - sum(row.count(i) for i in structural) for row in encoding.input_ids)
-        return unknown / text_tokens if text_tokens else 0.0
+        return coverage.unknown_rate(self, encoding.input_ids)
 
     def pad_to_tensors(self, input_ids: Sequence[Sequence[int]] | BatchEncoding,
                        token_type_ids: Sequence[Sequence[int]] | None = None,

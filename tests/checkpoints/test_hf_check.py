@@ -66,3 +66,18 @@ def test_the_rules_agree_with_transformers_own_parameter_names():
         required, optional = expected_weights({**config.to_dict(), "architectures": [architecture]})
         assert set(required) <= set(theirs) <= set(required) | set(optional), architecture
         assert all(theirs[n] == s for n, s in required.items()), architecture
+
+
+def test_comparison_runs_a_model_fresh_from_training_in_eval_mode(tmp_path):
+    """prune-heads checks its transformers/ copy with the model it just scored in train mode: dropout must be
+    off for the comparison, and the model's mode is given back."""
+    from bertkit.checkpoints import Checkpoint, save_checkpoint
+    from bertkit.checkpoints.hf_check import compare_with_transformers
+    from bertkit.model import Encoder, EncoderConfig
+
+    config = EncoderConfig(vocab_size=50, hidden_size=32, num_layers=2, num_heads=4, intermediate_size=64,
+                           max_position_embeddings=40, hidden_dropout=0.3, attention_dropout=0.3)
+    encoder = Encoder(config).train()
+    save_checkpoint(tmp_path / "m", encoder, None)
+    architecture, difference = compare_with_transformers(tmp_path / "m", Checkpoint(config, encoder, None, {}))
+    assert architecture == "BertModel" and difference <= 1e-5 and encoder.training
