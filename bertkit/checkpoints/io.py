@@ -36,7 +36,7 @@ from bertkit.tokenizer import Tokenizer
 META_FILE = "bertkit.json"
 FORMAT_VERSION = 1
 SENTENCE_KEYS = ("encode", "whitening")    # bertkit.json entries only the sentence pipeline writes
-HF_KEYS = ("hf_compatible", "transformers")  # bertkit.json entries only save_checkpoint writes (what loads it)
+HF_KEYS = ("hf_compatible", "transformers", "sentence_transformers")   # only save_checkpoint writes these
 # The pooler of a model saved as an HF class that has none (ForMaskedLM, ForTokenClassification,
 # ForQuestionAnswering): kept beside the weights, where transformers does not look, so nothing trained is lost.
 POOLER_FILE = "pooler.safetensors"
@@ -220,6 +220,9 @@ def save_checkpoint(folder: str | os.PathLike, encoder: Encoder, tokenizer: Toke
                        for k, v in encoder.pooler.dense.state_dict().items()}, str(tmp / POOLER_FILE))
         if sentence is not None:
             full_meta.update(write_sentence_pipeline(tmp, sentence))
+            if form.loads_in_transformers:
+                full_meta.update(sentence_transformers.write_modules(tmp, sentence, config.hidden_size,
+                                                                     config.max_length))
         (tmp / "config.json").write_text(json.dumps(hf_config, indent=2) + "\n", encoding="utf-8")
         (tmp / META_FILE).write_text(json.dumps(full_meta, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
         if tokenizer is not None:
