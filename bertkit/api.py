@@ -26,6 +26,9 @@ class Model:
         self.heads = checkpoint.heads
         self.meta = checkpoint.meta
         self.path = checkpoint.path
+        choice = checkpoint.precision
+        self.precision: str = choice.precision if choice is not None else "fp32"   # fp32 | bf16 | int8
+        self.precision_note: str = choice.note if choice is not None else "precision fp32"
         # pooling, layers, normalization, length, dense layers and whitening saved with the folder
         self.sentence: SentencePipeline = checkpoint.sentence
         self.whitening = checkpoint.sentence.whitening
@@ -98,21 +101,29 @@ class Model:
         return save_checkpoint(folder, self.encoder, self.tokenizer, self.heads, self.meta, sentence=self.sentence)
 
 
-def load(path: str | os.PathLike, device: str | None = None):
-    """Load a model: a folder (bertkit, Hugging Face BERT/RoBERTa, sentence-transformers or Google BERT), a
-    folder saved by `bertkit quantize` (int8 re-applied, CPU), or an ONNX export (run by onnxruntime)."""
+def load(path: str | os.PathLike, device: str | None = None, precision: str | None = None):
+    """Load a model: a folder (bertkit, Hugging Face BERT/RoBERTa, sentence-transformers or Google BERT), an
+    int8 folder written by `bertkit quantize`, or an ONNX export (run by onnxruntime).
+
+    precision: fp32 | bf16 | int8 | auto: what the weights are stored and computed in (bf16: not autocast, the
+    weights themselves); auto picks bf16 where bf16 matmuls are fast (AMX / avx512_bf16 CPUs, GPUs), int8 for
+    an int8 folder, else fp32, and `model.precision_note` says which and why. None: what the folder holds.
+    """
     from bertkit.distill.onnx_model import OnnxModel, onnx_file_of
-    from bertkit.distill.quantize import apply_saved_quantization
 
     onnx_file = onnx_file_of(path)
     if onnx_file is not None:
+        if precision not in (None, "auto", "fp32"):
+            raise BertkitError(f"{onnx_file}: an ONNX export runs in the precision it was exported in; "
+                               f"precision {precision!r} applies to model folders")
         return OnnxModel(onnx_file)
-    return Model(apply_saved_quantization(load_checkpoint(path, device=pick_device(device))))
+    return Model(load_checkpoint(path, device=pick_device(device), precision=precision))
 
 
 def convert(source: str | os.PathLike, target: str | os.PathLike):
     """Re-save any folder `load` reads as a folder the transformers class it names loads as is, checked against
-    transformers before it is kept (bertkit/convert.py); refuses models no transformers class computes.
+    transformers before it is kept (bertkit/convert.py; an int8 folder's weights dequantized to fp32); refuses
+    models no transformers class computes.
     Returns a ConvertReport (path, class, largest output difference)."""
     from bertkit.convert import convert as convert_folder
     return convert_folder(source, target)

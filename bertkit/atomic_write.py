@@ -118,8 +118,9 @@ def _follow_umask(folder: Path) -> None:
             child.chmod(file_mode)
 
 
-def recover_folder(target: str | os.PathLike) -> None:
-    """Finish or undo what a save of `target` that died left beside it (see the module docstring)."""
+def recover_folder(target: str | os.PathLike, never_carry: tuple[str, ...] = ()) -> None:
+    """Finish or undo what a save of `target` that died left beside it (see the module docstring).
+    never_carry: names of the old folder's files that must not join the new one (see replace_folder)."""
     target = Path(target)
     parent = target.parent
     if not parent.is_dir():
@@ -131,7 +132,7 @@ def recover_folder(target: str | os.PathLike) -> None:
                 if not target.exists():
                     os.replace(entry, target)      # died between the renames: the previous folder is back
                 else:
-                    _carry_over(entry, target)
+                    _carry_over(entry, target, never_carry)
                     shutil.rmtree(entry, ignore_errors=True)
                 fsync_dir(parent)
             elif (match := tmp_name.match(entry.name)) and entry.is_dir() and _abandoned(entry, match.group(1)):
@@ -141,15 +142,16 @@ def recover_folder(target: str | os.PathLike) -> None:
                           f"({err}); remove or rename it by hand", stacklevel=2)
 
 
-def _carry_over(old: Path, target: Path) -> None:
+def _carry_over(old: Path, target: Path, never_carry: tuple[str, ...] = ()) -> None:
     for item in old.iterdir():
-        if not (target / item.name).exists():
+        if not (target / item.name).exists() and item.name not in never_carry:
             os.replace(item, target / item.name)
 
 
-def replace_folder(new: Path, target: str | os.PathLike) -> None:
+def replace_folder(new: Path, target: str | os.PathLike, never_carry: tuple[str, ...] = ()) -> None:
     """Make the complete folder `new` (from temp_folder) the `target`, durably; files of the old target that
-    `new` lacks are carried over. Call recover_folder(target) before building `new`."""
+    `new` lacks are carried over, but for those named in `never_carry` (an old weight file beside a new one
+    of another name would be read in its place). Call recover_folder(target) before building `new`."""
     target = Path(target)
     _follow_umask(new)
     fsync_tree(new)
@@ -161,6 +163,6 @@ def replace_folder(new: Path, target: str | os.PathLike) -> None:
     os.replace(target, old)
     os.replace(new, target)
     fsync_dir(target.parent)
-    _carry_over(old, target)
+    _carry_over(old, target, never_carry)
     fsync_dir(target)
     shutil.rmtree(old, ignore_errors=True)

@@ -5,8 +5,10 @@ nothing behind and an existing target untouched. The check: the weights fit the 
 transformers class config.json names (checkpoints/hf_check.py), and, when transformers is installed, that
 class loaded from the folder computes the source model's hidden states and head logits within 1e-4.
 A model no transformers class computes is refused with the reason (exit 2 from the CLI); so are folders that
-hold no such model at all (int8, linear models over vectors, TF-IDF baselines, ONNX exports, search indexes).
-A pruned model is written with full shapes and its pruned heads zeroed (exact outputs, no speed-up).
+hold no such model at all (linear models over vectors, TF-IDF baselines, ONNX exports, search indexes).
+A pruned model is written with full shapes and its pruned heads zeroed (exact outputs, no speed-up); an int8
+folder (bertkit quantize) as the fp32 model its int8 weights describe (dequantized weights: its outputs are
+those of `bertkit.load(folder, precision="fp32")`, not of the int8 kernels' rounded activations).
 """
 from __future__ import annotations
 
@@ -23,10 +25,10 @@ from bertkit.checkpoints.gpt2 import is_gpt2_folder, load_gpt2, save_gpt2
 from bertkit.checkpoints.hf_check import check_structure, compare_with_transformers
 from bertkit.checkpoints.hf_form import choose_form, head_keys_of
 from bertkit.checkpoints.json_files import read_json
-from bertkit.checkpoints.weights import INT8_WEIGHTS_FILE
 from bertkit.distill.onnx_model import onnx_file_of
 from bertkit.distill.prune import full_shape_copy
 from bertkit.errors import BertkitError
+from bertkit.model.precision import dequantize_encoder, has_int8
 from bertkit.search.generations import MANIFEST
 
 
@@ -61,10 +63,6 @@ def no_hf_form(path: str | os.PathLike) -> Optional[str]:
             return "a TF-IDF + linear baseline (bertkit baseline): no encoder, nothing a transformers class computes"
         return (f"a {linear.get('method', 'linear')} model (a linear layer over the frozen encoder's sentence "
                 "vectors, bertkit.json \"linear\"): no transformers class computes it; bertkit.load reads it")
-    if meta.get("quantization") or (path / INT8_WEIGHTS_FILE).is_file():
-        source = (meta.get("quantization") or {}).get("quantized_from")
-        return ("int8 weights (bertkit quantize): no transformers class computes bertkit's int8 layers; convert the "
-                f"fp32 folder it was quantized from{f' ({source})' if source else ''}")
     return None
 
 
@@ -74,7 +72,9 @@ def convert(source: str | os.PathLike, target: str | os.PathLike) -> ConvertRepo
         raise BertkitError(f"{source}: cannot be converted to a transformers folder: {reason}")
     if is_gpt2_folder(source):
         return _convert_gpt2(Path(source), Path(target))
-    checkpoint = load_checkpoint(source, device="cpu")
+    checkpoint = load_checkpoint(source, device="cpu", precision="fp32")
+    quantized = has_int8(checkpoint.encoder)
+    dequantize_encoder(checkpoint.encoder)      # an int8 folder: the fp32 model its int8 weights describe
     form = choose_form(checkpoint.config, head_keys_of(checkpoint.heads))
     if form.architecture is None:
         raise BertkitError(f"{source}: cannot be converted to a transformers folder: {form.reason}. bertkit.load "
@@ -86,6 +86,9 @@ def convert(source: str | os.PathLike, target: str | os.PathLike) -> ConvertRepo
                            "plain from_pretrained loads it, with exact outputs and no speed-up",
                            "pruned_heads": {str(k): v for k, v in checkpoint.encoder.pruned_heads().items()}}
     meta["converted_from"] = str(source)
+    if quantized:
+        meta.pop("quantization", None)
+        meta["dequantized_from_int8"] = True
     found: dict = {}
 
     def check(folder: Path) -> None:

@@ -151,7 +151,7 @@ LOADS = {
     "pruned (transformers/ copy)": ("BertForSequenceClassification", True),
 }
 REFUSED = {
-    "pre-LN": "pre-LN", "quantized int8": "int8", "ONNX": "an ONNX export", "index": "a search index",
+    "pre-LN": "pre-LN", "ONNX": "an ONNX export", "index": "a search index",
 }
 
 
@@ -210,3 +210,19 @@ def test_pruned_folder_is_refused_by_transformers_and_converted_to_full_shapes(f
         transformers.AutoModelForSequenceClassification.from_pretrained(str(folder))
     report = convert(folder, tmp_path / "full")
     assert report.architecture == "BertForSequenceClassification" and report.max_difference <= 1e-4
+
+
+def test_int8_folder_is_bertkit_only_and_converts_to_its_dequantized_fp32_model(folders, tmp_path):
+    """An int8 folder keeps its weights in model.int8.safetensors, where transformers does not look (it refuses
+    the folder rather than loading int8 values as floats); convert writes the fp32 model the int8 weights
+    describe, which transformers computes exactly."""
+    folder = folders("quantized int8")
+    meta = json.loads((folder / "bertkit.json").read_text())
+    assert meta["hf_compatible"] is False and "int8" in meta["transformers"]["why_not"]
+    assert not (folder / "modules.json").exists()
+    with pytest.raises(OSError):
+        transformers.AutoModelForSequenceClassification.from_pretrained(str(folder))
+    report = convert(folder, tmp_path / "fp32")
+    assert report.architecture == "BertForSequenceClassification" and report.max_difference <= 1e-4
+    found, difference = compare_with_transformers(tmp_path / "fp32", load_checkpoint(folder, precision="fp32"))
+    assert found == "BertForSequenceClassification" and difference <= 1e-4

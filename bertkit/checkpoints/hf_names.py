@@ -3,7 +3,8 @@
 Internally the encoder keeps one fused QKV projection and short names (`blocks.0.attention.qkv.weight`); on
 disk a folder uses the names of the transformers class that loads it (`bert.encoder.layer.0.attention.self.
 query.weight`). A family's `Names` lists (HF template, internal template) pairs, where {i} is a layer index
-and {p} weight or bias, the template of its three query/key/value matrices, and its heads' names. BERT and
+and {p} weight or bias (or weight_scale: the per-row scales of an int8 folder's weights, bertkit.model.int8),
+the template of its three query/key/value matrices, and its heads' names. BERT and
 RoBERTa are here; ALBERT's table is in albert.py.
 """
 from __future__ import annotations
@@ -14,7 +15,7 @@ import torch
 
 from bertkit.errors import CheckpointError
 
-_PARAMETER = r"(?P<p>weight|bias)"
+_PARAMETER = r"(?P<p>weight|bias|weight_scale)"
 _BASE_PREFIXES = ("bert.", "roberta.", "albert.", "model.")
 # Buffers and tied weights the model re-derives: not loaded, not reported.
 _DERIVED = re.compile(r"(^|\.)(position_ids|token_type_ids)$"
@@ -70,7 +71,7 @@ class Names:
         """Internal encoder state dict -> HF names (a copy per layer even where layers share weights)."""
         out: dict[str, torch.Tensor] = {}
         for name, tensor in state.items():
-            match = re.fullmatch(r"blocks\.(\d+)\.attention\.qkv\.(weight|bias)", name)
+            match = re.fullmatch(r"blocks\.(\d+)\.attention\.qkv\.(weight|bias|weight_scale)", name)
             if match:
                 layer, kind = match.groups()
                 for part, chunk in zip(("query", "key", "value"), tensor.chunk(3, dim=0)):

@@ -24,13 +24,15 @@ from bertkit.atomic_write import recover_folder, replace_folder, temp_folder
 from bertkit.checkpoints import google, hf, hf_check, hf_form, sentence_transformers
 from bertkit.checkpoints.json_files import read_json
 from bertkit.checkpoints.sentence import read_sentence_pipeline, write_sentence_pipeline
-from bertkit.checkpoints.weights import read_weight_file, read_weights
+from bertkit.checkpoints.weights import INDEX_FILES, INT8_WEIGHTS_FILE, WEIGHT_FILES, read_weight_file, read_weights
 from bertkit.errors import CheckpointError
 from bertkit.model.config import EncoderConfig
 from bertkit.model.encoder import Encoder
 from bertkit.model.heads import (MaskedLMHead, QuestionAnsweringHead, SentencePairHead,
                                  SequenceClassificationHead, TokenClassificationHead)
+from bertkit.model.precision import apply_precision, has_int8, shape_int8
 from bertkit.model.sentence import SentencePipeline
+from bertkit.runtime import PrecisionChoice, choose_precision
 from bertkit.tokenizer import Tokenizer
 
 META_FILE = "bertkit.json"
@@ -52,6 +54,7 @@ class Checkpoint:
     skipped: list[str] = field(default_factory=list)        # names in the weight file that are not model weights
     path: Path | None = None
     sentence: SentencePipeline = field(default_factory=SentencePipeline)   # how it makes sentence vectors
+    precision: PrecisionChoice | None = None                # what the weights were put into at load
 
 
 def build_head(key: str, config: EncoderConfig, state: dict[str, torch.Tensor]) -> nn.Module:
@@ -69,14 +72,21 @@ def build_head(key: str, config: EncoderConfig, state: dict[str, torch.Tensor]) 
     raise CheckpointError(f"unknown head {key!r}")
 
 
-def load_checkpoint(path: str | os.PathLike, device: str | torch.device = "cpu") -> Checkpoint:
+def load_checkpoint(path: str | os.PathLike, device: str | torch.device = "cpu",
+                    precision: str | None = None) -> Checkpoint:
+    """precision: fp32 | bf16 | int8 | auto (runtime.choose_precision); None keeps what the folder stores (fp32,
+    or int8 for a folder written by `bertkit quantize`)."""
     folder = Path(path)
-    recover_folder(folder)
+    recover_folder(folder, WEIGHT_FILES + INDEX_FILES)
     if not folder.exists():
         raise CheckpointError(f"model folder {folder} does not exist")
     if not folder.is_dir():
         raise CheckpointError(f"{folder} is a file; pass the model folder that holds config.json and the weights")
     meta = read_json(folder / META_FILE) if (folder / META_FILE).is_file() else {}
+    if (meta.get("quantization") or {}).get("scheme") == "dynamic-int8":
+        warnings.warn(f"{folder}: written by an older `bertkit quantize` (fp32 weights + a per-tensor dynamic int8 "
+                      "flag, min cosine to fp32 0.77 on real texts); it now loads as the fp32 model it holds. Run "
+                      "`bertkit quantize` again for a measured int8 folder", stacklevel=2)
     model_folder = sentence_transformers.transformer_folder(folder)
     hf_config: dict[str, Any] = {}
     if (model_folder / "config.json").is_file():
@@ -97,6 +107,12 @@ def load_checkpoint(path: str | os.PathLike, device: str | torch.device = "cpu")
         encoder.shape_pruned(_pruned_heads(hf_config["pruned_heads"], config, model_folder / "config.json"))
     if config.use_pooler and "pooler.dense.weight" not in split.encoder and (model_folder / POOLER_FILE).is_file():
         split.encoder.update(read_weight_file(model_folder / POOLER_FILE))
+    int8_names = sorted({name.rsplit(".", 1)[0] for name in split.encoder if name.endswith(".weight_scale")})
+    try:
+        shape_int8(encoder, int8_names)
+    except KeyError as err:
+        raise CheckpointError(f"{folder}: int8 scales for {err.args[0]!r}, which is not a Linear or Embedding "
+                              "layer of the model config.json describes") from None
     _load_encoder_state(encoder, split.encoder, folder, architectures)
     heads = {}
     for key, state in split.heads.items():
@@ -108,11 +124,15 @@ def load_checkpoint(path: str | os.PathLike, device: str | torch.device = "cpu")
     if split.skipped:
         warnings.warn(f"{folder}: skipped {len(split.skipped)} entries that are not model weights: "
                       f"{', '.join(split.skipped[:5])}{' ...' if len(split.skipped) > 5 else ''}", stacklevel=2)
+    device = torch.device(device)
     encoder.to(device).eval()
     for module in (*heads.values(), *sentence.dense, sentence.whitening):
         if module is not None:
             module.to(device).eval()
-    return Checkpoint(config, encoder, tokenizer, heads, meta, split.skipped, folder, sentence)
+    choice = choose_precision(precision, device, "int8" if int8_names else "fp32")
+    if choice.precision != "fp32" or int8_names:
+        apply_precision(encoder, heads, choice)    # the sentence steps (dense, whitening) stay in fp32
+    return Checkpoint(config, encoder, tokenizer, heads, meta, split.skipped, folder, sentence, choice)
 
 
 def _pruned_heads(record: Any, config: EncoderConfig, source: Path) -> dict[int, list[int]]:
@@ -206,32 +226,35 @@ def save_checkpoint(folder: str | os.PathLike, encoder: Encoder, tokenizer: Toke
                  "encoder": {k: getattr(config, k) for k in hf.EXTRA_FIELDS},
                  **{k: v for k, v in (meta or {}).items() if k not in SENTENCE_KEYS + HF_KEYS}}
     # what loads the folder besides bertkit: the transformers class, or why none computes this model
-    full_meta["hf_compatible"] = form.loads_in_transformers
-    full_meta["transformers"] = ({"class": form.architecture} if form.loads_in_transformers
-                                 else {"class": None, "why_not": form.reason})
+    int8 = has_int8(encoder)
+    loads = form.loads_in_transformers and not int8
+    why_not = ("int8 weights and per-row scales (model.int8.safetensors, which transformers does not look for): "
+               "bertkit.load only; `bertkit convert` writes the dequantized fp32 folder" if int8 else form.reason)
+    full_meta["hf_compatible"] = loads
+    full_meta["transformers"] = {"class": form.architecture} if loads else {"class": None, "why_not": why_not}
 
-    recover_folder(folder)
+    recover_folder(folder, WEIGHT_FILES + INDEX_FILES)
     tmp = temp_folder(folder)
     try:
-        save_file({k: v.detach().cpu().contiguous() for k, v in state.items()}, str(tmp / "model.safetensors"),
-                  metadata={"format": "pt"})
+        save_file({k: v.detach().cpu().contiguous() for k, v in state.items()},
+                  str(tmp / (INT8_WEIGHTS_FILE if int8 else "model.safetensors")), metadata={"format": "pt"})
         if encoder.pooler is not None and form.architecture in hf_form.NO_POOLER_CLASSES:
             save_file({f"pooler.dense.{k}": v.detach().cpu().contiguous()
                        for k, v in encoder.pooler.dense.state_dict().items()}, str(tmp / POOLER_FILE))
         if sentence is not None:
             full_meta.update(write_sentence_pipeline(tmp, sentence))
-            if form.loads_in_transformers:
+            if loads:
                 full_meta.update(sentence_transformers.write_modules(tmp, sentence, config.hidden_size,
                                                                      config.max_length))
         (tmp / "config.json").write_text(json.dumps(hf_config, indent=2) + "\n", encoding="utf-8")
         (tmp / META_FILE).write_text(json.dumps(full_meta, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
         if tokenizer is not None:
             tokenizer.save(tmp)
-        if form.loads_in_transformers:
+        if loads:
             hf_check.check_structure(tmp)
         if check is not None:
             check(tmp)
-        replace_folder(tmp, folder)
+        replace_folder(tmp, folder, WEIGHT_FILES + INDEX_FILES)   # never an old weight file beside the new one
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise

@@ -15,7 +15,7 @@ from bertkit.errors import CheckpointError
 # model.int8.safetensors: int8 weights + per-row scales (bertkit quantize). Its own name, so transformers finds
 # no weights in an int8 folder instead of loading int8 values as if they were floats.
 INT8_WEIGHTS_FILE = "model.int8.safetensors"
-WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
+WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin", INT8_WEIGHTS_FILE)
 INDEX_FILES = ("model.safetensors.index.json", "pytorch_model.bin.index.json")
 
 

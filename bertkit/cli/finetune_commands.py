@@ -11,6 +11,7 @@ import argparse
 import json
 import sys
 
+from bertkit.cli.precision_option import add_precision_flag, say_precision
 from bertkit.errors import BertkitError
 from bertkit.finetune.model import TASKS
 
@@ -79,6 +80,7 @@ def register(subparsers) -> None:
                    help="fail unless the model was fine-tuned for this task")
     p.add_argument("--encoding", default="utf-8")
     p.add_argument("--batch-size", type=int, default=64)
+    add_precision_flag(p)
     p.set_defaults(func=run_evaluate_command)
 
     p = subparsers.add_parser("predict", help="predict labels, entities or answers for a file (JSONL out)")
@@ -93,6 +95,7 @@ def register(subparsers) -> None:
     p.add_argument("--num-beams", type=int, default=1, help="seq2seq models: beam search width (1 = greedy)")
     p.add_argument("--no-repeat-ngram-size", type=int, default=0,
                    help="seq2seq models: never repeat an n-gram of the output (0 = off)")
+    add_precision_flag(p)
     p.set_defaults(func=run_predict_command)
 
 
@@ -161,10 +164,26 @@ def _generate_job_task(args: argparse.Namespace):
     return task
 
 
+def _model_in_precision(args: argparse.Namespace):
+    """The folder path as is (fp32, or int8 for a quantized folder), or the model loaded in --precision."""
+    if args.precision is None:
+        return args.model
+    from bertkit import api
+    model = api.load(args.model, precision=args.precision)
+    say_precision(model, args.precision)
+    return model
+
+
+def _check_precision_for_generate_job(args: argparse.Namespace, task) -> None:
+    if task is not None and args.precision not in (None, "fp32"):
+        raise BertkitError(f"--precision {args.precision}: {args.model} is a {task} folder, which runs in fp32")
+
+
 def run_evaluate_command(args: argparse.Namespace) -> int:
     from bertkit.finetune.predict import evaluate_file
 
     task = _generate_job_task(args)
+    _check_precision_for_generate_job(args, task)
     if task == SEQ2SEQ:
         from bertkit.generate.seq2seq_job import evaluate_seq2seq_file
         metrics = evaluate_seq2seq_file(args.model, args.data, args.encoding, args.batch_size)
@@ -172,7 +191,7 @@ def run_evaluate_command(args: argparse.Namespace) -> int:
         from bertkit.generate.prompt_job import evaluate_prompt_file
         metrics = evaluate_prompt_file(args.model, args.data, args.encoding, args.batch_size)
     else:
-        metrics = evaluate_file(args.model, args.data, args.encoding, args.batch_size, args.task)
+        metrics = evaluate_file(_model_in_precision(args), args.data, args.encoding, args.batch_size, args.task)
     print(json.dumps(metrics, indent=2, ensure_ascii=False))
     return 0
 
@@ -181,6 +200,7 @@ def run_predict_command(args: argparse.Namespace) -> int:
     from bertkit.finetune.predict import predict_file
 
     task = _generate_job_task(args)
+    _check_precision_for_generate_job(args, task)
     if task == SEQ2SEQ:
         from bertkit.generate.seq2seq_job import predict_seq2seq_file
         count = predict_seq2seq_file(args.model, args.input, args.output, args.encoding, args.max_new_tokens,
@@ -189,6 +209,7 @@ def run_predict_command(args: argparse.Namespace) -> int:
         from bertkit.generate.prompt_job import predict_prompt_file
         count = predict_prompt_file(args.model, args.input, args.output, args.encoding, args.batch_size)
     else:
-        count = predict_file(args.model, args.input, args.output, args.encoding, args.batch_size, args.task)
+        count = predict_file(_model_in_precision(args), args.input, args.output, args.encoding, args.batch_size,
+                             args.task)
     print(f"bertkit: wrote {count} predictions to {args.output}", file=sys.stderr)
     return 0

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
+from bertkit.cli.precision_option import add_precision_flag, say_precision
 from bertkit.errors import BertkitError
 from bertkit.model.pooling import LAYER_STRATEGIES, POOLINGS
 from bertkit.tokenizer.encoding import TextTooLongError
@@ -32,6 +33,7 @@ def register(subparsers) -> None:
     p.add_argument("--field", default="text", help="JSONL field that holds the text")
     p.add_argument("--encoding", default="utf-8", help="input file encoding, e.g. gb18030")
     p.add_argument("--device", default=None, help="cpu, cuda, or auto (default)")
+    add_precision_flag(p)
     p.set_defaults(func=run_encode)
 
     p = subparsers.add_parser("convert", help="re-save a model folder as one transformers loads as is (checked)",
@@ -41,8 +43,9 @@ def register(subparsers) -> None:
                                           "it is kept, the folder is loaded with transformers (when installed) and "
                                           "its outputs compared with bertkit's (within 1e-4). A pruned model is "
                                           "written with full shapes and its pruned heads zeroed (same outputs, no "
-                                          "speed-up). Models no transformers class computes (pre-LN, partial layer "
-                                          "sharing, int8, linear probes, hybrids, TF-IDF baselines) are refused "
+                                          "speed-up); an int8 folder as the fp32 model its int8 weights describe "
+                                          "(dequantized). Models no transformers class computes (pre-LN, partial "
+                                          "layer sharing, linear probes, hybrids, TF-IDF baselines) are refused "
                                           "with the reason, exit code 2.")
     p.add_argument("source")
     p.add_argument("target")
@@ -79,7 +82,8 @@ def run_encode(args: argparse.Namespace) -> int:
     output = Path(args.output)
     _check_output(output, ".npz" if args.pooling == "none" else ".npy")
     texts = read_texts(args.input, field=args.field, encoding=args.encoding)
-    model = api.load(args.model, device=args.device)
+    model = api.load(args.model, device=args.device, precision=args.precision)
+    say_precision(model, args.precision)
     limit = model.config.max_length
     if args.max_length is not None and args.max_length > limit:
         raise BertkitError(f"--max-length {args.max_length} > {limit}, the position limit of {args.model}; "

@@ -6,6 +6,7 @@ import json
 import sys
 import time
 
+from bertkit.cli.precision_option import add_precision_flag, say_precision
 from bertkit.errors import BertkitError
 from bertkit.model.pooling import LAYER_STRATEGIES, POOLINGS
 
@@ -30,6 +31,7 @@ def register(subparsers) -> None:
     build.add_argument("--backend", choices=("faiss", "milvus"), default="faiss")
     build.add_argument("--milvus-uri", default=None, help="Milvus server URI; default: Milvus Lite in the index")
     build.add_argument("--overwrite", action="store_true", help="replace an existing index in --index")
+    add_precision_flag(build)    # recorded with the index: queries are encoded the same way
     _lock_timeout_flag(build)
     build.set_defaults(func=run_build)
 
@@ -38,6 +40,7 @@ def register(subparsers) -> None:
         q = actions.add_parser(name, help=help_text)
         q.add_argument("--index", required=True)
         q.add_argument("--input", required=True, help="documents .jsonl: id, text, other fields as metadata")
+        add_precision_flag(q)    # default: the precision the index was built with
         _lock_timeout_flag(q)
         q.set_defaults(func=run_add, replace=name == "update")
 
@@ -107,11 +110,13 @@ def run_build(args: argparse.Namespace) -> int:
     settings = IndexSettings(backend=args.backend, kind=args.kind, ivf_threshold=args.ivf_threshold,
                              metric=args.metric, milvus_uri=args.milvus_uri)
     encoder = ModelTextEncoder(EncoderSpec(args.model, pooling=args.pooling, layers=args.layers,
-                                           max_length=args.max_length, batch_size=args.batch_size))
+                                           max_length=args.max_length, batch_size=args.batch_size,
+                                           precision=args.precision))
     started = time.perf_counter()
     index = Index.create(args.index, encoder=encoder, settings=settings, overwrite=args.overwrite,
                          lock_timeout_s=args.lock_timeout)
     try:
+        say_precision(encoder.model, args.precision)
         count = add_documents(index, args.input, replace=False)
         info = index.save()
     finally:
@@ -124,11 +129,27 @@ def run_add(args: argparse.Namespace) -> int:
     from bertkit.search import Index
     from bertkit.search.documents import add_documents
 
-    with Index.open(args.index, lock_timeout_s=args.lock_timeout) as index:
+    with Index.open(args.index, encoder=_encoder_in_precision(args.index, args.precision),
+                    lock_timeout_s=args.lock_timeout) as index:
+        if index.encoder is not None and hasattr(index.encoder, "model"):
+            say_precision(index.encoder.model, args.precision)
         count = add_documents(index, args.input, replace=args.replace)
         info = index.save()
     _say(f"{'updated' if args.replace else 'added'} {count} documents: {_describe(info)}")
     return 0
+
+
+def _encoder_in_precision(index_folder: str, precision: str | None):
+    """The index's own encoder with another precision (recorded in the index at save), or None: the manifest's."""
+    if precision is None:
+        return None
+    from bertkit.search import EncoderSpec, ModelTextEncoder
+    from bertkit.search.generations import read_manifest
+
+    spec = read_manifest(index_folder).get("encoder")
+    if not spec:
+        raise BertkitError(f"{index_folder}: this index has no model to encode with; --precision does not apply")
+    return ModelTextEncoder(EncoderSpec(**{**spec, "precision": precision}))
 
 
 def run_delete(args: argparse.Namespace) -> int:

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 
+from bertkit.cli.precision_option import add_precision_flag
 from bertkit.serve.batching import CPU_BATCH_OVERHEAD_TOKENS, GPU_BATCH_OVERHEAD_TOKENS
 from bertkit.serve.config import ServeConfig, api_key_from_env
 
@@ -46,6 +47,7 @@ def register(subparsers) -> None:
     parser.add_argument("--api-key", default=None,
                         help="require this key (Authorization: Bearer KEY) on every endpoint but /health; "
                              "default: the BERTKIT_API_KEY environment variable, else no key")
+    add_precision_flag(parser)
     parser.set_defaults(func=run_serve)
 
 
@@ -59,6 +61,6 @@ def run_serve(args: argparse.Namespace) -> int:
                          max_queued_texts=args.max_queued_texts, request_timeout_s=args.request_timeout,
                          header_timeout_s=args.header_timeout, body_timeout_s=args.body_timeout,
                          keep_alive_timeout_s=args.keep_alive_timeout, max_connections=args.max_connections,
-                         api_key=api_key_from_env(args.api_key))
+                         api_key=api_key_from_env(args.api_key), precision=args.precision)
     serve(config)
     return 0

@@ -8,6 +8,7 @@ from __future__ import annotations
 import codecs
 import gzip
 import json
+from importlib import resources
 from pathlib import Path
 from typing import Iterator
 
@@ -133,3 +134,9 @@ def read_texts(path: str | Path, field: str = "text", encoding: str = "utf-8") -
 
 
 __all__ = ["check_readable", "iter_jsonl", "iter_lines", "read_text", "read_texts"]
+
+
+def builtin_sentences() -> list[str]:
+    """The 400 WordNet definitions shipped in bertkit/data (search demo, the default int8 gate sample)."""
+    text = resources.files("bertkit.data").joinpath("quickstart_sentences.txt").read_text(encoding="utf-8")
+    return [line for line in text.splitlines() if line and not line.startswith("#")]

@@ -1,4 +1,4 @@
-"""Compression and export: knowledge distillation, dynamic int8 quantization, head pruning, ONNX export.
+"""Compression and export: knowledge distillation, int8 quantization with a quality gate, head pruning, ONNX export.
 
 Each command measures what it changed (accuracy and sentences/s before and after) and prints it.
 Submodules are imported on first use, so the checkpoint loader can import bertkit.distill.prune cheaply
@@ -8,7 +8,7 @@ import importlib
 
 _EXPORTS = {"DistillConfig": "job", "run_distill": "job", "export_onnx": "onnx_export", "OnnxModel": "onnx_model",
             "head_importance": "prune", "heads_to_prune": "prune", "prune_heads": "prune",
-            "load_quantized": "quantize", "quantize_int8": "quantize", "save_quantized": "quantize"}
+            "QuantizeConfig": "quantize", "run_quantize": "quantize"}
 __all__ = sorted(_EXPORTS)
 
 

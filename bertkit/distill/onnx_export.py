@@ -21,6 +21,7 @@ from torch import nn
 
 from bertkit.checkpoints import load_checkpoint
 from bertkit.errors import BertkitError
+from bertkit.model.precision import dequantize_encoder
 from bertkit.model.sentence import SentenceEncoder
 
 # (batch, sequence length) pairs the export is compared with PyTorch at; they differ from the trace shape.
@@ -58,7 +59,8 @@ class ExportResult(NamedTuple):
 def export_onnx(model_dir: str | os.PathLike, output: str | os.PathLike, pooling: Optional[str] = None,
                 normalized: Optional[bool] = None, opset: int = 17, check: bool = True) -> ExportResult:
     """pooling, normalized: default to the folder's; its dense layers and whitening are in the graph too."""
-    checkpoint = load_checkpoint(model_dir)
+    checkpoint = load_checkpoint(model_dir, precision="fp32")
+    dequantize_encoder(checkpoint.encoder)       # an int8 folder: the fp32 model its int8 weights describe
     encoder = checkpoint.encoder.float().eval()
     classifier = checkpoint.heads.get("classifier")
     try:

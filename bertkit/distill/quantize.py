@@ -1,105 +1,159 @@
-"""Dynamic int8 quantization of Linear layers for CPU inference (torch.ao quantize_dynamic).
+"""`bertkit quantize`: an int8 folder that is measured against its fp32 source before it is written.
 
-Weights become int8 with one scale per output row; activations are quantized on the fly per batch, so no
-calibration data is needed. The saved folder holds the fp32 weights (HF-compatible, loadable anywhere) and
-bertkit.json {"quantization": {"scheme": "dynamic-int8", ...}}: loading re-applies the same deterministic
-quantization, so the reloaded model computes exactly what the quantized one did before saving.
+Linear weights (and the token embedding table) are stored as int8 with one fp32 scale per output channel
+(bertkit.model.int8), in `model.int8.safetensors`; everything else the source folder had (labels, pooling,
+normalize, max length, whitening, tokenizer files) is kept. The gate (bertkit.distill.quantize_gate) runs on
+the user's dev file or texts. When it fails, the Linear layers whose output int8 changes most are kept in
+higher precision, a few more each round, up to `max_kept_layers`; past that nothing is written and the
+command exits with the table and an error.
 """
 from __future__ import annotations
 
 import copy
+import dataclasses
 import os
-import warnings
-from dataclasses import dataclass
+import random
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
-import torch
-from torch import nn
-
 from bertkit.checkpoints import Checkpoint, load_checkpoint, save_checkpoint
+from bertkit.data.text import builtin_sentences, read_texts
+from bertkit.distill.measure import load_dev_set
+from bertkit.distill.quantize_gate import (INT8_KERNELS, GateLimits, Row, Sample, int8_variant, layer_errors,
+                                          measure, table)
 from bertkit.errors import BertkitError
+from bertkit.features import EncodeOptions
+from bertkit.finetune.model import HEAD_KEYS, FinetuneModel
+from bertkit.model.precision import has_int8, quantizable_linears, quantize_encoder
 
-SCHEME = "dynamic-int8"
-
-
-def quantize_int8(module: nn.Module) -> nn.Module:
-    """A quantized copy (the input is left as it was); CPU only, inference only."""
-    module = copy.deepcopy(module).cpu().float().eval()
-    if not ({"fbgemm", "x86"} & set(torch.backends.quantized.supported_engines)):
-        torch.backends.quantized.engine = "qnnpack"   # ARM (phones): the only int8 engine there
-    with warnings.catch_warnings():
-        # torch.ao.quantization is deprecated in favour of torchao, but still ships and works in torch 2.x;
-        # the warning would print on every load of a quantized folder.
-        warnings.simplefilter("ignore", DeprecationWarning)
-        warnings.filterwarnings("ignore", message=".*quantize_per_tensor.*")
-        return torch.ao.quantization.quantize_dynamic(module, {nn.Linear}, dtype=torch.qint8)
+SCHEME = "int8-per-channel"
 
 
-def is_quantized(meta: dict) -> bool:
-    return (meta or {}).get("quantization", {}).get("scheme") == SCHEME
-
-
-def apply_saved_quantization(checkpoint: Checkpoint) -> Checkpoint:
-    """Re-apply the quantization a folder's bertkit.json records (no-op for other folders)."""
-    if not is_quantized(checkpoint.meta):
-        return checkpoint
-    checkpoint.encoder = quantize_int8(checkpoint.encoder)
-    checkpoint.heads = {k: quantize_int8(v) for k, v in checkpoint.heads.items()}
-    return checkpoint
-
-
-def load_quantized(path: str | os.PathLike) -> Checkpoint:
-    return apply_saved_quantization(load_checkpoint(path, device="cpu"))
-
-
-def save_quantized(model_dir: str | os.PathLike, output: str | os.PathLike) -> Path:
-    checkpoint = load_checkpoint(model_dir, device="cpu")
-    if is_quantized(checkpoint.meta):
-        raise BertkitError(f"{model_dir} is already quantized")
-    meta = {**checkpoint.meta, "quantization": {"scheme": SCHEME, "modules": ["Linear"], "dtype": "qint8",
-                                                "quantized_from": str(model_dir)}}
-    extra = _label_config(checkpoint)
-    return save_checkpoint(output, checkpoint.encoder, checkpoint.tokenizer, checkpoint.heads, meta, extra,
-                           sentence=checkpoint.sentence)
-
-
-def _label_config(checkpoint: Checkpoint) -> Optional[dict]:
-    labels = checkpoint.meta.get("labels")
-    if not labels or "classifier" not in checkpoint.heads:
-        return None
-    return {"id2label": {str(i): n for i, n in enumerate(labels)}, "label2id": {n: i for i, n in enumerate(labels)}}
+@dataclass(frozen=True)
+class QuantizeConfig:
+    model: str
+    output: str
+    dev: Optional[str] = None              # labelled file: accuracy gate (classification folders)
+    texts: Optional[str] = None            # texts (.txt / .jsonl): cosine gate on sentence vectors
+    max_texts: int = 500                   # texts sampled from --texts (seed 0)
+    max_length: int = 128                  # tokens per dev example
+    max_dev_examples: Optional[int] = None
+    max_kept_layers: Optional[int] = None  # Linear layers the fallback may keep in higher precision; None: 1/4
+    limits: GateLimits = GateLimits()
+    batch_size: int = 32
 
 
 @dataclass
 class QuantizeReport:
-    output: Path
-    fp32: "object"      # measure.Measurement
-    int8: "object"
+    rows: list[Row]
+    kept: list[str]                         # Linear layers left in higher precision
+    sample: str                             # what the gate measured on
+    output: Optional[Path] = None           # None: refused, nothing written
+    sizes: dict = field(default_factory=dict)   # "fp32" / "int8" folder bytes
+
+    @property
+    def passed(self) -> bool:
+        return self.output is not None
 
     def lines(self) -> list[str]:
-        from bertkit.distill.measure import TABLE_HEADER
-        speedup = self.int8.sentences_per_s / max(self.fp32.sentences_per_s, 1e-9)
-        return [TABLE_HEADER, self.fp32.row(), self.int8.row(),
-                f"int8 / fp32 speed: {speedup:.2f}x; accuracy change: "
-                f"{100 * (self.int8.accuracy - self.fp32.accuracy):+.2f} points (same run, same thread settings)"]
+        lines = [f"gate measured on {self.sample}", table(self.rows)]
+        if self.kept:
+            lines.append(f"kept in higher precision: {', '.join(self.kept)}")
+        if self.sizes:
+            lines.append(f"folder size: {self.sizes['int8'] / 2**20:.1f} MiB int8 vs {self.sizes['fp32'] / 2**20:.1f} "
+                         f"MiB fp32 ({100 * self.sizes['int8'] / self.sizes['fp32']:.0f}%)")
+        return lines
 
 
-def quantize_and_measure(model_dir: str | os.PathLike, output: str | os.PathLike, dev: Optional[str] = None,
-                         max_length: int = 128, limit: Optional[int] = None, batch_size: int = 32) -> QuantizeReport:
-    from bertkit.distill.measure import load_dev_set, measure_module
-    from bertkit.finetune.model import model_from_checkpoint
-    path = save_quantized(model_dir, output)
-    if dev is None:
-        return QuantizeReport(path, None, None)
-    fp32 = load_checkpoint(model_dir, device="cpu")
-    task = fp32.meta.get("task", "classification")
+def run_quantize(config: QuantizeConfig) -> QuantizeReport:
+    source = load_checkpoint(config.model, device="cpu", precision="fp32")
+    if has_int8(source.encoder):
+        raise BertkitError(f"{config.model} is already an int8 folder")
+    if source.tokenizer is None:
+        raise BertkitError(f"{config.model}: no vocab.txt or tokenizer.json; the gate needs to read text")
+    sample, sample_note = _sample(source, config)
+    reference_row, vectors = measure("fp32", source.encoder, source.heads, source.tokenizer, sample, None,
+                                     config.limits)
+    reference = (vectors, reference_row.accuracy)
+    rows, keep, ranking = [reference_row], [], None
+    linears = quantizable_linears(source.encoder)
+    max_kept = len(linears) // 4 if config.max_kept_layers is None else config.max_kept_layers
+    embeddings = "mlm" not in source.heads     # the MLM head reads the token table as its output matrix
+    while True:
+        suffix = f", {len(keep)} layer{'s' if len(keep) > 1 else ''} kept" if keep else ""
+        round_rows = [measure(f"int8 ({kernel}{suffix})",
+                              *int8_variant(source.encoder, source.heads, keep, embeddings, choice),
+                              source.tokenizer, sample, reference, config.limits)[0]
+                      for kernel, choice in INT8_KERNELS.items()]
+        rows += round_rows
+        if all(row.passed for row in round_rows):
+            break
+        if len(keep) >= min(max_kept, len(linears)):
+            return QuantizeReport(rows, keep, sample_note)
+        if ranking is None:
+            errors = layer_errors(source.encoder, source.tokenizer, sample)
+            ranking = sorted(errors, key=errors.get, reverse=True)
+        keep = ranking[:min(max_kept, max(1, 2 * len(keep)))]
+    output = save_int8(source, config.output, keep, embeddings, rows, sample_note)
+    sizes = {"fp32": _weights_and_tokenizer_bytes(Path(config.model)), "int8": _weights_and_tokenizer_bytes(output)}
+    return QuantizeReport(rows, keep, sample_note, output, sizes)
+
+
+def _sample(source: Checkpoint, config: QuantizeConfig) -> tuple[Sample, str]:
+    """Vectors are measured as the folder makes them: its sentence steps (pooling, dense, whitening,
+    normalization) and max length."""
+    options = EncodeOptions(batch_size=config.batch_size, max_length=source.sentence.config.max_length)
+    if config.dev is not None:
+        return _dev_sample(source, config, options)
+    if config.texts is not None:
+        texts = [t for t in read_texts(config.texts) if t.strip()]
+        if len(texts) > config.max_texts:
+            texts = random.Random(0).sample(texts, config.max_texts)
+        return Sample(texts, options, source.sentence), f"{len(texts)} texts of {config.texts}"
+    texts = builtin_sentences()
+    return Sample(texts, options, source.sentence), (f"bertkit's {len(texts)} built-in English sentences "
+                                                     "(WordNet definitions); pass --texts with your own texts, or --dev")
+
+
+def _dev_sample(source: Checkpoint, config: QuantizeConfig, options: EncodeOptions):
+    task = source.meta.get("task")
     if task not in ("classification", "pair-classification"):
-        raise BertkitError(f"--dev measures classification accuracy; {model_dir} is a {task!r} model")
-    fp32_net = model_from_checkpoint(fp32, task, fp32.meta.get("labels"))
-    int8 = load_quantized(path)
-    int8_net = model_from_checkpoint(int8, task, int8.meta.get("labels"))
-    dev_set = load_dev_set(fp32.tokenizer, fp32_net.label_names, dev, max_length, limit, task)
-    measure_module("fp32", fp32_net, dev_set, batch_size)        # warm-up: first calls pay allocation
-    return QuantizeReport(path, measure_module("fp32", fp32_net, dev_set, batch_size),
-                          measure_module("int8 (dynamic)", int8_net, dev_set, batch_size))
+        raise BertkitError(f"--dev measures classification accuracy; {config.model} is "
+                           f"{'a ' + repr(task) if task else 'not a classification'} model: pass --texts instead")
+    labels = list(source.meta.get("labels") or [])
+    max_length = min(config.max_length, source.config.max_length)
+    dev = load_dev_set(source.tokenizer, labels, config.dev, max_length, config.max_dev_examples, task)
+    if not dev.examples:
+        raise BertkitError(f"{config.dev}: no examples to measure on")
+
+    def classifier(encoder, heads):
+        return FinetuneModel(encoder, heads[HEAD_KEYS[task]], task, labels).eval()
+
+    texts = [example.text for example in dev.examples]
+    options = dataclasses.replace(options, max_length=max_length)
+    return Sample(texts, options, source.sentence, dev, classifier), f"{len(texts)} examples of {config.dev}"
+
+
+def save_int8(source: Checkpoint, output: str | os.PathLike, keep: list[str], embeddings: bool,
+              rows: list[Row], sample_note: str) -> Path:
+    encoder = copy.deepcopy(source.encoder)
+    quantize_encoder(encoder, keep, embeddings=embeddings)
+    meta = {k: v for k, v in source.meta.items() if k != "quantization"}
+    meta["quantization"] = {
+        "scheme": SCHEME, "weights": "int8, symmetric, one fp32 scale per output channel",
+        "activations": "int8 per token at run time (int_mm kernel), or bf16 with the weights dequantized",
+        "embeddings": "int8, one scale per row" if embeddings else "float (tied to the MLM head)",
+        "kept_in_higher_precision": keep, "quantized_from": str(source.path),
+        "gate": {"sample": sample_note, "rows": [{k: v for k, v in row.__dict__.items() if v is not None}
+                                                  for row in rows]}}
+    # the same sentence steps: the int8 encoder approximates the fp32 one, so its whitening still applies
+    return save_checkpoint(output, encoder, source.tokenizer, source.heads, meta, sentence=source.sentence)
+
+
+def _weights_and_tokenizer_bytes(folder: Path) -> int:
+    """Bytes of the files a model folder needs: weights, configs, tokenizer (not run logs)."""
+    names = ("model.safetensors", "pytorch_model.bin", "model.int8.safetensors", "config.json", "bertkit.json",
+             "vocab.txt", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "whitening.safetensors",
+             "dense.safetensors")
+    return sum((folder / name).stat().st_size for name in names if (folder / name).is_file())

@@ -94,7 +94,7 @@ class SelfAttention(nn.Module):
         """-> (output (B, T, C), attention weights or None, (keys, values) including `past`).
         queries: compute only the first `queries` positions' outputs (keys and values still cover all T)."""
         B, T, _ = x.shape
-        if queries is None or type(self.qkv) is not nn.Linear:     # int8-quantized Linear: no weight tensor
+        if queries is None or type(self.qkv) is not nn.Linear:     # int8 Linear: no float weight to slice
             q, k, v = self.qkv(x).view(B, T, 3, self.num_heads, self.head_dim).permute(2, 0, 3, 1, 4)  # (B, H, T, D)
             q = q[:, :, :queries] if queries is not None else q
         else:
@@ -141,7 +141,7 @@ class FeedForward(nn.Module):
         super().__init__()
         self.up = nn.Linear(config.hidden_size, config.intermediate_size)
         self.down = nn.Linear(config.intermediate_size, config.hidden_size)
-        self.act = ACTIVATIONS[config.activation]
+        self.act = ACTIVATIONS[config.activation]      # on CPU in bf16, model/precision.py fuses it into `up`
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.down(self.act(self.up(x)))

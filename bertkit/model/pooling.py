@@ -43,9 +43,9 @@ def select_layers(hidden_states: Sequence[torch.Tensor], strategy: str) -> torch
     if strategy == "first":
         return layers[0]
     if strategy == "sum-all":
-        return torch.stack(layers).sum(0)
+        return torch.stack(layers).float().sum(0)
     if strategy == "sum-last-4":
-        return torch.stack(layers[-4:]).sum(0)
+        return torch.stack(layers[-4:]).float().sum(0)
     if strategy == "concat-last-4":
         return torch.cat(layers[-4:], dim=-1)
     raise ValueError(f"layers {strategy!r} is not one of {', '.join(LAYER_STRATEGIES)}")
@@ -77,28 +77,30 @@ def last_token(tokens: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
 
 def pool(tokens: torch.Tensor, mask: torch.Tensor, pooling: str, *, pooled_output: torch.Tensor | None = None,
          first_layer: torch.Tensor | None = None) -> torch.Tensor:
-    """One vector per row. tokens (B, T, C) from select_layers; mask (B, T) 1 for real tokens."""
+    """One vector per row, in fp32 whatever the model computes in (a bf16 sum over T loses digits).
+    tokens (B, T, C) from select_layers; mask (B, T) 1 for real tokens."""
     if pooling == "cls":
-        return tokens[:, 0]
+        return tokens[:, 0].float()
     if pooling == "pooler":
         if pooled_output is None:
             raise ValueError("this model has no pooler; use pooling 'cls' or 'mean'")
-        return pooled_output
+        return pooled_output.float()
     if pooling == "mean":
-        return masked_mean(tokens, mask)
+        return masked_mean(tokens.float(), mask)
     if pooling == "max":
-        return masked_max(tokens, mask)
+        return masked_max(tokens, mask).float()
     if pooling == "mean-sqrt-len":
+        tokens = tokens.float()
         weights = mask.to(tokens.dtype).unsqueeze(-1)                                              # (B, T, 1)
         return (tokens * weights).sum(1) / weights.sum(1).clamp(min=1.0).sqrt()
     if pooling == "weighted-mean":
-        return masked_weighted_mean(tokens, mask)
+        return masked_weighted_mean(tokens.float(), mask)
     if pooling == "last-token":
-        return last_token(tokens, mask)
+        return last_token(tokens, mask).float()
     if pooling == "first-last-avg":
         if first_layer is None:
             raise ValueError("first-last-avg needs the first layer's hidden states")
-        return masked_mean((first_layer + tokens) / 2, mask)
+        return masked_mean((first_layer.float() + tokens.float()) / 2, mask)
     raise ValueError(f"pooling {pooling!r} is not one of {', '.join(POOLINGS[:-1])} (or 'none' for token vectors)")
 
 

@@ -3,9 +3,10 @@ hundred WordNet definitions shipped with bertkit and prints the nearest definiti
 from __future__ import annotations
 
 import time
-from importlib import resources
 
 import numpy as np
+
+from bertkit.data.text import builtin_sentences
 
 QUERIES = [
     "a water bird that catches fish with its beak",
@@ -14,11 +15,6 @@ QUERIES = [
     "someone who works on a boat",
     "paying money from an account",
 ]
-
-
-def builtin_sentences() -> list[str]:
-    text = resources.files("bertkit.data").joinpath("quickstart_sentences.txt").read_text(encoding="utf-8")
-    return [line for line in text.splitlines() if line and not line.startswith("#")]
 
 
 def run_search_demo(queries: list[str] | None = None, k: int = 3) -> int:

@@ -1,6 +1,6 @@
 """Turning texts into vectors for an index, the same way for documents and for queries.
 
-The index records the encoder's spec (model folder, pooling, layers, max length) in its manifest, so a
+The index records the encoder's spec (model folder, pooling, layers, max length, precision) in its manifest, so a
 query is encoded by the same composition that built the index: encoder -> pooling -> the whitening
 saved in the model folder (applied by the model's own `encode`) -> the index's normalization.
 """
@@ -28,6 +28,7 @@ class EncoderSpec:
     layers: str | None = None      # None: the model folder's
     max_length: int | None = None  # None: the model folder's
     batch_size: int = 64
+    precision: str | None = None   # fp32 | bf16 | int8 | auto (bertkit.load); None: what the folder holds
 
 
 class ModelTextEncoder:
@@ -45,7 +46,7 @@ class ModelTextEncoder:
     def model(self):
         if self._model is None:
             import bertkit  # late import: bertkit/__init__ re-exports Index, so import the API only when used
-            self._model = bertkit.load(self._spec.model)
+            self._model = bertkit.load(self._spec.model, precision=self._spec.precision)
         return self._model
 
     def pooling(self) -> str:

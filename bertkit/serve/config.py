@@ -44,6 +44,7 @@ class ServeConfig:
     keep_alive_timeout_s: float = 5.0
     max_connections: int = 512
     max_header_bytes: int = 32 * 1024
+    precision: Optional[str] = None    # fp32 | bf16 | int8 | auto, as bertkit.load; None: what the folder holds
 
     def __post_init__(self) -> None:
         for name in ("workers", "max_batch_tokens", "max_batch_size", "max_request_texts", "max_request_bytes",

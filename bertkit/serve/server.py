@@ -21,7 +21,7 @@ def build_service(config: ServeConfig, model: Any = None) -> EmbeddingService:
         if not config.model:
             raise BertkitError("serve: pass --model DIR (a model folder bertkit.load reads)")
         import bertkit
-        model = bertkit.load(config.model)
+        model = bertkit.load(config.model, precision=config.precision)
     if getattr(model, "tokenizer", None) is None:
         raise BertkitError(f"{config.model}: the model folder has no tokenizer (vocab.txt or tokenizer.json); "
                            "the server needs one to read text")
@@ -49,6 +49,7 @@ def serve(config: ServeConfig, model: Any = None, log_level: str = "info") -> No
 
     service = build_service(config, model)
     test = service.self_test
+    print(f"bertkit serve: {getattr(service.runner.model, 'precision_note', 'precision fp32')}", file=sys.stderr)
     print(f"bertkit serve: self-test passed ({test['dimension']} dimensions, norm {test['norm']:.3f}); "
           f"http://{config.host}:{config.port}/ (API: /docs)", file=sys.stderr)
     if service.index is not None and service.index.warning:

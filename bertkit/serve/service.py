@@ -248,7 +248,7 @@ class EmbeddingService:
                       "default_pooling": runner.default_pooling, "default_normalize": runner.default_normalize,
                       "poolings": list(SERVED_POOLINGS), "task": runner.task,
                       "labels": runner.label_names, "predict": self.can_predict,
-                      "device": str(runner.device)},
+                      "device": str(runner.device), "precision": getattr(runner.model, "precision", "fp32")},
             "limits": {"max_request_texts": config.max_request_texts,
                        "max_tokens_per_text": runner.max_length,
                        "max_batch_tokens": config.max_batch_tokens,

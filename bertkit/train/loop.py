@@ -21,6 +21,7 @@ from torch import nn
 from tqdm.auto import tqdm
 
 from bertkit.errors import BertkitError
+from bertkit.model.precision import inference_only
 from bertkit.runtime import autocast, distributed_env, init_distributed, pick_device, rng_state, seed_everything, set_rng_state
 from bertkit.train import distributed as dist_
 from bertkit.train.batches import BatchSource, to_device
@@ -94,6 +95,9 @@ def train(model: nn.Module, loss_fn: LossFn, batches: BatchSource, config: Train
           layer_of: Callable[[str], Optional[int]] = encoder_layer_of) -> TrainResult:
     """Train `model` in place. Callbacks get the unwrapped model and run on rank 0 only, except
     on_epoch_start (every rank, at each epoch start and again after a resume; make it idempotent)."""
+    reason = inference_only(model)
+    if reason:
+        raise BertkitError(f"this model cannot be trained: {reason}")
     device = pick_device(config.device)
     rank, world = init_distributed(device)
     local_rank = distributed_env()[2]

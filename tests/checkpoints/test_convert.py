@@ -70,14 +70,6 @@ def test_convert_keeps_a_folder_transformers_loads_with_the_same_outputs(tmp_pat
         assert "pruned_heads" not in json.loads((tmp_path / "out" / "config.json").read_text())
 
 
-def _int8(folder):
-    write(folder, config())
-    meta_path = folder / "bertkit.json"
-    meta_path.write_text(json.dumps({**json.loads(meta_path.read_text()),
-                                     "quantization": {"scheme": "dynamic-int8", "quantized_from": "fp32-model"}}))
-    return folder
-
-
 def _linear(folder):
     write(folder, config())
     meta_path = folder / "bertkit.json"
@@ -88,7 +80,6 @@ def _linear(folder):
 @pytest.mark.parametrize("make,message", [
     (lambda f: write(f, config(norm_position="pre")), "pre-LN"),
     (lambda f: write(f, config(share_layers="attention")), "only the attention is shared"),
-    (_int8, "int8 weights .*fp32-model"),
     (_linear, "linear-probe model"),
 ])
 def test_convert_refuses_models_no_transformers_class_computes(tmp_path, make, message, capsys):

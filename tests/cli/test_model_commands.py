@@ -80,3 +80,25 @@ def test_console_script_runs_as_module(tiny_model_dir, tmp_path):
     result = subprocess.run([sys.executable, "-m", "bertkit", "encode", "--model", str(tmp_path / "none"),
                              "--input", "x.txt", "--output", "o.npy"], capture_output=True, text=True)
     assert result.returncode == 2 and "Traceback" not in result.stderr
+
+
+def test_encode_precision_flag_says_what_runs(tiny_model_dir, tmp_path, capsys, monkeypatch):
+    """--precision bf16: a one-line note, vectors within bf16 tolerance (cosine >= 0.999) of fp32; auto follows
+    the CPU flags (monkeypatched: without AMX or avx512_bf16 it stays in fp32, bit for bit)."""
+    from bertkit import runtime
+
+    (tmp_path / "in.txt").write_text("the cat sat on the mat\nhello world\ndog\n", encoding="utf-8")
+    outputs = {}
+    for precision, flags in (("fp32", {}), ("bf16", {}), ("auto", {"avx2": True}), ("auto", {"amx_bf16": True})):
+        monkeypatch.setattr(runtime, "cpu_capabilities", lambda flags=flags: flags)
+        output = tmp_path / f"{precision}-{len(outputs)}.npy"
+        code, err = run(["encode", "--model", str(tiny_model_dir), "--input", str(tmp_path / "in.txt"),
+                         "--output", str(output), "--precision", precision, "--normalize"], capsys)
+        assert code == 0, err
+        outputs[(precision, tuple(flags))] = np.load(output)
+        assert sum(line.startswith("bertkit: precision") for line in err.splitlines()) == 1
+    fp32 = outputs[("fp32", ())]
+    np.testing.assert_array_equal(outputs[("auto", ("avx2",))], fp32)
+    for key in (("bf16", ()), ("auto", ("amx_bf16",))):
+        assert (outputs[key] * fp32).sum(1).min() >= 0.999
+        assert not np.array_equal(outputs[key], fp32)                 # really computed in bf16

@@ -1,35 +1,185 @@
+"""`bertkit quantize`: the int8 folder round trip, and the gate on a planted outlier (refuse, or keep the layer)."""
+import json
+import pickle
+import random
+
+import numpy as np
 import torch
 
+import bertkit
+from bertkit.checkpoints import save_checkpoint
 from bertkit.cli import main
-from bertkit.distill.quantize import is_quantized, load_quantized, quantize_int8, save_quantized
-from bertkit.finetune.model import model_from_checkpoint
+from bertkit.distill.quantize import QuantizeConfig, run_quantize
+from bertkit.distill.quantize_gate import INT8_KERNELS, Sample, int8_variant, sentence_vectors
+from bertkit.features import EncodeOptions
+from bertkit.model import Encoder, EncoderConfig
+from bertkit.model.heads import SequenceClassificationHead
+from bertkit.model.int8 import Int8Linear
+from bertkit.model.precision import apply_precision
+from bertkit.model.sentence import SentenceConfig, SentencePipeline, Whitening
+from bertkit.tokenizer import Tokenizer
 
-from distill_fixtures import write_examples
+from distill_fixtures import make_model_folder, write_examples
 
-
-def test_quantized_save_reload_gives_the_same_outputs(model_dir, tmp_path):
-    from bertkit.checkpoints import load_checkpoint
-    fp32 = load_checkpoint(model_dir)
-    int8_encoder = quantize_int8(fp32.encoder)
-    assert type(fp32.encoder.blocks[0].attention.qkv) is torch.nn.Linear      # the input is left as it was
-    assert "Linear" in type(int8_encoder.blocks[0].attention.qkv).__name__
-    assert type(int8_encoder.blocks[0].attention.qkv) is not torch.nn.Linear
-    save_quantized(model_dir, tmp_path / "q")
-    reloaded = load_quantized(tmp_path / "q")
-    assert is_quantized(reloaded.meta)
-    ids = torch.randint(5, 32, (2, 9))
-    with torch.no_grad():
-        before = int8_encoder(ids).last_hidden_state
-        after = reloaded.encoder(ids).last_hidden_state
-        full = fp32.encoder(ids).last_hidden_state
-    torch.testing.assert_close(after, before)
-    assert float((after - full).abs().max()) < 0.1          # int8 error: small, not zero
-    net = model_from_checkpoint(reloaded, "classification", reloaded.meta["labels"])
-    assert net(ids).shape == (2, 3)
+WORDS = [f"w{i}" for i in range(400)]
+LABELS = ["a", "b", "c"]
 
 
-def test_quantize_command_reports_accuracy_and_speed(model_dir, tmp_path, capsys):
-    dev = write_examples(tmp_path / "dev.jsonl", 12)
-    assert main(["quantize", "--model", str(model_dir), "--output", str(tmp_path / "q"), "--dev", str(dev)]) == 0
+def build_folder(path, plant_outlier=False, whitening=False):
+    """A 2-layer, 64-wide random model; initializer_range 0.2 so that every layer changes the output (with
+    BERT's 0.02 a random model is all residual stream, and int8 of any layer changes nothing)."""
+    torch.manual_seed(0)
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + WORDS
+    tokenizer = Tokenizer.from_vocab({t: i for i, t in enumerate(vocab)}, lowercase=True)
+    config = EncoderConfig(vocab_size=len(vocab), hidden_size=64, num_layers=2, num_heads=4, intermediate_size=256,
+                           max_position_embeddings=64, initializer_range=0.2)
+    encoder = Encoder(config).eval()
+    if plant_outlier:
+        # One GELU channel of the last block at 300 for every token, read by nothing: per-token int8 of the
+        # down projection's input then has a step of 300/127 and rounds every other channel to about zero.
+        with torch.no_grad():
+            encoder.blocks[1].ffn.up.bias[3] = 300.0
+            encoder.blocks[1].ffn.down.weight[:, 3] = 0.0
+    head = SequenceClassificationHead(config, len(LABELS))
+    rng = np.random.default_rng(0)
+    fitted = Whitening(rng.normal(size=64).astype(np.float32) * 0.1, rng.normal(size=(64, 32)).astype(np.float32),
+                       100, pooling="cls") if whitening else None
+    sentence = SentencePipeline(SentenceConfig(pooling="cls", normalize=True, max_length=24), [], fitted)
+    save_checkpoint(path, encoder, tokenizer, {"classifier": head}, {"task": "classification", "labels": LABELS},
+                    sentence=sentence)
+    return path
+
+
+def write_texts(path, count=60):
+    rng = random.Random(0)
+    path.write_text("\n".join(" ".join(rng.choice(WORDS) for _ in range(rng.randint(3, 30)))
+                              for _ in range(count)) + "\n", encoding="utf-8")
+    return path
+
+
+def test_int8_folder_round_trip(tmp_path, monkeypatch):
+    source = build_folder(tmp_path / "fp32", whitening=True)
+    texts = write_texts(tmp_path / "texts.txt")
+    report = run_quantize(QuantizeConfig(str(source), str(tmp_path / "int8"), texts=str(texts)))
+    assert report.passed and report.kept == []
+    folder = report.output
+    names = {p.name for p in folder.iterdir()}
+    assert "model.int8.safetensors" in names and "whitening.safetensors" in names
+    assert not names & {"model.safetensors", "pytorch_model.bin"}      # transformers finds no float weights here
+    assert report.sizes["int8"] <= 0.35 * report.sizes["fp32"]
+
+    def no_pickle(*args, **kwargs):
+        raise AssertionError("loading an int8 folder must not unpickle anything")
+    monkeypatch.setattr(torch, "load", no_pickle)
+    monkeypatch.setattr(pickle, "load", no_pickle)
+    monkeypatch.setattr(pickle, "loads", no_pickle)
+    original, model = bertkit.load(source), bertkit.load(folder, precision="int8")
+    assert model.precision == "int8" and isinstance(model.encoder.blocks[0].ffn.up, Int8Linear)
+    assert model.encode_defaults == original.encode_defaults == {"pooling": "cls", "normalize": True, "max_length": 24}
+    assert model.meta["labels"] == LABELS and model.meta["task"] == "classification"
+    assert model.meta["whitening"] == original.meta["whitening"] and model.whitening is not None
+    assert model.tokenizer.vocab_size == original.tokenizer.vocab_size
+    text_list = texts.read_text(encoding="utf-8").splitlines()
+    vectors, reference = model.encode(text_list, long_texts="truncate"), original.encode(text_list)
+    assert vectors.shape == reference.shape == (60, 32)                  # whitened to 32 dims, as the source
+    assert (vectors * reference).sum(1).min() >= 0.95                    # the gate's floor, on unit vectors
+    # the reloaded folder computes exactly what the gate measured in process
+    checkpoint = original.checkpoint
+    options = EncodeOptions(max_length=24)
+    for choice in INT8_KERNELS.values():
+        reloaded = bertkit.load(folder, precision="fp32")                # then the kernel this machine may not pick
+        apply_precision(reloaded.encoder, reloaded.heads, choice)
+        encoder, _ = int8_variant(checkpoint.encoder, checkpoint.heads, [], True, choice)
+        sample = Sample(text_list, options, checkpoint.sentence)
+        torch.testing.assert_close(sentence_vectors(reloaded.encoder, reloaded.tokenizer, sample)[0],
+                                   sentence_vectors(encoder, checkpoint.tokenizer, sample)[0], atol=0, rtol=0)
+
+
+def test_gate_refuses_a_planted_outlier(tmp_path, capsys):
+    source = build_folder(tmp_path / "fp32", plant_outlier=True)
+    texts = write_texts(tmp_path / "texts.txt")
+    output = tmp_path / "int8"
+    code = main(["quantize", "--model", str(source), "--output", str(output), "--texts", str(texts),
+                 "--max-kept-layers", "0"])
+    captured = capsys.readouterr()
+    assert code == 2 and not output.exists()
+    assert "FAIL: mean cosine < 0.99" in captured.out and "| fp32 |" in captured.out
+    assert captured.err.count("\n") == 1 and "nothing written" in captured.err
+
+
+def test_gate_keeps_the_sensitive_layer(tmp_path, capsys):
+    source = build_folder(tmp_path / "fp32", plant_outlier=True)
+    texts = write_texts(tmp_path / "texts.txt")
+    assert main(["quantize", "--model", str(source), "--output", str(tmp_path / "int8"), "--texts", str(texts)]) == 0
     out = capsys.readouterr().out
-    assert "int8 / fp32 speed" in out and "accuracy change" in out
+    assert "kept in higher precision: blocks.1.ffn.down" in out
+    meta = json.loads((tmp_path / "int8" / "bertkit.json").read_text(encoding="utf-8"))
+    assert meta["quantization"]["kept_in_higher_precision"] == ["blocks.1.ffn.down"]
+    model = bertkit.load(tmp_path / "int8")
+    down = model.encoder.blocks[1].ffn.down
+    assert isinstance(down, torch.nn.Linear) and down.weight.is_floating_point()     # float, not int8
+    assert isinstance(model.encoder.blocks[1].ffn.up, Int8Linear)
+
+
+def test_dev_gate_on_a_classifier(tmp_path, capsys):
+    source = make_model_folder(tmp_path / "cls")
+    dev = write_examples(tmp_path / "dev.jsonl", 24)
+    assert main(["quantize", "--model", str(source), "--output", str(tmp_path / "int8"), "--dev", str(dev)]) == 0
+    out = capsys.readouterr().out
+    rows = [line for line in out.splitlines() if line.startswith("| int8")]
+    assert len(rows) == 2 and all(row.endswith("| pass |") for row in rows)
+    assert "24 examples of" in out
+    # predictions of the int8 folder through the usual command
+    predictions = tmp_path / "p.jsonl"
+    assert main(["predict", "--model", str(tmp_path / "int8"), "--input", str(dev), "--output", str(predictions),
+                 "--precision", "auto"]) == 0
+    assert "precision auto -> int8" in capsys.readouterr().err
+    assert len(predictions.read_text(encoding="utf-8").splitlines()) == 24
+
+
+def test_dev_gate_needs_a_classifier(tmp_path, capsys):
+    source = build_folder(tmp_path / "fp32")
+    save_checkpoint(tmp_path / "plain", bertkit.load(source).encoder, bertkit.load(source).tokenizer)
+    dev = write_examples(tmp_path / "dev.jsonl", 6)
+    assert main(["quantize", "--model", str(tmp_path / "plain"), "--output", str(tmp_path / "q"),
+                 "--dev", str(dev)]) == 2
+    assert "pass --texts instead" in capsys.readouterr().err
+
+
+def test_int8_folders_convert_back_and_refuse_training(tmp_path, capsys):
+    source = build_folder(tmp_path / "fp32")
+    run_quantize(QuantizeConfig(str(source), str(tmp_path / "int8"), texts=str(write_texts(tmp_path / "t.txt"))))
+    assert main(["convert", str(tmp_path / "int8"), str(tmp_path / "back")]) == 0
+    back, int8 = bertkit.load(tmp_path / "back"), bertkit.load(tmp_path / "int8", precision="fp32")
+    assert (tmp_path / "back" / "model.safetensors").is_file() and back.precision == "fp32"
+    ids = torch.randint(5, 400, (2, 7))
+    with torch.no_grad():
+        torch.testing.assert_close(back.encoder(ids).last_hidden_state, int8.encoder(ids).last_hidden_state)
+    train = write_examples(tmp_path / "train.jsonl", 6)
+    capsys.readouterr()
+    assert main(["finetune", "--task", "classification", "--model", str(tmp_path / "int8"), "--train", str(train),
+                 "--output", str(tmp_path / "ft"), "--epochs", "1", "--device", "cpu"]) == 2
+    assert "int8" in capsys.readouterr().err
+
+
+def test_precision_int8_needs_a_quantized_folder(tmp_path, capsys):
+    source = build_folder(tmp_path / "fp32")
+    texts = write_texts(tmp_path / "texts.txt")
+    assert main(["encode", "--model", str(source), "--input", str(texts), "--output", str(tmp_path / "v.npy"),
+                 "--precision", "int8"]) == 2
+    assert "bertkit quantize" in capsys.readouterr().err
+    assert not (tmp_path / "v.npy").exists()
+
+
+def test_int8_folder_written_over_an_fp32_folder_keeps_no_float_weights(tmp_path):
+    """Saving replaces a folder and carries over files only the old one had (run logs): never its weights, which
+    are read before model.int8.safetensors and would silently load the fp32 model."""
+    import shutil
+    source = build_folder(tmp_path / "fp32")
+    target = tmp_path / "target"
+    shutil.copytree(source, target)
+    (target / "train_log.jsonl").write_text("{}\n", encoding="utf-8")
+    report = run_quantize(QuantizeConfig(str(source), str(target), texts=str(write_texts(tmp_path / "texts.txt"))))
+    names = {p.name for p in report.output.iterdir()}
+    assert "model.int8.safetensors" in names and "model.safetensors" not in names and "train_log.jsonl" in names
+    assert bertkit.load(target).precision == "int8"

@@ -63,3 +63,20 @@ def test_bad_documents_file_names_the_line(tmp_path, tiny_model_dir, capsys):
     code = main(["index", "build", "--model", str(tiny_model_dir), "--input", str(docs), "--index",
                  str(tmp_path / "idx")])
     assert code == 2 and "docs.jsonl:2: missing 'id'" in capsys.readouterr().err
+
+
+def test_index_records_its_precision_and_add_can_change_it(tmp_path, tiny_model_dir, capsys):
+    docs = _write(tmp_path / "docs.jsonl", DOCS)
+    index = tmp_path / "idx"
+    assert main(["index", "build", "--model", str(tiny_model_dir), "--input", str(docs), "--index", str(index),
+                 "--precision", "bf16"]) == 0
+    assert "bertkit: precision bf16" in capsys.readouterr().err
+    assert main(["index", "info", "--index", str(index)]) == 0
+    assert json.loads(capsys.readouterr().out)["encoder"]["precision"] == "bf16"
+    assert _search(capsys, index, "the cat sat on the mat", "-k", "1")[0]["id"] == "d1"   # queries in bf16 too
+    _write(tmp_path / "more.jsonl", [{"id": "d5", "text": "blue sky over the sea"}])
+    assert main(["index", "add", "--index", str(index), "--input", str(tmp_path / "more.jsonl"),
+                 "--precision", "fp32"]) == 0
+    assert main(["index", "info", "--index", str(index)]) == 0
+    info = json.loads(capsys.readouterr().out)
+    assert info["documents"] == 5 and info["encoder"]["precision"] == "fp32"

@@ -143,3 +143,21 @@ def test_health_status_and_page(http):
     assert page.status_code == 200 and "text/html" in page.headers["content-type"] and 'id="query"' in page.text
     schema = http.get("/openapi.json").json()
     assert {"/encode", "/v1/embeddings", "/tokenize", "/predict", "/search", "/health", "/status"} <= set(schema["paths"])
+
+
+def test_served_precision_is_the_loaded_one(tiny_model_dir):
+    """--precision reaches the model the server loads: /status says bf16 and /encode gives bf16 vectors (those of
+    bertkit.load(..., precision="bf16") to bf16 rounding, not the fp32 ones)."""
+    running = start(tiny_model_dir, precision="bf16")
+    try:
+        with httpx.Client(base_url=running.url, timeout=30) as client:
+            status = client.get("/status").json()
+            served = np.asarray(client.post("/encode", json={"texts": TEXTS[:2], "pooling": "mean",
+                                                             "normalize": True}).json()["results"])
+    finally:
+        running.stop()
+    assert status["model"]["precision"] == "bf16" and status["config"]["precision"] == "bf16"
+    bf16 = bertkit.load(tiny_model_dir, precision="bf16").encode(TEXTS[:2], pooling="mean", normalize=True)
+    fp32 = bertkit.load(tiny_model_dir).encode(TEXTS[:2], pooling="mean", normalize=True)
+    np.testing.assert_allclose(served, bf16, atol=1e-3)
+    assert np.abs(served - fp32).max() > 1e-5

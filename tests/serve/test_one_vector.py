@@ -87,14 +87,15 @@ def folders(tmp_path_factory, tiny_model_dir, make_sentence_transformers_folder)
     return built
 
 
-def _three_routes(folder, texts, tmp_path):
-    model = bertkit.load(folder)
+def _three_routes(folder, texts, tmp_path, precision=None):
+    model = bertkit.load(folder, precision=precision)
     local = model.encode(texts)
     source = tmp_path / "texts.txt"
     source.write_text("\n".join(texts) + "\n", encoding="utf-8")
-    _run("encode", "--model", str(folder), "--input", str(source), "--output", str(tmp_path / "v.npy"))
+    _run("encode", "--model", str(folder), "--input", str(source), "--output", str(tmp_path / "v.npy"),
+         *(["--precision", precision] if precision else []))
     cli = np.load(tmp_path / "v.npy")
-    service = build_service(ServeConfig(model=str(folder)))
+    service = build_service(ServeConfig(model=str(folder), precision=precision))
     try:
         with TestClient(create_app(service)) as client:
             answer = client.post("/encode", json={"texts": texts, "truncate": True})
@@ -125,6 +126,24 @@ def test_server_library_and_cli_give_the_same_vectors(name, folders, tmp_path):
     np.testing.assert_allclose(openai, model.encode(TEXTS, normalize=True), rtol=0, atol=1e-6)
     if model.max_length < 40:                    # the long text was cut to the folder's max_seq_length
         assert body["truncated"] == [TEXTS.index(LONG)] and model.last_report.truncated == 1
+
+
+@pytest.mark.parametrize("name,precision", [("whitened", "bf16"), ("quantized", None), ("quantized", "bf16")])
+def test_other_precisions_take_the_same_path(name, precision, folders, tmp_path):
+    """A model loaded in bf16 and an int8 folder (bertkit quantize of the whitened one): library, CLI and server
+    make the same vector through the folder's whole sentence path (16 tokens, dense, whitening, normalization),
+    and that vector is the fp32 one to bf16 / int8 rounding (cosine >= 0.99, the quantize gate's mean)."""
+    folder = folders(name)
+    for text in TEXTS:
+        _, local, cli, served, _, _ = _three_routes(folder, [text], tmp_path, precision)
+        assert np.array_equal(local, cli) and np.array_equal(local, served), (name, precision, text)
+    model, local, cli, served, body, _ = _three_routes(folder, TEXTS, tmp_path, precision)
+    assert model.precision == (precision or "int8")
+    assert np.array_equal(local, cli)
+    assert body["dimension"] == local.shape[1] == 8 and body["truncated"] == [TEXTS.index(LONG)]
+    reference = bertkit.load(folders("whitened"), precision="fp32").encode(TEXTS)
+    for vectors in (local, served):
+        assert (vectors * reference).sum(1).min() >= 0.99             # unit vectors: the folder normalizes
 
 
 def test_writers_carry_length_dense_normalization_and_whitening(folders):
@@ -177,3 +196,9 @@ def test_onnx_export_carries_the_whole_sentence_path(folders, tmp_path):
     onnx = OnnxModel(tmp_path / "onnx" / "model.onnx")
     assert (onnx.meta["max_length"], onnx.meta["dimension"], onnx.meta["normalize"]) == (16, 8, True)
     np.testing.assert_allclose(onnx.encode(TEXTS), bertkit.load(folder).encode(TEXTS), rtol=0, atol=1e-5)
+    # an int8 folder exports the fp32 model its int8 weights describe, with the same sentence path
+    quantized = folders("quantized")
+    _run("export-onnx", "--model", str(quantized), "--output", str(tmp_path / "onnx8" / "model.onnx"))
+    onnx = OnnxModel(tmp_path / "onnx8" / "model.onnx")
+    np.testing.assert_allclose(onnx.encode(TEXTS), bertkit.load(quantized, precision="fp32").encode(TEXTS),
+                               rtol=0, atol=1e-5)
