@@ -61,6 +61,9 @@ def no_hf_form(path: str | os.PathLike) -> Optional[str]:
     if isinstance(linear, dict):
         if linear.get("method") == "tfidf":
             return "a TF-IDF + linear baseline (bertkit baseline): no encoder, nothing a transformers class computes"
+        if linear.get("method") == "hybrid":
+            return ("a hybrid model (a linear layer over TF-IDF features stacked with the frozen encoder's sentence "
+                    "vectors, bertkit.json \"linear\"): no transformers class computes it; bertkit.load reads it")
         return (f"a {linear.get('method', 'linear')} model (a linear layer over the frozen encoder's sentence "
                 "vectors, bertkit.json \"linear\"): no transformers class computes it; bertkit.load reads it")
     return None

@@ -66,6 +66,13 @@ def folders(tmp_path_factory, tiny_model_dir, make_sentence_transformers_folder)
         for i, t in enumerate(texts)]}]}
     (root / "qa.json").write_text(json.dumps(squad), encoding="utf-8")
     data["qa"] = str(root / "qa.json")
+    pairs = _jsonl(root / "pairs.jsonl", [{"source": t, "target": texts[-1 - i]} for i, t in enumerate(texts)])
+    prompt = ["--task", "classification", "--model", None, "--train", data["classification"], "--epochs", "1",
+              "--batch-size", "8", "--max-length", "32", "--verbalizer", "animal=cat,other=dog", *FAST]
+
+    def prompted(out, *flags):
+        prompt[3] = str(built("pre-trained BERT"))
+        _run("finetune", *prompt, "--output", str(out), *flags)
 
     def albert(out):
         torch.manual_seed(0)
@@ -103,6 +110,11 @@ def folders(tmp_path_factory, tiny_model_dir, make_sentence_transformers_folder)
                                              str(corpus), "--output", str(out), "--init", str(tiny_model_dir),
                                              "--max-steps", "2", "--data.max_length=16", "--data.batch_size=8",
                                              "--data.heldout_fraction=0", "--train.progress_bar=false"),
+        "prompt/PET": lambda out: prompted(out, "--template", "{text} is [MASK] ."),
+        "P-tuning": lambda out: prompted(out, "--template", "{text} [P] [P] [MASK] .", "--ptuning"),
+        "seq2seq": lambda out: _run("finetune", "--task", "seq2seq", "--model", str(built("pre-trained BERT")),
+                                    "--train", pairs, "--output", str(out), "--epochs", "1", "--batch-size", "8",
+                                    "--max-length", "32", *FAST),
         "RoBERTa-style": roberta, "ALBERT": albert, "pre-LN": pre_ln, "GPT-2": gpt2,
         **{f"fine-tuned {task}": (lambda task: lambda out: _finetune(task, data[task], out, tiny_model_dir))(task)
            for task in data},
@@ -145,6 +157,8 @@ LOADS = {
     "fine-tuned pair-classification": ("BertForSequenceClassification", True),
     "fine-tuned regression": ("BertForSequenceClassification", True),
     "fine-tuned multi-label": ("BertForSequenceClassification", True),
+    "prompt/PET": ("BertForMaskedLM", False), "P-tuning": ("BertForMaskedLM", False),
+    "seq2seq": ("BertForMaskedLM", False),
     "fine-tuned ner": ("BertForTokenClassification", True), "fine-tuned qa": ("BertForQuestionAnswering", True),
     "sentence-transformers": ("BertModel", True), "whitened": ("BertModel", False),
     "SimCSE": ("BertModel", True), "distilled": ("BertForSequenceClassification", True),

@@ -70,17 +70,22 @@ def test_convert_keeps_a_folder_transformers_loads_with_the_same_outputs(tmp_pat
         assert "pruned_heads" not in json.loads((tmp_path / "out" / "config.json").read_text())
 
 
-def _linear(folder):
-    write(folder, config())
-    meta_path = folder / "bertkit.json"
-    meta_path.write_text(json.dumps({**json.loads(meta_path.read_text()), "linear": {"method": "linear-probe"}}))
-    return folder
+def _linear(method: str):
+    """A folder with bertkit.json's "linear" section, as the linear-probe / hybrid / baseline writers save it."""
+    def make(folder):
+        write(folder, config())
+        meta_path = folder / "bertkit.json"
+        meta_path.write_text(json.dumps({**json.loads(meta_path.read_text()), "linear": {"method": method}}))
+        return folder
+    return make
 
 
 @pytest.mark.parametrize("make,message", [
     (lambda f: write(f, config(norm_position="pre")), "pre-LN"),
     (lambda f: write(f, config(share_layers="attention")), "only the attention is shared"),
-    (_linear, "linear-probe model"),
+    (_linear("linear-probe"), "linear-probe model"),
+    (_linear("hybrid"), "hybrid model .*TF-IDF features"),
+    (_linear("tfidf"), "TF-IDF \\+ linear baseline"),
 ])
 def test_convert_refuses_models_no_transformers_class_computes(tmp_path, make, message, capsys):
     source = make(tmp_path / "src")
