@@ -81,11 +81,19 @@ def folders(tmp_path_factory, tiny_model_dir, make_sentence_transformers_folder)
         save_checkpoint(out, Encoder(config).eval(), None, {"mlm": MaskedLMHead(config), "pair": SentencePairHead(config)})
 
     def roberta(out):
-        config = transformers.RobertaConfig(vocab_size=60, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
-                                            intermediate_size=64, max_position_embeddings=34, type_vocab_size=1,
-                                            pad_token_id=1)
+        from tokenizers import ByteLevelBPETokenizer
+        bpe = ByteLevelBPETokenizer()
+        bpe.train_from_iterator(texts, vocab_size=300, min_frequency=1,
+                                special_tokens=["<s>", "<pad>", "</s>", "<unk>", "<mask>"])
+        (root / "bpe").mkdir()
+        bpe.save_model(str(root / "bpe"))
+        tokenizer = transformers.RobertaTokenizerFast.from_pretrained(str(root / "bpe"))
+        config = transformers.RobertaConfig(vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=2,
+                                            num_attention_heads=4, intermediate_size=64, max_position_embeddings=34,
+                                            type_vocab_size=1, pad_token_id=1)
         torch.manual_seed(0)
         transformers.RobertaForMaskedLM(config).save_pretrained(str(root / "hf-roberta"))
+        tokenizer.save_pretrained(str(root / "hf-roberta"))
         _run("convert", str(root / "hf-roberta"), str(out))
 
     def pre_ln(out):
@@ -151,7 +159,7 @@ def folders(tmp_path_factory, tiny_model_dir, make_sentence_transformers_folder)
 
 # folder type -> the transformers class that loads it (None: none does), and whether sentence-transformers does
 LOADS = {
-    "pre-trained BERT": ("BertForMaskedLM", True), "RoBERTa-style": ("RobertaForMaskedLM", False),
+    "pre-trained BERT": ("BertForMaskedLM", True), "RoBERTa-style": ("RobertaForMaskedLM", True),
     "ALBERT": ("AlbertForPreTraining", False), "GPT-2": ("GPT2LMHeadModel", False),
     "fine-tuned classification": ("BertForSequenceClassification", True),
     "fine-tuned pair-classification": ("BertForSequenceClassification", True),
@@ -180,6 +188,7 @@ def test_folder_loads_in_the_library_the_table_names(name, folders):
         reference = load_checkpoint(folder)
     found, difference = compare_with_transformers(folder, reference)
     assert found == architecture and difference <= 1e-4
+    assert (folder / "modules.json").exists() == expected_st, "sentence-transformers modules as the table says"
     if not expected_st:
         entry = json.loads((folder / "bertkit.json").read_text()).get("sentence_transformers") \
             if (folder / "bertkit.json").is_file() else None
