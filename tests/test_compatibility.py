@@ -74,11 +74,16 @@ def folders(tmp_path_factory, tiny_model_dir, make_sentence_transformers_folder)
         prompt[3] = str(built("pre-trained BERT"))
         _run("finetune", *prompt, "--output", str(out), *flags)
 
-    def albert(out):
-        torch.manual_seed(0)
-        config = EncoderConfig(vocab_size=60, hidden_size=32, num_layers=3, num_heads=4, intermediate_size=64,
-                               max_position_embeddings=40, embedding_size=16, share_layers="all")
-        save_checkpoint(out, Encoder(config).eval(), None, {"mlm": MaskedLMHead(config), "pair": SentencePairHead(config)})
+    documents = root / "documents.txt"       # blank lines between documents: sentence-order pairs within each
+    documents.write_text("\n\n".join("\n".join(texts[d::4]) for d in range(4)) + "\n", encoding="utf-8")
+
+    def albert(out):   # factorized embeddings, all layers shared, MLM + sentence order: AlbertForPreTraining
+        _run("pretrain", "--config", "configs/pretrain/tiny.toml", "--corpus", str(documents), "--output", str(out),
+             "--max-steps", "2", "--encoder.hidden_size=32", "--encoder.intermediate_size=64",
+             "--encoder.num_heads=4", "--encoder.num_layers=3", "--encoder.embedding_size=16",
+             "--encoder.share_layers=all", "--data.objective=mlm+sop", "--data.max_length=16",
+             "--data.batch_size=8", "--data.heldout_fraction=0", "--vocab.vocab_size=200",
+             "--train.progress_bar=false")
 
     def roberta(out):
         from tokenizers import ByteLevelBPETokenizer
