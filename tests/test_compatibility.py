@@ -141,6 +141,10 @@ def folders(tmp_path_factory, tiny_model_dir, make_sentence_transformers_folder)
                                       "--student-layers", "1", "--train", data["classification"], "--dev",
                                       data["classification"], "--output", str(out), "--epochs", "1",
                                       "--batch-size", "8", "--max-length", "32", *FAST),
+        "distilled embedding": lambda out: _run("distill", "--teacher", str(built("sentence-transformers")),
+                                                "--student-layers", "1", "--task", "embedding", "--train",
+                                                str(corpus), "--output", str(out), "--epochs", "1", "--batch-size",
+                                                "16", *FAST),
         "pruned (bertkit, smaller layers)": lambda out: _run(
             "prune-heads", "--model", str(built("fine-tuned classification")), "--output", str(out), "--dev",
             data["classification"], "--per-layer", "1"),
@@ -174,7 +178,8 @@ LOADS = {
     "seq2seq": ("BertForMaskedLM", False),
     "fine-tuned ner": ("BertForTokenClassification", True), "fine-tuned qa": ("BertForQuestionAnswering", True),
     "sentence-transformers": ("BertModel", True), "whitened": ("BertModel", False),
-    "SimCSE": ("BertModel", True), "distilled": ("BertForSequenceClassification", True),
+    "SimCSE": ("BertModel", True), "distilled embedding": ("BertModel", True),
+    "distilled": ("BertForSequenceClassification", True),
     "pruned (transformers/ copy)": ("BertForSequenceClassification", True),
 }
 REFUSED = {
