@@ -44,7 +44,7 @@ def _finetune(task: str, data: str, out, model) -> None:
 
 
 @pytest.fixture(scope="module")
-def folders(tmp_path_factory, tiny_model_dir, make_sentence_transformers_folder):
+def folders(tmp_path_factory, tiny_model_dir, make_sentence_transformers_folder, make_tiny_roberta):
     root = tmp_path_factory.mktemp("compat")
     texts = _sentences(24)
     corpus = root / "corpus.txt"
@@ -86,16 +86,7 @@ def folders(tmp_path_factory, tiny_model_dir, make_sentence_transformers_folder)
              "--train.progress_bar=false")
 
     def roberta(out):
-        from tokenizers import ByteLevelBPETokenizer
-        bpe = ByteLevelBPETokenizer()
-        bpe.train_from_iterator(texts, vocab_size=300, min_frequency=1,
-                                special_tokens=["<s>", "<pad>", "</s>", "<unk>", "<mask>"])
-        (root / "bpe").mkdir()
-        bpe.save_model(str(root / "bpe"))
-        tokenizer = transformers.RobertaTokenizerFast.from_pretrained(str(root / "bpe"))
-        config = transformers.RobertaConfig(vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=2,
-                                            num_attention_heads=4, intermediate_size=64, max_position_embeddings=34,
-                                            type_vocab_size=1, pad_token_id=1)
+        tokenizer, config = make_tiny_roberta(root / "bpe", texts, vocab_size=300)
         torch.manual_seed(0)
         transformers.RobertaForMaskedLM(config).save_pretrained(str(root / "hf-roberta"))
         tokenizer.save_pretrained(str(root / "hf-roberta"))

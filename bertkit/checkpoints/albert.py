@@ -15,7 +15,7 @@ from typing import Any
 import torch
 
 from bertkit.checkpoints import hf
-from bertkit.checkpoints.hf_names import Names, SplitState, linear_names
+from bertkit.checkpoints.hf_names import EMBEDDING_NAMES, Names, SplitState, linear_names
 from bertkit.errors import CheckpointError
 from bertkit.model.config import EncoderConfig
 
@@ -31,11 +31,7 @@ ARCHITECTURES = {
 _LAYER = "encoder.albert_layer_groups.{i}.albert_layers.0."
 ALBERT_NAMES = Names(
     encoder=[
-        ("embeddings.word_embeddings.{p}", "embeddings.token.{p}"),
-        ("embeddings.position_embeddings.{p}", "embeddings.position.{p}"),
-        ("embeddings.token_type_embeddings.{p}", "embeddings.segment.{p}"),
-        ("embeddings.LayerNorm.{p}", "embeddings.norm.{p}"),
-        ("encoder.embedding_hidden_mapping_in.{p}", "embeddings.project.{p}"),
+        *EMBEDDING_NAMES,
         (_LAYER + "attention.dense.{p}", "blocks.{i}.attention.out.{p}"),
         (_LAYER + "attention.LayerNorm.{p}", "blocks.{i}.attention_norm.{p}"),
         (_LAYER + "ffn.{p}", "blocks.{i}.ffn.up.{p}"),

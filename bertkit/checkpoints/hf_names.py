@@ -148,14 +148,20 @@ ROBERTA_HEADS = {**BERT_HEADS, "mlm": [("lm_head.dense.weight", "dense.weight"),
                                         ("lm_head.layer_norm.weight", "norm.weight"),
                                         ("lm_head.layer_norm.bias", "norm.bias"), ("lm_head.bias", "bias")]}
 
+# the embeddings, named alike by BERT, RoBERTa and ALBERT (whose factorization projects them to hidden_size)
+EMBEDDING_NAMES = [
+    ("embeddings.word_embeddings.{p}", "embeddings.token.{p}"),
+    ("embeddings.position_embeddings.{p}", "embeddings.position.{p}"),
+    ("embeddings.token_type_embeddings.{p}", "embeddings.segment.{p}"),
+    ("embeddings.LayerNorm.{p}", "embeddings.norm.{p}"),
+    ("encoder.embedding_hidden_mapping_in.{p}", "embeddings.project.{p}"),
+]
+
 BERT_NAMES = Names(
     encoder=[
-        ("embeddings.word_embeddings.{p}", "embeddings.token.{p}"),
-        ("embeddings.position_embeddings.{p}", "embeddings.position.{p}"),
-        ("embeddings.token_type_embeddings.{p}", "embeddings.segment.{p}"),
-        ("embeddings.LayerNorm.{p}", "embeddings.norm.{p}"),
-        # factorized embeddings in a folder that no transformers class loads (model_type "bertkit")
-        ("encoder.embedding_hidden_mapping_in.{p}", "embeddings.project.{p}"),
+        # (embedding_hidden_mapping_in: factorized embeddings in a folder no transformers class loads, model_type
+        # "bertkit")
+        *EMBEDDING_NAMES,
         ("encoder.layer.{i}.attention.output.dense.{p}", "blocks.{i}.attention.out.{p}"),
         ("encoder.layer.{i}.attention.output.LayerNorm.{p}", "blocks.{i}.attention_norm.{p}"),
         ("encoder.layer.{i}.intermediate.dense.{p}", "blocks.{i}.ffn.up.{p}"),
