@@ -9,7 +9,8 @@
    - batched clients: requests of --batch texts each;
    - batch-of-one clients: one text per request, the worst case that cross-client batching fixes.
    Reported: texts/s, its ratio to in-process, p50/p99 request latency, errors (any non-200 or
-   malformed answer), and the server's own counters (mean micro-batch size, padding efficiency).
+   malformed answer), the server's own counters (mean micro-batch size, padding efficiency) and its
+   resident memory (now and peak, from /proc).
 3. In-process and the two scenarios alternate for --rounds rounds, and medians are reported, so that
    a noisy (shared) machine disturbs all three alike.
 The clients share this machine's CPU with the server; on a small machine that is a real handicap.
@@ -76,6 +77,16 @@ def start_server(model: str, port: int, extra: list[str]) -> subprocess.Popen:
             time.sleep(0.3)
     server.kill()
     raise SystemExit("the server did not answer /health within 180 s")
+
+
+def rss_mib(pid: int) -> dict:
+    """The server process's resident memory now and at its peak (Linux /proc), in MiB."""
+    status = Path(f"/proc/{pid}/status")
+    if not status.exists():
+        return {}
+    fields = dict(line.split(":", 1) for line in status.read_text().splitlines() if ":" in line)
+    return {name: round(int(fields[key].split()[0]) / 1024, 1) for name, key in (("rss_mib", "VmRSS"),
+                                                                                   ("peak_rss_mib", "VmHWM"))}
 
 
 def get_json(port: int, path: str) -> dict:
@@ -170,6 +181,9 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--server-args", default="", help="extra `bertkit serve` flags, space-separated")
     parser.add_argument("--json", default=None, help="also write the results here")
+    parser.add_argument("--precision", default=None,
+                        help="fp32 | bf16 | int8 | auto for both the in-process model and the server (default: "
+                             "what the folder holds)")
     args = parser.parse_args()
 
     import bertkit
@@ -180,16 +194,23 @@ def main() -> None:
         os.environ["OMP_NUM_THREADS"] = os.environ["MKL_NUM_THREADS"] = str(args.threads)  # the server's
     model_dir = args.model or str(minilm_path())
     texts = load_texts(args.data, args.texts, args.seed)
-    model = bertkit.load(model_dir, device="cpu")
+    model = bertkit.load(model_dir, device="cpu", **({"precision": args.precision} if args.precision else {}))
+    server_args = args.server_args.split() + (["--precision", args.precision] if args.precision else [])
+    cpuinfo = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").exists() else ""
+    cpu = next((line.split(":", 1)[1].strip() for line in cpuinfo.splitlines() if line.startswith("model name")),
+               platform.processor())
+    flags = [f for f in ("avx512f", "avx512_bf16", "amx_bf16", "amx_int8") if f" {f}" in cpuinfo]
+    print(f"# {cpu}; flags {' '.join(flags) or 'none of avx512f/avx512_bf16/amx'}; "
+          f"precision {getattr(model, 'precision', 'fp32')}; load {os.getloadavg()}", flush=True)
     tokens = sum(len(ids) for ids in model.tokenizer.encode_batch(texts, max_length=512,
                                                                    truncation="longest_first").input_ids)
-    report = {"machine": {"cpus": os.cpu_count(), "torch_threads": torch.get_num_threads(),
+    report = {"machine": {"cpu": cpu, "flags": flags, "cpus": os.cpu_count(), "torch_threads": torch.get_num_threads(),
                           "load_average_at_start": os.getloadavg()[0],
                           "python": platform.python_version(), "torch": torch.__version__},
-              "model": Path(model_dir).name, "data": Path(args.data).name, "texts": len(texts),
+              "model": Path(model_dir).name, "precision": getattr(model, "precision", "fp32"), "data": Path(args.data).name, "texts": len(texts),
               "mean_tokens": round(tokens / len(texts), 1), "rounds": []}
     port = free_port()
-    server = start_server(model_dir, port, args.server_args.split())
+    server = start_server(model_dir, port, server_args)
     try:
         for name, batch in (("batched", args.batch), ("batch-of-one", 1)):          # warm-up
             load_test(port, texts[:args.clients * 2], args.clients, batch, 10, None, repeat=False)
@@ -206,11 +227,13 @@ def main() -> None:
                 result.update(scenario=name, vs_in_process=round(result["texts_per_s"] / rate, 3),
                               server_batches=batches,
                               server_mean_batch=round(result["texts"] / batches, 1) if batches else None,
-                              model_busy_fraction=round(busy / result["seconds"], 3))
+                              model_busy_fraction=round(busy / result["seconds"], 3),
+                              server_memory=rss_mib(server.pid))
                 entry["scenarios"].append(result)
                 print("  " + json.dumps(result), flush=True)
             report["rounds"].append(entry)
         report["server_padding_efficiency"] = get_json(port, "/status")["queue"]["padding_efficiency"]
+        report["server_memory"] = rss_mib(server.pid)
     finally:
         server.terminate()
         server.wait(timeout=30)
@@ -231,7 +254,8 @@ def main() -> None:
     print(f"\nmedians over {args.rounds} interleaved rounds; in-process encode (batch 32): {in_process_rate:.1f} "
           f"texts/s; {report['texts']} texts from {report['data']}, mean {report['mean_tokens']} tokens; "
           f"torch threads {torch.get_num_threads()}; load average {report['machine']['load_average_at_start']:.1f}"
-          f" -> {report['load_average_at_end']:.1f} on {os.cpu_count()} CPUs")
+          f" -> {report['load_average_at_end']:.1f} on {os.cpu_count()} CPUs; server memory "
+          f"{report.get('server_memory') or 'unknown'}")
     print("\n| scenario | clients | texts/request | texts/s | vs in-process | p50 ms | p99 ms | errors / requests |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|")
     for s in rows:

@@ -16,6 +16,7 @@ from bertkit.errors import BertkitError
 from bertkit.finetune.model import TASKS
 
 SEQ2SEQ, PROMPT = "seq2seq", "prompt-classification"   # tasks of the bertkit.generate jobs
+RERANK = "rerank"                                       # bertkit.finetune.rerank: a cross-encoder
 
 # flag -> FinetuneConfig field, for the flags every user needs; the rest go through --key=value overrides.
 _FLAGS = {"task": str, "model": str, "train": str, "dev": str, "output": str, "epochs": int, "lr": float,
@@ -29,9 +30,11 @@ def register(subparsers) -> None:
     p = subparsers.add_parser("finetune", help="fine-tune a model on labeled data (classification, NER, QA...)",
                               description="Train a task head (and the encoder) on a labeled file; writes the best "
                                           "model folder to --output, with metrics.json and run/ (config, versions, log).")
-    p.add_argument("--task", choices=TASKS + (SEQ2SEQ,),
+    p.add_argument("--task", choices=TASKS + (SEQ2SEQ, RERANK),
                    help="seq2seq: UniLM sequence-to-sequence on {source, target} (or text_a, text_b) JSONL pairs, "
-                        "from a folder with an MLM head")
+                        "from a folder with an MLM head; rerank: a cross-encoder for /rerank from {query, positive, "
+                        "negative} JSONL (--loss=listwise|pairwise, --negatives=N, --in-batch-negatives=N), saved "
+                        "as a pair-classification folder")
     p.add_argument("--model", help="model folder to start from")
     p.add_argument("--train", help="training file: .jsonl/.tsv/.csv (classification), .jsonl/.conll (ner), "
                                    "SQuAD .json (qa), pairs .jsonl (seq2seq); .gz allowed")
@@ -119,6 +122,12 @@ def _job(given: dict):
                                "--task seq2seq")
         from bertkit.generate.seq2seq_job import Seq2SeqConfig, run_seq2seq_finetune
         return Seq2SeqConfig, run_seq2seq_finetune, "--task seq2seq"
+    if given.get("task") == RERANK:
+        if prompt_flags:
+            raise BertkitError(f"--{prompt_flags[0].replace('_', '-')} is for prompt-based classification, not "
+                               "--task rerank")
+        from bertkit.finetune.rerank import RerankConfig, run_rerank_finetune
+        return RerankConfig, run_rerank_finetune, "--task rerank"
     if prompt_flags:
         if given.get("task", "classification") != "classification":
             raise BertkitError(f"--{prompt_flags[0].replace('_', '-')} (prompt-based classification) works with "

@@ -27,6 +27,11 @@ log = logging.getLogger("bertkit.search")
 
 KINDS = ("auto", "flat", "ivf", "ivfpq")
 POINTS_PER_LIST = 39       # Faiss's own minimum of training points per centroid
+# k-means trains on at most this many sampled vectors per list (Faiss suggests 39-256). Its cost is
+# sample x lists x dim per iteration: at 1M vectors (4,000 lists) 256 per list means training on all 1M
+# (4,000 lists on 160k vectors alone took 128 s on 2 busy cores); with 64, recall@10 against exact search
+# stayed 0.999 (BENCHMARKS.md, benchmarks/index_scale.py).
+TRAIN_POINTS_PER_LIST = 64
 MIN_LISTS = 16             # fewer lists than this is no faster than flat
 PQ_BITS = 8                # one byte per sub-vector code: 256 centroids per sub-quantizer
 
@@ -114,7 +119,7 @@ class FaissBackend:
             self.plan = plan
             return
         ids, vectors = self._all_vectors()
-        sample = vectors[np.random.default_rng(0).permutation(len(vectors))[:plan.nlist * 256]]
+        sample = vectors[np.random.default_rng(0).permutation(len(vectors))[:plan.nlist * TRAIN_POINTS_PER_LIST]]
         index = self._new_ivf(plan, sample)
         index.add_with_ids(vectors, ids)
         log.info("built %s index: %d vectors, %d lists, nprobe %d", plan.kind, len(ids), plan.nlist, plan.nprobe)

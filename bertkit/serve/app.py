@@ -12,13 +12,14 @@ import json
 import numpy as np
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import HTMLResponse, JSONResponse, Response
+from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 import bertkit
 from bertkit.serve import schemas
 from bertkit.serve.guard import GuardMiddleware
 from bertkit.serve.inputs import prepare_ids, prepare_texts, prepare_tokens, tokenize_texts
+from bertkit.serve.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from bertkit.serve.page import PAGE_HTML
 from bertkit.serve.service import EmbeddingService, ServiceError
 from bertkit.tokenizer.tokenizer import InvalidTextError
@@ -57,6 +58,13 @@ def format_vectors(vectors: np.ndarray, encoding_format: str):
         little = vectors.astype("<f4", copy=False)
         return [base64.b64encode(row.tobytes()).decode("ascii") for row in little]
     return vectors if orjson is not None else vectors.tolist()
+
+
+def shorten(vectors: np.ndarray, dimensions: int) -> np.ndarray:
+    """Matryoshka truncation (Kusupati et al. 2022), as OpenAI's `dimensions`: the first components, unit length."""
+    kept = vectors[:, :dimensions]
+    norms = np.linalg.norm(kept, axis=1, keepdims=True)
+    return (kept / np.maximum(norms, np.finfo(np.float32).tiny)).astype(np.float32)
 
 
 def _validation_message(error: RequestValidationError) -> str:
@@ -125,9 +133,9 @@ def create_app(service: EmbeddingService) -> FastAPI:
         if items and all(isinstance(i, int) for i in items):
             items = [items]       # one token-id list
         service.check_count(len(items), "input")
-        if body.dimensions is not None and body.dimensions != runner.dimension:
-            raise ServiceError(422, f"dimensions={body.dimensions}: this model gives {runner.dimension}-"
-                                    "dimensional vectors and does not shorten them")
+        if body.dimensions is not None and body.dimensions > runner.dimension:
+            raise ServiceError(422, f"dimensions={body.dimensions} is more than this model's {runner.dimension}; "
+                                    f"send at most {runner.dimension} (or leave it out)")
         if all(isinstance(i, str) for i in items):
             prepared = await service.prepare(prepare_texts, items, runner.max_length, body.truncate, field="input")
         elif all(isinstance(i, list) for i in items):
@@ -135,6 +143,8 @@ def create_app(service: EmbeddingService) -> FastAPI:
         else:
             raise ServiceError(422, "input mixes texts and token-id lists; send one kind")
         vectors, _, tokens = await service.embed(prepared, None, True)
+        if body.dimensions is not None and body.dimensions < runner.dimension:
+            vectors = shorten(vectors, body.dimensions)
         data = [{"object": "embedding", "index": i, "embedding": v}
                 for i, v in enumerate(format_vectors(vectors, body.encoding_format))]
         return json_response({"object": "list", "data": data, "model": body.model or service.model_name,
@@ -161,6 +171,24 @@ def create_app(service: EmbeddingService) -> FastAPI:
     async def predict(body: schemas.PredictRequest):
         predictions, truncated = await service.predict(body.texts, body.truncate)
         return json_response({"task": runner.task, "predictions": predictions, "truncated": truncated})
+
+    @app.post("/similarity", response_model=list[float], responses=ERRORS,
+              summary="Cosine of a source sentence with each sentence (Text Embeddings Inference-compatible)")
+    async def similarity(body: schemas.SimilarityRequest):
+        scores = await service.similarity(body.inputs.source_sentence, body.inputs.sentences, body.truncate)
+        return json_response(scores)
+
+    @app.post("/rerank", response_model=list[schemas.RerankResult], response_model_exclude_none=True,
+              responses={**ERRORS, 409: {"model": schemas.ErrorResponse, "description": "not a cross-encoder"}},
+              summary="Texts scored against a query by the cross-encoder, best first (TEI-compatible)")
+    async def rerank(body: schemas.RerankRequest):
+        return json_response(await service.rerank(body.query, body.texts, body.truncate, body.raw_scores,
+                                                  body.return_text))
+
+    @app.get("/metrics", response_class=PlainTextResponse, responses={401: ERRORS[401]},
+             summary="Prometheus metrics: requests by route and status, batch sizes, queue time, tokens, errors")
+    async def metrics():
+        return PlainTextResponse(service.metrics(), media_type=METRICS_CONTENT_TYPE)
 
     @app.post("/search", response_model=schemas.SearchResponse,
               responses={**ERRORS, 404: {"model": schemas.ErrorResponse, "description": "no index loaded"}},

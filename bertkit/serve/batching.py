@@ -10,11 +10,14 @@ padding.
 from __future__ import annotations
 
 import asyncio
+import copy
 import threading
 import time
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Callable, Hashable, Sequence
+
+from bertkit.serve.metrics import BATCH_SIZE_BUCKETS, SECONDS_BUCKETS, Histogram
 
 # How many micro-batches' worth of queued texts one worker takes at a time: enough to sort by length,
 # few enough that a request arriving now is served after a bounded amount of earlier work.
@@ -24,6 +27,7 @@ GATHER_BATCHES = 8
 # token is tiny and kernel launches dominate, about as much as a few thousand.
 CPU_BATCH_OVERHEAD_TOKENS = 48
 GPU_BATCH_OVERHEAD_TOKENS = 4096
+THROUGHPUT_WINDOW_S = 60.0   # tokens_per_second() averages over the last minute
 
 
 class QueueFull(Exception):
@@ -73,15 +77,25 @@ class _Entry:
     kind: Hashable
     length: int
     payload: Any
+    queued_at: float = 0.0      # time.perf_counter() at submit
 
 
 @dataclass
 class BatcherStats:
+    """Updated by the workers under the batcher's lock; read it under the same lock (`Batcher.snapshot`)."""
     batches: int = 0
     items: int = 0
     padded_tokens: int = 0
     real_tokens: int = 0
     busy_seconds: float = 0.0
+    batch_sizes: Histogram = field(default_factory=lambda: Histogram(BATCH_SIZE_BUCKETS))
+    queue_seconds: Histogram = field(default_factory=lambda: Histogram(SECONDS_BUCKETS))   # per text
+    recent: deque = field(default_factory=deque)    # (finished at, real tokens) of the last minute's batches
+
+    def tokens_per_second(self, now: float) -> float:
+        while self.recent and self.recent[0][0] < now - THROUGHPUT_WINDOW_S:
+            self.recent.popleft()
+        return sum(tokens for _, tokens in self.recent) / THROUGHPUT_WINDOW_S
 
 
 RunBatch = Callable[[Hashable, list], list]
@@ -133,14 +147,26 @@ class Batcher:
             if len(self._queue) + len(payloads) > self.max_queued_items:
                 raise QueueFull(f"{len(self._queue)} texts are already waiting for the model "
                                 f"(limit {self.max_queued_items})")
+            now = time.perf_counter()
             for index, (length, payload) in enumerate(zip(lengths, payloads)):
-                self._queue.append(_Entry(ticket, index, kind, max(1, int(length)), payload))
+                self._queue.append(_Entry(ticket, index, kind, max(1, int(length)), payload, now))
             self._condition.notify_all()
         try:
             return await asyncio.wait_for(asyncio.shield(ticket.future), timeout)
         except (asyncio.TimeoutError, asyncio.CancelledError):
             ticket.cancelled = True    # workers drop its remaining items
             raise
+
+    def snapshot(self) -> dict:
+        """Copies of the counters and histograms, consistent with each other (for /metrics)."""
+        with self._condition:
+            stats = self.stats
+            return {"batches": stats.batches, "items": stats.items, "padded_tokens": stats.padded_tokens,
+                    "real_tokens": stats.real_tokens, "busy_seconds": stats.busy_seconds,
+                    "batch_sizes": copy.deepcopy(stats.batch_sizes),
+                    "queue_seconds": copy.deepcopy(stats.queue_seconds),
+                    "tokens_per_second": stats.tokens_per_second(time.perf_counter()),
+                    "queued": len(self._queue), "in_progress": self._in_progress}
 
     def close(self) -> None:
         with self._condition:
@@ -233,15 +259,22 @@ class Batcher:
                 entry.ticket.fail(error)
             return
         finally:
-            self._record(batch, time.perf_counter() - started)
+            self._record(batch, started, time.perf_counter())
         for entry, result in zip(batch, results):
             if not entry.ticket.cancelled:
                 entry.ticket.deliver(entry.index, result)
 
-    def _record(self, batch: list[_Entry], seconds: float) -> None:
+    def _record(self, batch: list[_Entry], started: float, finished: float) -> None:
+        real = sum(e.length for e in batch)
         with self._condition:   # several workers may finish at once
-            self.stats.batches += 1
-            self.stats.items += len(batch)
-            self.stats.padded_tokens += len(batch) * max(e.length for e in batch)
-            self.stats.real_tokens += sum(e.length for e in batch)
-            self.stats.busy_seconds += seconds
+            stats = self.stats
+            stats.batches += 1
+            stats.items += len(batch)
+            stats.padded_tokens += len(batch) * max(e.length for e in batch)
+            stats.real_tokens += real
+            stats.busy_seconds += finished - started
+            stats.batch_sizes.observe(len(batch))
+            for entry in batch:
+                stats.queue_seconds.observe(started - entry.queued_at)
+            stats.recent.append((finished, real))
+            stats.tokens_per_second(finished)     # drops batches older than the window

@@ -17,8 +17,8 @@ from bertkit.serve.stats import ServerStats
 
 OPEN_PATHS = {"/health"}          # load balancers probe it without a key
 BROWSER_PATHS = {"/", "/docs"}    # pages: a 401 there makes the browser ask for the key (HTTP Basic)
-KNOWN_PATHS = {"/", "/encode", "/v1/embeddings", "/tokenize", "/predict", "/search", "/health", "/status",
-               "/openapi.json", "/docs"}
+KNOWN_PATHS = {"/", "/encode", "/v1/embeddings", "/tokenize", "/predict", "/search", "/similarity", "/rerank",
+               "/health", "/status", "/metrics", "/openapi.json", "/docs"}
 BODY_METHODS = {b"POST", b"PUT", b"PATCH", "POST", "PUT", "PATCH"}
 
 

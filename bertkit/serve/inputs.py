@@ -61,7 +61,24 @@ def prepare_texts(tokenizer, texts: Sequence[str], max_length: int, truncate: bo
             singles.append((index, text))
     _raise_if(errors)
 
-    sequences: list[TokenSequence | None] = [None] * len(texts)
+    return _tokenize(tokenizer, len(texts), singles, pairs, max_length, truncate, field)
+
+
+def prepare_pairs(tokenizer, texts: Sequence[str], query: str, max_length: int, truncate: bool,
+                  field: str = "texts") -> PreparedTexts:
+    """(query, text) pairs for a cross-encoder: segment 0 the query, segment 1 each text ("|||" is plain text)."""
+    if not query.strip():
+        raise InputRejected("query is empty or whitespace-only; send some text")
+    _raise_if([f"{field}[{i}] is empty or whitespace-only; remove it or send some text"
+               for i, text in enumerate(texts) if not text.strip()])
+    return _tokenize(tokenizer, len(texts), [], [(i, query, text) for i, text in enumerate(texts)], max_length,
+                     truncate, field)
+
+
+def _tokenize(tokenizer, count: int, singles: list[tuple[int, str]], pairs: list[tuple[int, str, str]],
+              max_length: int, truncate: bool, field: str) -> PreparedTexts:
+    errors: list[str] = []
+    sequences: list[TokenSequence | None] = [None] * count
     truncated: list[int] = []
     for group, is_pair in ((singles, False), (pairs, True)):
         if not group:

@@ -51,7 +51,9 @@ class EmbeddingsRequest(Strict):
         ..., description=f"a text, texts, or token-id lists of this model's vocabulary. {EMPTY_DOC}.")
     model: Optional[str] = Field(None, description="ignored: the server serves one model")
     encoding_format: EncodingFormat = "float"
-    dimensions: Optional[int] = Field(None, description="must equal the model's dimension if given")
+    dimensions: Optional[int] = Field(
+        None, ge=1, description="Matryoshka-style: keep the first N components and L2-normalize again; at most "
+                                "the model's dimension (GET /status model.dimension), which is the default")
     user: Optional[str] = None
     truncate: bool = Field(False, description=TRUNCATE_DOC)
 
@@ -147,6 +149,33 @@ class SearchResponse(BaseModel):
     query: str
     query_truncated: bool = Field(False, description="the query was longer than the model's limit and was cut")
     results: list[SearchResult]
+
+
+class SimilarityInputs(Strict):
+    source_sentence: str = Field(..., description=f"the text the others are compared with. {EMPTY_DOC}.")
+    sentences: list[str] = Field(..., description=f"texts to compare with source_sentence. {EMPTY_DOC}.")
+
+
+class SimilarityRequest(Strict):
+    """As Text Embeddings Inference's /similarity."""
+    inputs: SimilarityInputs
+    truncate: bool = Field(False, description=TRUNCATE_DOC)
+
+
+class RerankRequest(Strict):
+    """As Text Embeddings Inference's /rerank."""
+    query: str = Field(..., description="the query (not empty)")
+    texts: list[str] = Field(..., description=f"texts to score against the query. {EMPTY_DOC}.")
+    return_text: bool = Field(False, description="echo each text in its result")
+    raw_scores: bool = Field(False, description="the relevance logit instead of its probability")
+    truncate: bool = Field(False, description="cut pairs over the model's limit (the longer side first) instead "
+                                              "of refusing them with 422")
+
+
+class RerankResult(BaseModel):
+    index: int = Field(..., description="position of the text in the request")
+    score: float = Field(..., description="probability that the text answers the query (raw_scores: the logit)")
+    text: Optional[str] = None
 
 
 class ErrorResponse(BaseModel):

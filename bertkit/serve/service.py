@@ -16,7 +16,9 @@ from bertkit.data.squad import QAExample
 from bertkit.errors import BertkitError, TimeLimitExceeded
 from bertkit.serve.batching import CPU_BATCH_OVERHEAD_TOKENS, GPU_BATCH_OVERHEAD_TOKENS, Batcher, QueueFull
 from bertkit.serve.config import ServeConfig
-from bertkit.serve.inputs import InputRejected, PreparedTexts, TokenSequence, prepare_texts
+from bertkit.serve.inputs import InputRejected, PreparedTexts, TokenSequence, prepare_pairs, prepare_texts
+from bertkit.serve.metrics import render
+from bertkit.serve.ranking import ranked, relevance, relevant_label, rerank_problem
 from bertkit.serve.predictions import (describe_answers, describe_entities, describe_sequence, prepare_questions,
                                        qa_examples, qa_logits, question_answering)
 from bertkit.serve.runner import PREDICT_HEADS, SERVED_POOLINGS, EmbedItem, ModelRunner, NonFiniteResult
@@ -149,6 +151,16 @@ class EmbeddingService:
         return await self.embed(prepared, pooling, normalize)
 
     # --- fine-tuned heads --------------------------------------------------------------------------------
+    async def _head_outputs(self, kind: str, sequences: list[TokenSequence], texts: int) -> list[np.ndarray]:
+        """Head outputs per sequence through the batcher; 422 when any is non-finite."""
+        outputs = await self._queue(kind, sequences, [len(seq.input_ids) for seq in sequences])
+        if any(isinstance(o, NonFiniteResult) for o in outputs):
+            self.stats.non_finite += 1
+            raise ServiceError(422, "the model produced non-finite scores for this request; the checkpoint "
+                                    "may be damaged")
+        self.stats.texts += texts
+        return outputs
+
     async def predict(self, texts: list, truncate: bool) -> tuple[list[dict], list[int]]:
         """texts: strings, or for QA also question/context items (anything with .question and .context)."""
         if self.qa_task is not None:
@@ -168,19 +180,44 @@ class EmbeddingService:
             # Offsets map token tags back to characters; one more (Rust) tokenization, only for NER.
             encoded = await asyncio.to_thread(self.runner.tokenizer.encode_batch, texts,
                                               max_length=self.runner.position_limit, truncation="longest_first")
-        lengths = [len(seq.input_ids) for seq in prepared.sequences]
-        outputs = await self._queue("predict", prepared.sequences, lengths)
-        if any(isinstance(o, NonFiniteResult) for o in outputs):
-            self.stats.non_finite += 1
-            raise ServiceError(422, "the model produced non-finite scores for this request; the checkpoint "
-                                    "may be damaged")
-        self.stats.texts += len(texts)
+        outputs = await self._head_outputs("predict", prepared.sequences, len(texts))
         if self.runner.task == "ner":
             predictions = [describe_entities(o, encoded.offsets[i], texts[i], self.runner.label_names)
                            for i, o in enumerate(outputs)]
         else:
             predictions = [describe_sequence(o, self.runner.task, self.runner.label_names) for o in outputs]
         return predictions, prepared.truncated
+
+    async def rerank(self, query: str, texts: list[str], truncate: bool, raw_scores: bool,
+                     return_text: bool) -> list[dict]:
+        """TEI's /rerank: every (query, text) pair through the cross-encoder head, best first."""
+        outputs = getattr(self.runner.head, "num_labels", None)
+        problem = rerank_problem(self.runner.task if self.runner.head is not None else None, outputs)
+        if problem is not None:
+            raise ServiceError(409, problem)
+        self.check_count(len(texts))
+        prepared = await self.prepare(prepare_pairs, texts, query, self.runner.position_limit, truncate)
+        logits = await self._head_outputs("predict", prepared.sequences, len(texts))
+        relevant = relevant_label(self.runner.label_names, outputs)
+        return ranked([relevance(row, relevant) for row in logits], texts, raw_scores, return_text)
+
+    async def similarity(self, source: str, sentences: list[str], truncate: bool) -> list[float]:
+        """TEI's /similarity: cosine of the source sentence with each sentence, in request order."""
+        self.check_count(len(sentences), "inputs.sentences")
+        length = self.runner.max_length
+        source_part = await self.prepare(prepare_texts, [source], length, truncate, field="inputs.source_sentence",
+                                         allow_pairs=False)
+        others = await self.prepare(prepare_texts, sentences, length, truncate, field="inputs.sentences",
+                                    allow_pairs=False)
+        both = PreparedTexts(source_part.sequences + others.sequences, source_part.truncated)
+        vectors, _, _ = await self.embed(both, None, True)
+        return [float(v) for v in vectors[1:] @ vectors[0]]
+
+    def metrics(self) -> str:
+        runner = self.runner
+        info = {"model": self.model_name, "task": runner.task or "embedding", "dimension": runner.dimension,
+                "device": str(runner.device), "precision": getattr(runner.model, "precision", "fp32")}
+        return render(self.stats, self.batcher.snapshot(), info)
 
     async def answer(self, texts: list, truncate: bool) -> tuple[list[dict], list[int]]:
         """Extractive QA: every document-stride window of every context goes through the batcher as one item,
@@ -197,12 +234,7 @@ class EmbeddingService:
                                     f"{self.qa_task.max_length} tokens, more than this server queues at once "
                                     f"(max_queued_texts {self.config.max_queued_texts} in GET /status); send "
                                     "shorter contexts or fewer questions per request")
-        outputs = await self._queue("qa", windows, [len(w.input_ids) for w in windows])
-        if any(isinstance(o, NonFiniteResult) for o in outputs):
-            self.stats.non_finite += 1
-            raise ServiceError(422, "the model produced non-finite scores for this request; the checkpoint "
-                                    "may be damaged")
-        self.stats.texts += len(examples)
+        outputs = await self._head_outputs("qa", windows, len(examples))
         if len(windows) <= INLINE_DECODE_WINDOWS:
             answers = describe_answers(self.qa_task, prepared, outputs)
         else:

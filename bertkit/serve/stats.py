@@ -6,6 +6,8 @@ from collections import Counter, deque
 
 import numpy as np
 
+from bertkit.serve.metrics import SECONDS_BUCKETS, Histogram
+
 LATENCY_WINDOW = 10_000   # the most recent requests that the percentiles describe
 
 
@@ -14,6 +16,8 @@ class ServerStats:
         self.started = time.time()
         self.requests: Counter[str] = Counter()       # by endpoint
         self.responses: Counter[int] = Counter()      # by HTTP status
+        self.by_route: Counter[tuple[str, int]] = Counter()   # (endpoint, status): what /metrics counts
+        self.durations: dict[str, Histogram] = {}     # seconds per request, by endpoint
         self.texts = 0
         self.tokens = 0
         self.truncated = 0
@@ -29,6 +33,8 @@ class ServerStats:
     def record(self, endpoint: str, status: int, seconds: float) -> None:
         self.requests[endpoint] += 1
         self.responses[status] += 1
+        self.by_route[(endpoint, status)] += 1
+        self.durations.setdefault(endpoint, Histogram(SECONDS_BUCKETS)).observe(seconds)
         self._latency_ms.setdefault(endpoint, deque(maxlen=LATENCY_WINDOW)).append(seconds * 1000.0)
 
     def latency(self) -> dict[str, dict[str, float]]:
@@ -40,8 +46,11 @@ class ServerStats:
                                     "p90_ms": round(float(p90), 2), "p99_ms": round(float(p99), 2)}
         return report
 
+    def uptime(self) -> float:
+        return time.time() - self.started
+
     def as_dict(self) -> dict:
-        return {"uptime_s": round(time.time() - self.started, 1),
+        return {"uptime_s": round(self.uptime(), 1),
                 "requests": dict(self.requests),
                 "responses": {str(k): v for k, v in sorted(self.responses.items())},
                 "texts": self.texts, "tokens": self.tokens, "truncated": self.truncated,
