@@ -66,6 +66,8 @@ def folders(tmp_path_factory, tiny_model_dir, make_sentence_transformers_folder,
         for i, t in enumerate(texts)]}]}
     (root / "qa.json").write_text(json.dumps(squad), encoding="utf-8")
     data["qa"] = str(root / "qa.json")
+    data["rerank"] = _jsonl(root / "rerank.jsonl", [{"query": t, "positive": texts[-1 - i], "negative": texts[i - 1]}
+                                                    for i, t in enumerate(texts)])
     pairs = _jsonl(root / "pairs.jsonl", [{"source": t, "target": texts[-1 - i]} for i, t in enumerate(texts)])
     prompt = ["--task", "classification", "--model", None, "--train", data["classification"], "--epochs", "1",
               "--batch-size", "8", "--max-length", "32", "--verbalizer", "animal=cat,other=dog", *FAST]
@@ -165,6 +167,7 @@ LOADS = {
     "fine-tuned pair-classification": ("BertForSequenceClassification", True),
     "fine-tuned regression": ("BertForSequenceClassification", True),
     "fine-tuned multi-label": ("BertForSequenceClassification", True),
+    "fine-tuned rerank": ("BertForSequenceClassification", True),
     "prompt/PET": ("BertForMaskedLM", False), "P-tuning": ("BertForMaskedLM", False),
     "seq2seq": ("BertForMaskedLM", False),
     "fine-tuned ner": ("BertForTokenClassification", True), "fine-tuned qa": ("BertForQuestionAnswering", True),
