@@ -37,13 +37,15 @@ class ConvertReport:
     path: Path
     architecture: str                 # the transformers class that loads the folder
     max_difference: Optional[float]   # largest |bertkit - transformers| output difference; None: not compared
+    note: str = ""                    # what the conversion changed (pruned heads zeroed, int8 dequantized)
 
     def line(self) -> str:
+        note = f" ({self.note})" if self.note else ""
         if self.max_difference is None:
-            return (f"wrote {self.path}: its weights fit transformers' {self.architecture} loading rules "
+            return (f"wrote {self.path}{note}: its weights fit transformers' {self.architecture} loading rules "
                     "(transformers is not installed here, so outputs were not compared)")
-        return (f"wrote {self.path}: transformers' {self.architecture} loads it and computes bertkit's hidden states "
-                f"and logits within {self.max_difference:.1g}")
+        return (f"wrote {self.path}{note}: transformers' {self.architecture} loads it and computes bertkit's hidden "
+                f"states and logits within {self.max_difference:.1g}")
 
 
 def no_hf_form(path: str | os.PathLike) -> Optional[str]:
@@ -101,7 +103,9 @@ def convert(source: str | os.PathLike, target: str | os.PathLike) -> ConvertRepo
 
     path = save_checkpoint(target, encoder, checkpoint.tokenizer, checkpoint.heads, meta,
                            sentence=checkpoint.sentence, check=check)
-    return ConvertReport(path, found["architecture"], found.get("difference"))
+    notes = (["int8 weights dequantized to fp32"] if quantized else []) + \
+        (["full shapes, pruned heads zeroed"] if encoder is not checkpoint.encoder else [])
+    return ConvertReport(path, found["architecture"], found.get("difference"), "; ".join(notes))
 
 
 def _convert_gpt2(source: Path, target: Path) -> ConvertReport:

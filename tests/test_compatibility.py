@@ -251,5 +251,6 @@ def test_int8_folder_is_bertkit_only_and_converts_to_its_dequantized_fp32_model(
         transformers.AutoModelForSequenceClassification.from_pretrained(str(folder))
     report = convert(folder, tmp_path / "fp32")
     assert report.architecture == "BertForSequenceClassification" and report.max_difference <= 1e-4
+    assert "(int8 weights dequantized to fp32)" in report.line()
     found, difference = compare_with_transformers(tmp_path / "fp32", load_checkpoint(folder, precision="fp32"))
     assert found == "BertForSequenceClassification" and difference <= 1e-4
