@@ -24,11 +24,14 @@ def english_tokenizer(lowercase=True):
     return Tokenizer.from_vocab({t: i for i, t in enumerate(VOCAB)}, lowercase=lowercase)
 
 
-def classifier_folder(folder):
+def classifier_folder(folder, head=True):
     tokenizer = english_tokenizer()
     torch.manual_seed(0)
     config = EncoderConfig(vocab_size=tokenizer.vocab_size, hidden_size=16, num_layers=1, num_heads=2,
                            intermediate_size=32, max_position_embeddings=64)
+    if not head:
+        save_checkpoint(folder, Encoder(config), tokenizer)
+        return folder
     save_checkpoint(folder, Encoder(config), tokenizer, {"classifier": SequenceClassificationHead(config, 2)},
                     {"task": "classification", "labels": ["other", "pets"]})
     return folder
@@ -90,3 +93,21 @@ def test_encode_predict_and_finetune_warn_on_chinese(tmp_path):
     with pytest.warns(UserWarning, match=r"fine-tune data .*train.jsonl: 100% .*CJK script"):
         run_finetune(FinetuneConfig(task="classification", model=str(folder), train=str(train),
                                     output=str(tmp_path / "out"), epochs=1, max_length=32))
+
+
+def test_rerank_finetune_warns_on_chinese_and_not_on_english(tmp_path):
+    from bertkit.finetune.rerank import RerankConfig, run_rerank_finetune
+    folder = classifier_folder(tmp_path / "encoder", head=False)
+
+    def run(texts, name):
+        train = tmp_path / f"{name}.jsonl"
+        train.write_text("".join(json.dumps({"query": t, "positive": texts[i - 1], "negative": texts[i - 2]}) + "\n"
+                                 for i, t in enumerate(texts)), encoding="utf-8")
+        run_rerank_finetune(RerankConfig(model=str(folder), train=str(train), output=str(tmp_path / name),
+                                         epochs=1, batch_size=3, max_length=32, progress_bar=False))
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
+        run(ENGLISH, "english")
+    with pytest.warns(UserWarning, match=r"fine-tune data .*chinese.jsonl: 100% .*CJK script"):
+        run(CHINESE, "chinese")
