@@ -111,3 +111,23 @@ def test_rerank_finetune_warns_on_chinese_and_not_on_english(tmp_path):
         run(ENGLISH, "english")
     with pytest.warns(UserWarning, match=r"fine-tune data .*chinese.jsonl: 100% .*CJK script"):
         run(CHINESE, "chinese")
+
+
+def test_prompt_and_seq2seq_finetune_warn_on_chinese(tmp_path):
+    from bertkit.cli import main
+    from bertkit.model.heads import MaskedLMHead
+    tokenizer = english_tokenizer()
+    torch.manual_seed(0)
+    config = EncoderConfig(vocab_size=tokenizer.vocab_size, hidden_size=16, num_layers=1, num_heads=2,
+                           intermediate_size=32, max_position_embeddings=64)
+    save_checkpoint(tmp_path / "mlm", Encoder(config), tokenizer, {"mlm": MaskedLMHead(config)})
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text("".join(json.dumps({"text": t, "label": label, "source": t, "target": t}) + "\n"
+                            for t, label in zip(CHINESE * 2, ["pets", "other"] * 3)), encoding="utf-8")
+    common = ["--model", str(tmp_path / "mlm"), "--train", str(rows), "--epochs", "1", "--max-length", "32",
+              "--progress_bar=false"]
+    with pytest.warns(UserWarning, match=r"fine-tune data .*rows.jsonl: 100% .*CJK script"):
+        assert main(["finetune", "--task", "classification", *common, "--output", str(tmp_path / "pet"),
+                     "--template", "{text} a [MASK] .", "--verbalizer", "pets=cat,other=dog"]) == 0
+    with pytest.warns(UserWarning, match=r"fine-tune data .*rows.jsonl: 100% .*CJK script"):
+        assert main(["finetune", "--task", "seq2seq", *common, "--output", str(tmp_path / "s2s")]) == 0
