@@ -258,8 +258,10 @@ def compare_with_transformers(folder: str | Path, reference, tolerance: float = 
     folder = Path(folder)
     architecture = check_structure(folder)
     model_class = getattr(transformers, architecture)
+    # in fp32 whatever the weights are stored in (a bf16 model's folder holds bf16 weights, which transformers
+    # would otherwise compute in bf16): the check is whether the folder holds the model, not a precision's noise
     with _quiet(transformers):   # its load report and progress bar are not the user's business here
-        model = model_class.from_pretrained(str(folder), attn_implementation="eager").eval()
+        model = model_class.from_pretrained(str(folder), attn_implementation="eager", dtype=torch.float32).eval()
     rc = reference.config
     ids, mask, types = probe_inputs(rc.vocab_size, rc.type_vocab_size, rc.pad_token_id, rc.max_length)
     if architecture == "GPT2LMHeadModel":

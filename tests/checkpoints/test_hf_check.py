@@ -4,7 +4,7 @@ import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
-from bertkit.checkpoints.hf_check import check_structure, expected_weights
+from bertkit.checkpoints.hf_check import check_structure, compare_with_transformers, expected_weights
 from bertkit.errors import CheckpointError
 
 transformers = pytest.importorskip("transformers")
@@ -81,3 +81,19 @@ def test_comparison_runs_a_model_fresh_from_training_in_eval_mode(tmp_path):
     save_checkpoint(tmp_path / "m", encoder, None)
     architecture, difference = compare_with_transformers(tmp_path / "m", Checkpoint(config, encoder, None, {}))
     assert architecture == "BertModel" and difference <= 1e-5 and encoder.training
+
+
+def test_a_model_saved_in_bf16_holds_its_model_for_transformers(tmp_path):
+    """A model loaded with precision bf16 and saved keeps bf16 weights; transformers holds the same model
+    (compared in fp32: bf16 compute would differ by its rounding, ~1e-2, not by a wrong folder)."""
+    import bertkit
+    from bertkit.checkpoints import load_checkpoint, save_checkpoint
+    from bertkit.model import Encoder, EncoderConfig
+
+    torch.manual_seed(0)
+    config = EncoderConfig(vocab_size=40, hidden_size=32, num_layers=2, num_heads=4, intermediate_size=64,
+                           max_position_embeddings=32)
+    save_checkpoint(tmp_path / "fp32", Encoder(config).eval(), None)
+    bertkit.load(tmp_path / "fp32", precision="bf16").save(tmp_path / "bf16")
+    architecture, difference = compare_with_transformers(tmp_path / "bf16", load_checkpoint(tmp_path / "bf16"))
+    assert architecture == "BertModel" and difference <= 1e-4
