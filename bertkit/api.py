@@ -102,8 +102,8 @@ class Model:
 
 
 def load(path: str | os.PathLike, device: str | None = None, precision: str | None = None):
-    """Load a model: a folder (bertkit, Hugging Face BERT/RoBERTa, sentence-transformers or Google BERT), an
-    int8 folder written by `bertkit quantize`, or an ONNX export (run by onnxruntime).
+    """Load a model: a folder (bertkit, Hugging Face BERT/RoBERTa/ELECTRA/XLNet, sentence-transformers or
+    Google BERT), an int8 folder written by `bertkit quantize`, or an ONNX export (run by onnxruntime).
 
     precision: fp32 | bf16 | int8 | auto: what the weights are stored and computed in (bf16: not autocast, the
     weights themselves); auto picks bf16 where bf16 matmuls are fast (AMX / avx512_bf16 CPUs, GPUs), int8 for

@@ -108,3 +108,65 @@ def tiny_roberta(folder: Path, corpus: list[str], vocab_size: int = 320, **confi
 def make_tiny_roberta():
     """`make(folder, corpus, vocab_size=320, **config)` -> (RobertaTokenizerFast, RobertaConfig)."""
     return tiny_roberta
+
+
+# --- XLNet: a tiny SentencePiece vocabulary and random HF XLNet folders (no weights are downloadable) ---------
+XLNET_SPECIALS = ["<unk>", "<s>", "</s>", "<cls>", "<sep>", "<pad>", "<mask>", "<eod>", "<eop>"]
+XLNET_WORDS = ("the cat sat on mat dog a is was good bad movie film great awful fine poor hello world news "
+               "sport market team game win lose price".split())
+
+
+def xlnet_pieces() -> list[tuple[str, float]]:
+    """(piece, score) of a small unigram model: whole words with a word-start mark, then single characters."""
+    pieces = [(token, 0.0) for token in XLNET_SPECIALS] + [("\u2581", -2.0)]
+    pieces += [("\u2581" + word, -3.0 - 0.1 * i) for i, word in enumerate(XLNET_WORDS)]
+    characters = "abcdefghijklmnopqrstuvwxyz0123456789.,!?'\"-"
+    pieces += [("\u2581" + c, -8.0) for c in characters] + [(c, -9.0) for c in characters]
+    return pieces
+
+
+def write_spiece_model(pieces: list[tuple[str, float]], path: Path) -> None:
+    """An spiece.model protobuf, written with the message definition transformers ships."""
+    from transformers.utils import sentencepiece_model_pb2_new as pb
+
+    model = pb.ModelProto()
+    for piece, score in pieces:
+        entry = model.pieces.add()
+        entry.piece, entry.score = piece, score
+        entry.type = 2 if piece == "<unk>" else 3 if piece in XLNET_SPECIALS else 1
+    model.trainer_spec.model_type, model.trainer_spec.unk_id = 1, 0
+    path.write_bytes(model.SerializeToString())
+
+
+@pytest.fixture(scope="session")
+def make_xlnet_folder():
+    """make(class name, folder, tokenizer="spiece" | "json" | None, seed, **XLNetConfig changes) -> the HF model
+    saved there, every parameter perturbed away from its initial value so a wrong name cannot pass."""
+    def make(name: str, folder: Path, tokenizer: str | None = "spiece", seed: int = 0, **changes):
+        import transformers
+
+        settings = dict(vocab_size=len(xlnet_pieces()), d_model=32, n_layer=2, n_head=4, d_inner=48, mem_len=None,
+                        num_labels=3, pad_token_id=5)
+        torch.manual_seed(seed)
+        model = getattr(transformers, name)(transformers.XLNetConfig(**{**settings, **changes})).eval()
+        with torch.no_grad():
+            for param in model.parameters():
+                param.add_(torch.randn_like(param) * 0.3)
+        model.tie_weights()
+        model.save_pretrained(str(folder))
+        if tokenizer == "spiece":
+            write_spiece_model(xlnet_pieces(), folder / "spiece.model")
+        elif tokenizer == "json":
+            transformers.XLNetTokenizer(vocab=xlnet_pieces()).save_pretrained(str(folder))
+        return model
+    return make
+
+
+@pytest.fixture(scope="session")
+def xlnet_vocab() -> list[tuple[str, float]]:
+    return xlnet_pieces()
+
+
+@pytest.fixture(scope="session")
+def write_spiece():
+    return write_spiece_model

@@ -5,6 +5,7 @@ import json
 
 import pytest
 
+import bertkit
 from bertkit.cli import main
 from bertkit.errors import BertkitError
 from bertkit.quickstart import quick_plan, run_quickstart, with_minutes
@@ -43,8 +44,12 @@ def test_quick_run_end_to_end(tmp_path, tiny_plan):
     out = tmp_path / "run"
     names = [row.name for row in result.rows]
     assert names[0] == "random init" and names[1].startswith("pre-trained here (") and names[2] == "tiny"
+    test_rows = [json.loads(line) for line in (out / "data" / "test.jsonl").read_text(encoding="utf-8").splitlines()]
     for row in result.rows:
-        assert 0.0 <= row.test["accuracy"] <= 1.0 and row.steps > 0
+        # the table's accuracy is what the saved folder predicts for the test articles (Model.predict's path)
+        predicted = [p["label"] for p in bertkit.load(row.folder).predict([r["text"] for r in test_rows])]
+        correct = sum(p == r["label"] for p, r in zip(predicted, test_rows))
+        assert row.test["accuracy"] == pytest.approx(correct / len(test_rows)) and row.steps > 0
         assert (row.folder / "config.json").is_file() and (row.folder / "metrics.json").is_file()
     assert result.rows[2].train_examples == 16 and result.rows[2].max_length == 32   # the reference's subset
     printed = "\n".join(lines)

@@ -71,9 +71,9 @@ def config_to_albert(config: EncoderConfig) -> dict[str, Any]:
 def config_from_albert(data: dict[str, Any], source: str, extra: dict[str, Any] | None) -> EncoderConfig:
     """An ALBERT config.json, checked like BERT's; group layouts bertkit cannot compute are named."""
     base = hf.config_from_hf({**data, "model_type": "bert"}, source)
-    embedding = hf.integer_field(data, "embedding_size", source, minimum=1, default=128)
-    groups = hf.integer_field(data, "num_hidden_groups", source, minimum=1, default=1)
-    inner = hf.integer_field(data, "inner_group_num", source, minimum=1, default=1)
+    embedding = hf.config_integer(data, "embedding_size", source, minimum=1, default=128)
+    groups = hf.config_integer(data, "num_hidden_groups", source, minimum=1, default=1)
+    inner = hf.config_integer(data, "inner_group_num", source, minimum=1, default=1)
     if inner != 1:
         raise CheckpointError(f"{source}: inner_group_num {inner} (several different layers per group) is not "
                               "supported; bertkit computes ALBERT with one layer per group")

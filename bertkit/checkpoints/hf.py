@@ -1,6 +1,7 @@
 """Hugging Face BERT and RoBERTa config.json keys, both ways, and the checks on what a folder's config says.
 
-Parameter names are in hf_names.py, ALBERT's config and names in albert.py; which transformers class holds a
+Parameter names are in hf_names.py (with the BERT-name helpers at the end of this file, which ELECTRA's
+reader shares), ALBERT's config and names in albert.py; which transformers class holds a
 model is decided in hf_form.py. A model no transformers class computes is written with model_type "bertkit"
 (BERT's keys otherwise), so transformers refuses it instead of loading something else.
 """
@@ -12,6 +13,7 @@ from typing import Any
 
 import torch
 
+from bertkit.checkpoints.hf_names import BERT_HEADS, BERT_NAMES, Names, SplitState
 from bertkit.errors import CheckpointError
 from bertkit.model.config import EncoderConfig
 
@@ -83,7 +85,7 @@ def config_from_hf(data: Any, source: str, extra: dict[str, Any] | None = None) 
     model_type = data.get("model_type", "bert")
     if model_type not in ("bert", "roberta", "xlm-roberta", "camembert", BERTKIT_MODEL_TYPE):
         raise CheckpointError(f"{source}: model_type {model_type!r} is not a BERT-family encoder bertkit loads "
-                              "(bert, roberta, albert)")
+                              "(bert, roberta, albert, electra, xlnet)")
     if data.get("position_embedding_type", "absolute") != "absolute":
         raise CheckpointError(f"{source}: position_embedding_type {data['position_embedding_type']!r} is not "
                               "supported; only absolute positions")
@@ -91,25 +93,25 @@ def config_from_hf(data: Any, source: str, extra: dict[str, Any] | None = None) 
     if not isinstance(act, str) or act not in _ACTIVATION_FROM_HF:
         raise CheckpointError(f"{source}: hidden_act {act!r} is not supported; use one of "
                               f"{', '.join(_ACTIVATION_FROM_HF)}")
-    sizes = {key: integer_field(data, key, source, minimum=1) for key in
+    sizes = {key: config_integer(data, key, source, minimum=1) for key in
              ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size")}
     if sizes["hidden_size"] % sizes["num_attention_heads"]:
         raise CheckpointError(f"{source}: hidden_size {sizes['hidden_size']} is not divisible by "
                               f"num_attention_heads {sizes['num_attention_heads']}")
     pad = data.get("pad_token_id")
-    pad = 0 if pad is None else integer_field(data, "pad_token_id", source, minimum=0)
+    pad = 0 if pad is None else config_integer(data, "pad_token_id", source, minimum=0)
     if pad >= sizes["vocab_size"]:
         raise CheckpointError(f"{source}: pad_token_id {pad} is outside the vocabulary of {sizes['vocab_size']}")
     fields = dict(
         vocab_size=sizes["vocab_size"], hidden_size=sizes["hidden_size"], num_layers=sizes["num_hidden_layers"],
         num_heads=sizes["num_attention_heads"], intermediate_size=sizes["intermediate_size"],
         activation=_ACTIVATION_FROM_HF[act],
-        hidden_dropout=number_field(data, "hidden_dropout_prob", 0.1, source, 0.0, 1.0),
-        attention_dropout=number_field(data, "attention_probs_dropout_prob", 0.1, source, 0.0, 1.0),
-        max_position_embeddings=integer_field(data, "max_position_embeddings", source, minimum=1, default=512),
-        type_vocab_size=integer_field(data, "type_vocab_size", source, minimum=0, default=2),
-        layer_norm_eps=number_field(data, "layer_norm_eps", 1e-12, source, 0.0, 1.0, open_low=True),
-        initializer_range=number_field(data, "initializer_range", 0.02, source, 0.0, float("inf")),
+        hidden_dropout=config_number(data, "hidden_dropout_prob", 0.1, source, 0.0, 1.0),
+        attention_dropout=config_number(data, "attention_probs_dropout_prob", 0.1, source, 0.0, 1.0),
+        max_position_embeddings=config_integer(data, "max_position_embeddings", source, minimum=1, default=512),
+        type_vocab_size=config_integer(data, "type_vocab_size", source, minimum=0, default=2),
+        layer_norm_eps=config_number(data, "layer_norm_eps", 1e-12, source, 0.0, 1.0, open_low=True),
+        initializer_range=config_number(data, "initializer_range", 0.02, source, 0.0, float("inf")),
         pad_token_id=pad,
         # HF RoBERTa numbers positions from padding_idx + 1.
         position_offset=pad + 1 if model_type not in ("bert", BERTKIT_MODEL_TYPE) else 0,
@@ -152,7 +154,7 @@ def extra_fields(extra: Any, source: str) -> dict[str, Any]:
     return fields
 
 
-def integer_field(data: dict, key: str, source: str, minimum: int, default: int | None = None) -> int:
+def config_integer(data: dict, key: str, source: str, minimum: int, default: int | None = None) -> int:
     if key not in data and default is not None:
         return default
     if key not in data:
@@ -165,7 +167,7 @@ def integer_field(data: dict, key: str, source: str, minimum: int, default: int 
     return value
 
 
-def number_field(data: dict, key: str, default: float, source: str, low: float, high: float,
+def config_number(data: dict, key: str, default: float, source: str, low: float, high: float,
             open_low: bool = False) -> float:
     value = data.get(key, default)
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
@@ -223,3 +225,23 @@ def label_config(num_labels: int, labels: list[str] | None, task: str | None) ->
     elif task == "multi-label":
         config["problem_type"] = "multi_label_classification"
     return config
+
+
+# --- BERT parameter names for other families' readers (ELECTRA: checkpoints/electra.py) ------------------------
+
+HEAD_NAMES = BERT_HEADS
+
+
+def encoder_state_to_hf(state: dict[str, torch.Tensor], prefix: str) -> dict[str, torch.Tensor]:
+    return BERT_NAMES.encoder_to_hf(state, prefix)
+
+
+def heads_state_to_hf(heads: dict[str, dict[str, torch.Tensor]],
+                      head_names: dict[str, list[tuple[str, str]]] = HEAD_NAMES) -> dict[str, torch.Tensor]:
+    return Names(BERT_NAMES.encoder, BERT_NAMES.qkv, head_names).heads_to_hf(heads)
+
+
+def split_hf_state(state: dict[str, torch.Tensor], token_head: bool,
+                   head_names: dict[str, list[tuple[str, str]]] = HEAD_NAMES) -> SplitState:
+    """BERT encoder names + `head_names` (another family's heads, e.g. ELECTRA's) -> internal names."""
+    return Names(BERT_NAMES.encoder, BERT_NAMES.qkv, head_names).split(state, token_head, roberta_classifier=False)

@@ -87,14 +87,15 @@ class Names:
         return {hf_name: state[internal].contiguous()
                 for key, state in heads.items() for hf_name, internal in self.heads[key]}
 
-    def split(self, state: dict[str, torch.Tensor], token_head: bool) -> SplitState:
+    def split(self, state: dict[str, torch.Tensor], token_head: bool, roberta_classifier: bool = True) -> SplitState:
         """HF names -> internal encoder names + head states. `token_head` says whether `classifier.*` belongs
-        to token classification (ForTokenClassification) rather than sequence classification."""
+        to token classification (ForTokenClassification) rather than sequence classification; roberta_classifier:
+        read RoBERTa's classifier.dense / out_proj as pooler + classifier (not for ELECTRA's MLP head)."""
         result = SplitState()
         qkv: dict[tuple[str, str], dict[str, torch.Tensor]] = {}
         head_lookup = {hf: (key, internal) for key, names in self._read_heads.items() for hf, internal in names
                        if key != ("classifier" if token_head else "token_classifier")}
-        for raw_name, tensor in _roberta_classifier_from_hf(state).items():
+        for raw_name, tensor in (_roberta_classifier_from_hf(state) if roberta_classifier else state).items():
             name = _legacy_layer_norm(raw_name)
             for prefix in _BASE_PREFIXES:
                 if name.startswith(prefix):

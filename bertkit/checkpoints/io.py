@@ -21,17 +21,17 @@ import torch
 from torch import nn
 
 from bertkit.atomic_write import recover_folder, replace_folder, temp_folder
-from bertkit.checkpoints import google, hf, hf_check, hf_form, sentence_transformers
+from bertkit.checkpoints import families, google, hf, hf_check, hf_form, sentence_transformers
+from bertkit.checkpoints.bert import build_head  # noqa: F401  (kept importable from here)
 from bertkit.checkpoints.json_files import read_json
 from bertkit.checkpoints.sentence import read_sentence_pipeline, write_sentence_pipeline
 from bertkit.checkpoints.weights import INDEX_FILES, INT8_WEIGHTS_FILE, WEIGHT_FILES, read_weight_file, read_weights
 from bertkit.errors import CheckpointError
 from bertkit.model.config import EncoderConfig
 from bertkit.model.encoder import Encoder
-from bertkit.model.heads import (MaskedLMHead, QuestionAnsweringHead, SentencePairHead,
-                                 SequenceClassificationHead, TokenClassificationHead)
 from bertkit.model.precision import apply_precision, has_int8, shape_int8
 from bertkit.model.sentence import SentencePipeline
+from bertkit.model.xlnet import XLNetConfig, XLNetModel
 from bertkit.runtime import PrecisionChoice, choose_precision
 from bertkit.tokenizer import Tokenizer
 
@@ -46,30 +46,15 @@ POOLER_FILE = "pooler.safetensors"
 
 @dataclass
 class Checkpoint:
-    config: EncoderConfig
-    encoder: Encoder
-    tokenizer: Tokenizer | None
+    config: EncoderConfig | XLNetConfig
+    encoder: Encoder | XLNetModel           # the same forward signature and output fields
+    tokenizer: Tokenizer | None             # XLNet folders: tokenizer.xlnet.XLNetTokenizer
     heads: dict[str, nn.Module] = field(default_factory=dict)
     meta: dict[str, Any] = field(default_factory=dict)     # bertkit.json: task, labels, pooling, whitening, ...
     skipped: list[str] = field(default_factory=list)        # names in the weight file that are not model weights
     path: Path | None = None
     sentence: SentencePipeline = field(default_factory=SentencePipeline)   # how it makes sentence vectors
     precision: PrecisionChoice | None = None                # what the weights were put into at load
-
-
-def build_head(key: str, config: EncoderConfig, state: dict[str, torch.Tensor]) -> nn.Module:
-    """A head module of the right shape for the weights found under `key`."""
-    if key == "classifier":
-        return SequenceClassificationHead(config, num_labels=state["linear.weight"].shape[0])
-    if key == "token_classifier":
-        return TokenClassificationHead(config, num_labels=state["linear.weight"].shape[0])
-    if key == "qa":
-        return QuestionAnsweringHead(config)
-    if key == "mlm":
-        return MaskedLMHead(config)
-    if key == "pair":
-        return SentencePairHead(config)
-    raise CheckpointError(f"unknown head {key!r}")
 
 
 def load_checkpoint(path: str | os.PathLike, device: str | torch.device = "cpu",
@@ -89,9 +74,12 @@ def load_checkpoint(path: str | os.PathLike, device: str | torch.device = "cpu",
                       "`bertkit quantize` again for a measured int8 folder", stacklevel=2)
     model_folder = sentence_transformers.transformer_folder(folder)
     hf_config: dict[str, Any] = {}
+    family = families.bert       # BERT / RoBERTa / ALBERT / bertkit's own: hf_form.py; ELECTRA, XLNet: their modules
     if (model_folder / "config.json").is_file():
         hf_config = read_json(model_folder / "config.json")
-        config = hf_form.config_from_folder(hf_config, str(model_folder / "config.json"), meta.get("encoder"))
+        family = families.for_model_type(hf_config.get("model_type"))
+        read_config = hf_form.config_from_folder if family is families.bert else family.config_from_hf
+        config = read_config(hf_config, str(model_folder / "config.json"), meta.get("encoder"))
         raw_state = read_weights(model_folder)
     elif (folder / "bert_config.json").is_file():
         config, raw_state = google.load_google_folder(folder)
@@ -100,12 +88,20 @@ def load_checkpoint(path: str | os.PathLike, device: str | torch.device = "cpu",
                               "BERT) found; is this a model folder?")
     architectures = hf_config.get("architectures") or []
     token_head = any(name.endswith("ForTokenClassification") for name in architectures) or meta.get("task") == "ner"
-    split = hf_form.split_folder_state(hf_config, config, raw_state, token_head, str(model_folder))
-    hf.check_sizes(config, split.encoder, str(model_folder / "config.json"))
-    encoder = Encoder(config)
+    try:
+        split = (hf_form.split_folder_state(hf_config, config, raw_state, token_head, str(model_folder))
+                 if family is families.bert else family.split_state(raw_state, architectures, meta.get("task")))
+    except CheckpointError as err:
+        raise CheckpointError(f"{model_folder}: {err}") from None
+    family.check_sizes(config, split.encoder, str(model_folder / "config.json"))
+    if hf_config and not split.encoder and split.skipped:      # e.g. ELECTRA weights under model_type 'bert'
+        raise CheckpointError(f"{model_folder / 'config.json'}: model_type {hf_config.get('model_type')!r} reads none "
+                              f"of the weights (they hold names like {split.skipped[0]!r}); config.json does not "
+                              "describe these weights")
+    encoder = family.new_encoder(config)
     if hf_config.get("pruned_heads"):
         encoder.shape_pruned(_pruned_heads(hf_config["pruned_heads"], config, model_folder / "config.json"))
-    if config.use_pooler and "pooler.dense.weight" not in split.encoder and (model_folder / POOLER_FILE).is_file():
+    if getattr(config, "use_pooler", False) and "pooler.dense.weight" not in split.encoder and (model_folder / POOLER_FILE).is_file():
         split.encoder.update(read_weight_file(model_folder / POOLER_FILE))
     int8_names = sorted({name.rsplit(".", 1)[0] for name in split.encoder if name.endswith(".weight_scale")})
     try:
@@ -116,10 +112,10 @@ def load_checkpoint(path: str | os.PathLike, device: str | torch.device = "cpu",
     _load_encoder_state(encoder, split.encoder, folder, architectures)
     heads = {}
     for key, state in split.heads.items():
-        head = build_head(key, config, state)
+        head = family.build_head(key, config, state)
         _load_strict(head, state, f"{folder}: head {key!r}")
         heads[key] = head
-    tokenizer = _load_tokenizer(model_folder, config)
+    tokenizer = _load_tokenizer(model_folder, config, family)
     sentence = read_sentence_pipeline(folder, meta, config, tokenizer.model_max_length if tokenizer else None)
     if split.skipped:
         warnings.warn(f"{folder}: skipped {len(split.skipped)} entries that are not model weights: "
@@ -183,15 +179,12 @@ def _load_strict(module: nn.Module, state: dict[str, torch.Tensor], where: str) 
     module.load_state_dict({k: v.to(expected[k].dtype) for k, v in state.items()})
 
 
-TOKENIZER_FILES = ("tokenizer.json", "vocab.txt", "vocab.json", "spiece.model")
 
 
-def _load_tokenizer(folder: Path, config: EncoderConfig) -> Tokenizer | None:
-    if not any((folder / name).is_file() for name in TOKENIZER_FILES):
-        warnings.warn(f"{folder}: no vocab.txt, tokenizer.json or vocab.json + merges.txt; the model loads "
-                      "without a tokenizer", stacklevel=3)
+def _load_tokenizer(folder: Path, config: EncoderConfig | XLNetConfig, family) -> Tokenizer | None:
+    tokenizer = family.load_tokenizer(folder)
+    if tokenizer is None:
         return None
-    tokenizer = Tokenizer.from_folder(folder)
     if tokenizer.vocab_size > config.vocab_size:
         raise CheckpointError(f"{folder}: the tokenizer has {tokenizer.vocab_size} tokens but the model's "
                               f"embedding table only {config.vocab_size}; vocabulary and weights do not match")
@@ -219,12 +212,16 @@ def save_checkpoint(folder: str | os.PathLike, encoder: Encoder, tokenizer: Toke
     folder = Path(folder)
     heads = heads or {}
     config = encoder.config
-    hf_config, state, form = hf_form.hf_folder_contents(encoder, heads, (meta or {}).get("labels"),
-                                                        (meta or {}).get("task"))
+    family = families.for_config(config)
+    if family is families.bert:    # BERT, RoBERTa, ALBERT, or a variant no transformers class computes
+        hf_config, state, form = hf_form.hf_folder_contents(encoder, heads, (meta or {}).get("labels"),
+                                                            (meta or {}).get("task"))
+        family_meta = {"encoder": {k: getattr(config, k) for k in hf.EXTRA_FIELDS}}
+    else:                          # ELECTRA, XLNet: their own modules (families.py)
+        hf_config, state, family_meta, form = _family_folder(family, encoder, heads, meta)
     hf_config.update(hf_config_extra or {})
-    full_meta = {"format": "bertkit", "format_version": FORMAT_VERSION,
-                 "encoder": {k: getattr(config, k) for k in hf.EXTRA_FIELDS},
-                 **{k: v for k, v in (meta or {}).items() if k not in SENTENCE_KEYS + HF_KEYS}}
+    full_meta = {"format": "bertkit", "format_version": FORMAT_VERSION, **family_meta,
+                 **{k: v for k, v in (meta or {}).items() if k not in SENTENCE_KEYS + HF_KEYS + ("encoder",)}}
     # what loads the folder besides bertkit: the transformers class, or why none computes this model
     int8 = has_int8(encoder)
     loads = form.loads_in_transformers and not int8
@@ -238,7 +235,7 @@ def save_checkpoint(folder: str | os.PathLike, encoder: Encoder, tokenizer: Toke
     try:
         save_file({k: v.detach().cpu().contiguous() for k, v in state.items()},
                   str(tmp / (INT8_WEIGHTS_FILE if int8 else "model.safetensors")), metadata={"format": "pt"})
-        if encoder.pooler is not None and form.architecture in hf_form.NO_POOLER_CLASSES:
+        if getattr(encoder, "pooler", None) is not None and form.architecture in hf_form.NO_POOLER_CLASSES:
             save_file({f"pooler.dense.{k}": v.detach().cpu().contiguous()
                        for k, v in encoder.pooler.dense.state_dict().items()}, str(tmp / POOLER_FILE))
         if sentence is not None:
@@ -250,7 +247,7 @@ def save_checkpoint(folder: str | os.PathLike, encoder: Encoder, tokenizer: Toke
         (tmp / META_FILE).write_text(json.dumps(full_meta, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
         if tokenizer is not None:
             tokenizer.save(tmp)
-        if loads:
+        if loads and family is families.bert:
             hf_check.check_structure(tmp)
         if check is not None:
             check(tmp)
@@ -259,3 +256,23 @@ def save_checkpoint(folder: str | os.PathLike, encoder: Encoder, tokenizer: Toke
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return folder
+
+
+def _family_folder(family, encoder, heads: dict[str, nn.Module], meta: dict[str, Any] | None):
+    """(config.json, weights, bertkit.json entries, form) of an ELECTRA or XLNet folder, from its module."""
+    unknown = sorted(set(heads) - set(families.HEAD_ORDER))
+    if unknown:
+        raise CheckpointError(f"unknown head {unknown[0]!r}; heads are {', '.join(families.HEAD_ORDER)}")
+    head_keys = tuple(sorted(heads, key=families.HEAD_ORDER.index))
+    config = encoder.config
+    hf_config = family.folder_config(config, head_keys)
+    state = family.state_to_hf(encoder, heads)
+    for key in ("classifier", "token_classifier"):
+        if key in heads:
+            hf_config.update(hf.label_config(heads[key].num_labels, (meta or {}).get("labels"),
+                                             (meta or {}).get("task")))
+    family_meta = family.folder_meta(config, head_keys)
+    architecture = (hf_config.get("architectures") or [None])[0]
+    reason = None if family_meta.pop("hf_compatible", True) and architecture else \
+        f"no transformers class computes this {config.family} model"
+    return hf_config, state, family_meta, hf_form.HfForm(hf_config.get("model_type"), architecture, reason)

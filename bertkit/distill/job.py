@@ -21,6 +21,7 @@ import torch
 from torch import nn
 
 from bertkit.checkpoints import load_checkpoint, save_checkpoint
+from bertkit.checkpoints.families import require_bert_encoder
 from bertkit.config import save_config
 from bertkit.data.labels import LabelMap
 from bertkit.data.readers import ReadOptions
@@ -81,6 +82,7 @@ def run_distill(config: DistillConfig) -> dict:
             raise BertkitError(f"distill needs --{name}")
     seed_everything(config.seed)
     teacher_ckpt = load_checkpoint(config.teacher)
+    require_bert_encoder(teacher_ckpt, "distill")
     if teacher_ckpt.tokenizer is None:
         raise BertkitError(f"{config.teacher}: the teacher folder has no tokenizer")
     if config.augment_copies < 0 or not 0.0 < config.augment_mask_prob < 1.0:

@@ -20,6 +20,7 @@ import torch
 from torch import nn
 
 from bertkit.checkpoints import load_checkpoint
+from bertkit.checkpoints.families import require_bert_encoder
 from bertkit.errors import BertkitError
 from bertkit.model.precision import dequantize_encoder
 from bertkit.model.sentence import SentenceEncoder
@@ -60,6 +61,7 @@ def export_onnx(model_dir: str | os.PathLike, output: str | os.PathLike, pooling
                 normalized: Optional[bool] = None, opset: int = 17, check: bool = True) -> ExportResult:
     """pooling, normalized: default to the folder's; its dense layers and whitening are in the graph too."""
     checkpoint = load_checkpoint(model_dir, precision="fp32")
+    require_bert_encoder(checkpoint, "export-onnx")
     dequantize_encoder(checkpoint.encoder)       # an int8 folder: the fp32 model its int8 weights describe
     encoder = checkpoint.encoder.float().eval()
     classifier = checkpoint.heads.get("classifier")

@@ -13,6 +13,7 @@ import numpy as np
 
 from bertkit.distill.onnx_export import make_session, read_metadata
 from bertkit.errors import BertkitError
+from bertkit.finetune.predictions import sequence_predictions
 from bertkit.tokenizer import Tokenizer
 from bertkit.tokenizer.padding import pad_to_tensors
 
@@ -88,9 +89,5 @@ class OnnxModel:
         return self._run(texts, batch_size, max_length)[1]
 
     def predict(self, texts: Sequence[str], batch_size: int = 32) -> list[dict]:
-        logits = self.logits(texts, batch_size)
-        probs = np.exp(logits - logits.max(-1, keepdims=True))
-        probs /= probs.sum(-1, keepdims=True)
-        names = self.label_names or [str(i) for i in range(probs.shape[1])]
-        return [{"label": names[int(p.argmax())], "score": float(p.max()),
-                 "scores": {n: float(x) for n, x in zip(names, p)}} for p in probs]
+        """As `Model.predict` formats the same logits (the folder's task: regression, multi-label, classes)."""
+        return sequence_predictions(self.logits(texts, batch_size), self.meta.get("task"), self.label_names)

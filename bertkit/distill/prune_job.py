@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Optional
 
 from bertkit.checkpoints import Checkpoint, load_checkpoint, save_checkpoint
+from bertkit.checkpoints.families import require_bert_encoder
 from bertkit.checkpoints.hf_check import compare_with_transformers
 from bertkit.distill.measure import TABLE_HEADER, Measurement, load_dev_set, measure_module
 from bertkit.distill.prune import (attention_heads, full_shape_copy, head_importance, heads_to_prune,
@@ -66,6 +67,7 @@ def prune_and_measure(model_dir: str | os.PathLike, output: str | os.PathLike, d
                       per_layer: Optional[int] = None, max_length: int = 128, limit: Optional[int] = None,
                       batch_size: int = 16) -> PruneReport:
     checkpoint = load_checkpoint(model_dir)
+    require_bert_encoder(checkpoint, "prune-heads")
     task_name = checkpoint.meta.get("task", "classification")
     if task_name not in ("classification", "pair-classification"):
         raise BertkitError(f"pruning scores heads with the classification loss; {model_dir} is a {task_name!r} model")

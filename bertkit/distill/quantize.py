@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Optional
 
 from bertkit.checkpoints import Checkpoint, load_checkpoint, save_checkpoint
+from bertkit.checkpoints.families import require_bert_encoder
 from bertkit.data.text import builtin_sentences, read_texts
 from bertkit.distill.measure import load_dev_set
 from bertkit.distill.quantize_gate import (INT8_KERNELS, GateLimits, Row, Sample, int8_variant, layer_errors,
@@ -68,6 +69,7 @@ class QuantizeReport:
 
 def run_quantize(config: QuantizeConfig) -> QuantizeReport:
     source = load_checkpoint(config.model, device="cpu", precision="fp32")
+    require_bert_encoder(source, "quantize")   # XLNet: --precision bf16 instead (its folders hold HF-layout floats)
     if has_int8(source.encoder):
         raise BertkitError(f"{config.model} is already an int8 folder")
     if source.tokenizer is None:

@@ -17,8 +17,7 @@ from bertkit.data.readers import TextExample
 from bertkit.errors import BertkitError
 from bertkit.finetune.inference import forward_features, stack
 from bertkit.finetune.metrics import classification_metrics, multilabel_metrics, regression_metrics
-
-MULTI_LABEL_THRESHOLD = 0.5   # sigmoid probability above which a label is predicted
+from bertkit.finetune.predictions import multi_label_decisions, sequence_predictions
 
 
 class SequenceFeature(NamedTuple):
@@ -48,19 +47,34 @@ class SequenceTask:
 
     def encode(self, examples: Sequence[TextExample], quiet: bool = False) -> list[SequenceFeature]:
         texts = [ex.text for ex in examples]
-        pairs = [ex.text_pair or "" for ex in examples] if any(ex.text_pair for ex in examples) else None
+        pairs = [ex.text_pair for ex in examples] if any(ex.text_pair for ex in examples) else None
         if self.long_texts == "head+tail" and pairs is None:
             rows, truncated = self._head_and_tail(texts)
         else:
-            encoded = self.tokenizer.encode_batch(texts, pairs=pairs, max_length=self.max_length,
-                                                  truncation="longest_first")
-            rows, truncated = list(zip(encoded.input_ids, encoded.token_type_ids)), sum(encoded.truncated)
+            rows, truncated = self._singles_and_pairs(texts, pairs or [None] * len(texts))
         if truncated and not quiet:
             how = "kept their head and tail" if self.long_texts == "head+tail" and pairs is None else \
                 "were truncated (longest_first)"
             print(f"bertkit: {truncated} of {len(texts)} texts were longer than max_length {self.max_length} "
                   f"tokens and {how}", file=sys.stderr)
         return [SequenceFeature(list(ids), list(types), self._target(ex.label)) for (ids, types), ex in zip(rows, examples)]
+
+    def _singles_and_pairs(self, texts: Sequence[str], pairs: Sequence[Optional[str]]) -> tuple[list, int]:
+        """[CLS] a [SEP] for single texts and [CLS] a [SEP] b [SEP] for pairs, encoded apart: a single text
+        among pairs must not gain an empty second segment (its prediction would depend on its neighbours)."""
+        rows: list = [None] * len(texts)
+        truncated = 0
+        for paired in (False, True):
+            group = [i for i, pair in enumerate(pairs) if bool(pair) == paired]
+            if not group:
+                continue
+            encoded = self.tokenizer.encode_batch([texts[i] for i in group],
+                                                  pairs=[pairs[i] for i in group] if paired else None,
+                                                  max_length=self.max_length, truncation="longest_first")
+            for i, ids, types in zip(group, encoded.input_ids, encoded.token_type_ids):
+                rows[i] = (ids, types)
+            truncated += sum(encoded.truncated)
+        return rows, truncated
 
     def _head_and_tail(self, texts: Sequence[str]) -> tuple[list, int]:
         """Sun et al. 2019 ("How to Fine-Tune BERT for Text Classification?"): the first quarter of the budget
@@ -111,29 +125,12 @@ class SequenceTask:
         if self.task == "regression":
             return regression_metrics(labels, logits[:, 0])
         if self.task == "multi-label":
-            return multilabel_metrics(np.array(labels), _sigmoid(logits) > MULTI_LABEL_THRESHOLD)
+            return multilabel_metrics(np.array(labels), multi_label_decisions(logits))
         return classification_metrics(labels, logits.argmax(-1), self.num_labels)
 
     def predict(self, model, features: Sequence[SequenceFeature], examples=None, batch_size: int = 64) -> list[dict]:
         logits = stack(forward_features(model, features, self.tokenizer.pad_id, batch_size))
-        if self.task == "regression":
-            return [{"score": float(row[0])} for row in logits]
-        if self.task == "multi-label":
-            probs = _sigmoid(logits)
-            return [{"labels": [self.label_names[j] for j in np.flatnonzero(row > MULTI_LABEL_THRESHOLD)],
-                     "scores": {n: float(p) for n, p in zip(self.label_names, row)}} for row in probs]
-        probs = _softmax(logits)
-        return [{"label": self.label_names[int(row.argmax())], "score": float(row.max()),
-                 "scores": {n: float(p) for n, p in zip(self.label_names, row)}} for row in probs]
-
-
-def _sigmoid(x: np.ndarray) -> np.ndarray:
-    return 1.0 / (1.0 + np.exp(-x))
-
-
-def _softmax(x: np.ndarray) -> np.ndarray:
-    e = np.exp(x - x.max(axis=-1, keepdims=True))
-    return e / e.sum(axis=-1, keepdims=True)
+        return sequence_predictions(logits, self.task, self.label_names)
 
 
 def examples_from_inputs(items: Sequence[Union[str, tuple[str, str], list]]) -> list[TextExample]:

@@ -1,7 +1,7 @@
 """The fine-tuned model: one encoder plus the one head its task needs, and the task's metadata.
 
 Task -> head key in the checkpoint folder (mapped to HF names by the checkpoint layer):
-classification / pair-classification / multi-label / regression -> "classifier" (SequenceClassificationHead),
+classification / pair-classification / multi-label / regression -> "classifier" (the family's head, heads.SEQUENCE_HEADS),
 ner -> "token_classifier", qa -> "qa". bertkit.json holds the task and the label names, so a reloaded model
 predicts the same labels; reloading for a different task or label set fails with a clear message.
 """
@@ -14,7 +14,7 @@ from torch import nn
 
 from bertkit.errors import CheckpointError
 from bertkit.model.encoder import Encoder
-from bertkit.model.heads import QuestionAnsweringHead, SequenceClassificationHead, TokenClassificationHead
+from bertkit.model.heads import QuestionAnsweringHead, TokenClassificationHead, sequence_classification_head
 
 TASKS = ("classification", "pair-classification", "multi-label", "regression", "ner", "qa")
 HEAD_KEYS = {"classification": "classifier", "pair-classification": "classifier", "multi-label": "classifier",
@@ -52,7 +52,7 @@ class FinetuneModel(nn.Module):
 def new_head(task: str, encoder: Encoder, num_labels: int) -> nn.Module:
     config = encoder.config
     if HEAD_KEYS[task] == "classifier":
-        head = SequenceClassificationHead(config, num_labels)
+        head = sequence_classification_head(config, num_labels)    # the family's: BERT, ELECTRA or XLNet
     elif task == "ner":
         head = TokenClassificationHead(config, num_labels)
     else:
@@ -66,9 +66,13 @@ def new_head(task: str, encoder: Encoder, num_labels: int) -> nn.Module:
 
 
 def check_saved_task(checkpoint, task: str) -> None:
-    """Fail early (before reading data) when a folder fine-tuned for one task is used for another."""
+    """Fail early (before reading data) when a folder fine-tuned for one task is used for another, or its model
+    cannot do the task."""
     saved_task = (checkpoint.meta or {}).get("task")
     where = getattr(checkpoint, "path", None) or "the model folder"
+    if checkpoint.config.family == "xlnet" and task in ("ner", "qa"):
+        raise CheckpointError(f"{where} is an XLNet model; bertkit fine-tunes XLNet for classification, "
+                              "pair-classification, multi-label and regression (ner and qa frame [CLS] A [SEP] rows)")
     if saved_task in TASKS and saved_task != task and HEAD_KEYS[saved_task] != HEAD_KEYS[task]:
         raise CheckpointError(f"{where} was fine-tuned for {saved_task!r}, not {task!r}; pass --task "
                               f"{saved_task} or start from the encoder checkpoint it was trained from")

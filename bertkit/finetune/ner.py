@@ -18,8 +18,9 @@ import torch.nn.functional as F
 
 from bertkit.data.ner_readers import TaggedSentence
 from bertkit.errors import BertkitError
-from bertkit.finetune.entity_metrics import entities, entity_scores
+from bertkit.finetune.entity_metrics import entity_scores
 from bertkit.finetune.inference import forward_features
+from bertkit.finetune.predictions import entity_prediction, softmax
 
 IGNORE = -100
 # Raw text for prediction: CJK characters one word each (as Chinese NER data is tagged), else runs of
@@ -40,6 +41,17 @@ class NERFeature(NamedTuple):
 def split_words(text: str) -> tuple[list[str], list[tuple[int, int]]]:
     spans = [m.span() for m in _WORD.finditer(text)]
     return [text[a:b] for a, b in spans], spans
+
+
+def first_piece_words(token_starts: Sequence[int], word_starts: Sequence[int]) -> list[int]:
+    """Per sub-token (character start of each, in order): its word's index when it is that word's first
+    sub-token, else -1. Words are located by their character starts (sorted), so any tokenizer works."""
+    word_ids, previous = [], -1
+    for start in token_starts:
+        word = bisect.bisect_right(word_starts, start) - 1
+        word_ids.append(word if word != previous else -1)
+        previous = word
+    return word_ids
 
 
 class NERTask:
@@ -75,11 +87,7 @@ class NERTask:
         features = []
         for index, (sentence, ids, offsets) in enumerate(zip(sentences, encoded.input_ids, encoded.offsets)):
             ids, offsets = ids[1:-1], offsets[1:-1]                 # drop [CLS] / [SEP]
-            word_ids, previous = [], -1
-            for start, _ in offsets:
-                word = bisect.bisect_right(starts[index], start) - 1
-                word_ids.append(word if word != previous else -1)  # only a word's first sub-token
-                previous = word
+            word_ids = first_piece_words([start for start, _ in offsets], starts[index])
             tags = sentence.tags
             labels = [self.label_index[tags[w]] if w >= 0 and tags is not None else IGNORE for w in word_ids]
             begin = 0
@@ -102,13 +110,15 @@ class NERTask:
     def loss(self, logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
         return F.cross_entropy(logits.float().flatten(0, 1), targets.flatten(), ignore_index=IGNORE)
 
-    def predict_tags(self, model, features: Sequence[NERFeature], sentences: Sequence[TaggedSentence],
-                     batch_size: int = 64) -> list[list[str]]:
-        """One tag per word; words the tokenizer dropped entirely (e.g. control characters) get O."""
+    def predict_words(self, model, features: Sequence[NERFeature], sentences: Sequence[TaggedSentence],
+                      batch_size: int = 64) -> list[tuple[list[str], list[float]]]:
+        """Per sentence: one tag per word and its probability; words the tokenizer dropped entirely (e.g.
+        control characters) get O with probability 1."""
         outputs = forward_features(model, features, self.tokenizer.pad_id, batch_size)
-        best: list[dict[int, tuple[int, int]]] = [{} for _ in sentences]   # word -> (edge distance, tag id)
+        best: list[dict[int, tuple[int, int, float]]] = [{} for _ in sentences]   # word -> (edge distance, tag, p)
         for feature, logits in zip(features, outputs):
-            predicted = logits.argmax(-1)
+            probabilities = softmax(logits)
+            predicted = probabilities.argmax(-1)
             last = len(feature.input_ids) - 1
             for position, word in enumerate(feature.word_ids):
                 if word < 0:
@@ -116,9 +126,15 @@ class NERTask:
                 distance = min(position, last - position)
                 current = best[feature.sentence].get(word)
                 if current is None or distance > current[0]:
-                    best[feature.sentence][word] = (distance, int(predicted[position]))
-        return [[self.label_names[found[w][1]] if w in found else "O" for w in range(len(sentence.tokens))]
+                    tag = int(predicted[position])
+                    best[feature.sentence][word] = (distance, tag, float(probabilities[position, tag]))
+        return [([self.label_names[found[w][1]] if w in found else "O" for w in range(len(sentence.tokens))],
+                 [found[w][2] if w in found else 1.0 for w in range(len(sentence.tokens))])
                 for sentence, found in zip(sentences, best)]
+
+    def predict_tags(self, model, features: Sequence[NERFeature], sentences: Sequence[TaggedSentence],
+                     batch_size: int = 64) -> list[list[str]]:
+        return [tags for tags, _ in self.predict_words(model, features, sentences, batch_size)]
 
     def evaluate(self, model, features, sentences, batch_size: int = 64) -> dict[str, float]:
         predicted = self.predict_tags(model, features, sentences, batch_size)
@@ -134,15 +150,8 @@ class NERTask:
                 char_spans: Optional[list[list[tuple[int, int]]]] = None,
                 texts: Optional[list[str]] = None) -> list[dict]:
         """Per sentence: its tags and entities (word span, and character span into the raw text when given)."""
-        results = []
-        for i, (sentence, tags) in enumerate(zip(sentences, self.predict_tags(model, features, sentences, batch_size))):
-            found = []
-            for entity in entities(tags):
-                item = {"type": entity.type, "start_word": entity.start, "end_word": entity.end + 1,
-                        "text": " ".join(sentence.tokens[entity.start:entity.end + 1])}
-                if char_spans is not None and texts is not None:
-                    start, end = char_spans[i][entity.start][0], char_spans[i][entity.end][1]
-                    item.update(start=start, end=end, text=texts[i][start:end])
-                found.append(item)
-            results.append({"tokens": sentence.tokens, "tags": tags, "entities": found})
-        return results
+        words = self.predict_words(model, features, sentences, batch_size)
+        with_text = char_spans is not None and texts is not None
+        return [entity_prediction(sentence.tokens, tags, probabilities, char_spans[i] if with_text else None,
+                                  texts[i] if with_text else None)
+                for i, (sentence, (tags, probabilities)) in enumerate(zip(sentences, words))]

@@ -21,6 +21,7 @@ from bertkit.errors import BertkitError, CheckpointError
 from bertkit.finetune.classification import examples_from_inputs
 from bertkit.finetune.model import TASKS, FinetuneModel, model_from_checkpoint
 from bertkit.finetune.ner import split_words
+from bertkit.finetune.predictions import sequence_predictions
 from bertkit.finetune.tasks import TaskOptions, build_task, read_examples
 from bertkit.runtime import pick_device
 from bertkit.tokenizer.coverage import texts_of, warn_unknown
@@ -121,10 +122,7 @@ def _predict_generate_job(task: str, folder: Path, device: Optional[str], inputs
     classifier = load_prompt_classifier(folder, device)
     labels = classifier.verbalizer.labels
     scores = label_scores(classifier, texts, batch_size) if texts else np.zeros((0, len(labels)))
-    probs = np.exp(scores - scores.max(axis=-1, keepdims=True))
-    probs /= probs.sum(axis=-1, keepdims=True)
-    return [{"label": labels[int(row.argmax())], "score": float(row.max()),
-             "scores": {n: float(p) for n, p in zip(labels, row)}} for row in probs]
+    return sequence_predictions(scores, PROMPT_TASK, labels)
 
 
 def _qa_input(item, index: int) -> QAExample:

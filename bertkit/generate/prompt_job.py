@@ -24,6 +24,7 @@ from bertkit.data.readers import ReadOptions, TextExample, read_text_examples
 from bertkit.errors import BertkitError, CheckpointError
 from bertkit.finetune.job import FinetuneResult
 from bertkit.finetune.metrics import classification_metrics
+from bertkit.finetune.predictions import sequence_predictions
 from bertkit.generate.finetune_config import (LoopJobConfig, loop_config, max_length_for, mlm_head_of,
                                               start_run_record, train_and_record, write_json)
 from bertkit.generate.pet import PROMPT_SLOT, Pattern, PETClassifier, Verbalizer, pet_loss
@@ -191,16 +192,13 @@ def predict_prompt_file(folder: str | Path, input_path: str | Path, output_path:
     model = load_prompt_classifier(folder)
     examples = read_text_examples(input_path, "class", None, False, ReadOptions(encoding))
     scores = label_scores(model, [ex.text for ex in examples], batch_size)
-    probs = np.exp(scores - scores.max(axis=-1, keepdims=True))
-    probs /= probs.sum(axis=-1, keepdims=True)
-    labels = model.verbalizer.labels
+    predictions = sequence_predictions(scores, TASK, model.verbalizer.labels)
     output_path = Path(output_path)
     output_path.parent.mkdir(parents=True, exist_ok=True)
     with open(output_path, "w", encoding="utf-8") as out:
-        for example, row in zip(examples, probs):
-            out.write(json.dumps({"line": example.line, "text": example.text, "label": labels[int(row.argmax())],
-                                  "score": float(row.max()), "scores": dict(zip(labels, map(float, row)))},
-                                 ensure_ascii=False) + "\n")
+        for example, prediction in zip(examples, predictions):
+            out.write(json.dumps({"line": example.line, "text": example.text, **prediction}, ensure_ascii=False)
+                      + "\n")
     return len(examples)
 
 

@@ -6,6 +6,10 @@ from dataclasses import dataclass
 from typing import Literal, Optional
 
 ShareLayers = Literal["none", "all", "attention", "ffn"]
+# Which published model the weights are laid out as. The encoder computes the same thing for both; the family
+# decides the folder format (checkpoints/hf.py or checkpoints/electra.py) and the sequence-classification head
+# (BERT: linear over the tanh pooler; ELECTRA: dense -> gelu -> linear over [CLS], model/heads.py).
+Family = Literal["bert", "electra"]
 
 
 @dataclass(frozen=True)
@@ -38,6 +42,7 @@ class EncoderConfig:
     causal: bool = False
     embedding_norm: bool = True
     scaled_residual_init: bool = False
+    family: Family = "bert"
 
     def __post_init__(self) -> None:
         for name in ("vocab_size", "hidden_size", "num_layers", "num_heads", "intermediate_size",

@@ -123,6 +123,9 @@ class SentenceEncoder(nn.Module):
             raise ValueError("pooling 'none' gives token vectors, not sentence vectors")
         if config.pooling == "pooler" and encoder.pooler is None:
             raise ValueError("pooling 'pooler': this model has no pooler; use 'cls' or 'mean'")
+        if config.pooling == "cls" and encoder.config.family == "xlnet":
+            raise ValueError("pooling 'cls': XLNet's <cls> is its last token, not its first; use 'last-token' or "
+                             "'mean'")
         self.encoder, self.config = encoder, config
         self.dense = nn.ModuleList(dense)
         self.whitening = whitening if whitening is not None and whitening.fits(config.pooling, config.layers) \

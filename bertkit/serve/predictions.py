@@ -9,7 +9,8 @@ import numpy as np
 import torch
 
 from bertkit.data.squad import QAExample
-from bertkit.finetune.entity_metrics import entities
+from bertkit.finetune.ner import first_piece_words, split_words
+from bertkit.finetune.predictions import entity_prediction, label_names_for, sequence_predictions, softmax
 from bertkit.finetune.qa import QAFeature, QATask
 from bertkit.finetune.tasks import TaskOptions, build_task
 from bertkit.runtime import autocast
@@ -17,44 +18,27 @@ from bertkit.serve.inputs import MAX_ERRORS_SHOWN, PAIR_SEPARATOR, InputRejected
 from bertkit.serve.runner import NonFiniteResult, pad_batch
 
 
-def _softmax(logits: np.ndarray) -> np.ndarray:
-    shifted = np.exp(logits - logits.max(axis=-1, keepdims=True))
-    return shifted / shifted.sum(axis=-1, keepdims=True)
-
-
-def _names(labels: Sequence[str], count: int) -> list[str]:
-    return list(labels) if len(labels) == count else [str(i) for i in range(count)]
-
-
 def describe_sequence(logits: np.ndarray, task: str, labels: Sequence[str]) -> dict:
-    """(L,) logits of one text -> {"label", "score", "scores"} | {"labels", "scores"} | {"value"}."""
-    if task == "regression":
-        return {"value": float(logits[0])}
-    names = _names(labels, logits.shape[-1])
-    if task == "multi-label":
-        probabilities = 1.0 / (1.0 + np.exp(-logits))
-        return {"labels": [n for n, p in zip(names, probabilities) if p >= 0.5],
-                "scores": {n: round(float(p), 6) for n, p in zip(names, probabilities)}}
-    probabilities = _softmax(logits)
-    best = int(probabilities.argmax())
-    return {"label": names[best], "score": round(float(probabilities[best]), 6),
-            "scores": {n: round(float(p), 6) for n, p in zip(names, probabilities)}}
+    """(L,) logits of one text -> what `Model.predict` gives for it (bertkit.finetune.predictions)."""
+    return sequence_predictions(logits[None, :], task, labels)[0]
 
 
 def describe_entities(logits: np.ndarray, offsets: Sequence[tuple[int, int]], text: str,
                       labels: Sequence[str]) -> dict:
-    """(T, L) token logits -> entity spans with character offsets into `text` (special tokens ignored)."""
-    names = _names(labels, logits.shape[-1])
-    probabilities = _softmax(logits)
-    best = probabilities.argmax(axis=-1)
-    tags = [names[int(b)] if end > start else "O" for b, (start, end) in zip(best, offsets)]
-    found = []
-    for entity in entities(tags):
-        start, end = offsets[entity.start][0], offsets[entity.end][1]
-        score = float(probabilities[np.arange(entity.start, entity.end + 1), best[entity.start:entity.end + 1]].mean())
-        found.append({"type": entity.type, "text": text[start:end], "start": int(start), "end": int(end),
-                      "score": round(score, 6)})
-    return {"entities": found}
+    """(T, L) token logits of `text` ([CLS] ... [SEP]) -> what `Model.predict` gives: the text's words (as
+    bertkit.finetune.ner splits them), one tag per word from its first sub-token (the one fine-tuning labels),
+    and entities with character offsets into `text`. Words cut off by truncation are tagged O."""
+    names = label_names_for(labels, logits.shape[-1])
+    words, spans = split_words(text)
+    length = min(len(offsets), len(logits))
+    word_ids = first_piece_words([start for start, _ in offsets[1:length - 1]], [start for start, _ in spans])
+    probabilities = softmax(logits[1:length - 1])
+    tags, tag_probabilities = ["O"] * len(words), [1.0] * len(words)
+    for position, word in enumerate(word_ids):
+        if word >= 0:
+            best = int(probabilities[position].argmax())
+            tags[word], tag_probabilities[word] = names[best], float(probabilities[position, best])
+    return entity_prediction(words, tags, tag_probabilities, spans, text)
 
 
 # --- extractive QA -----------------------------------------------------------------------------------------

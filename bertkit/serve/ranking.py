@@ -13,6 +13,8 @@ from typing import Optional, Sequence
 
 import numpy as np
 
+from bertkit.finetune.predictions import sigmoid
+
 RERANK_TASKS = ("pair-classification", "regression")
 RELEVANT_NAMES = ("relevant", "positive", "1", "true", "yes")
 
@@ -48,6 +50,6 @@ def relevance(logits: np.ndarray, relevant: Optional[int]) -> float:
 def ranked(raw: Sequence[float], texts: Sequence[str], raw_scores: bool, return_text: bool) -> list[dict]:
     """Results sorted by score, best first (ties keep request order), as TEI's /rerank."""
     scores = np.asarray(raw, dtype=np.float64)
-    shown = scores if raw_scores else 1.0 / (1.0 + np.exp(-scores))
+    shown = scores if raw_scores else sigmoid(scores)
     order = sorted(range(len(scores)), key=lambda i: -scores[i])
     return [{"index": i, "score": float(shown[i]), **({"text": texts[i]} if return_text else {})} for i in order]

@@ -123,8 +123,10 @@ class Answer(BaseModel):
 class PredictResponse(BaseModel):
     task: str
     predictions: list[Union[Answer, dict[str, Any]]] = Field(
-        ..., description="per text: {label, score, scores} for classification, {labels, scores} for "
-                         "multi-label, {value} for regression, {entities: [{type, text, start, end}]} for NER, "
+        ..., description="per text, as bertkit predict writes it: {label, score, scores} for classification, "
+                         "{labels, scores} for multi-label (labels: probability > 0.5), {score} for regression, "
+                         "{tokens, tags, entities: [{type, start_word, end_word, text, start, end, score}]} "
+                         "for NER (one tag per word), "
                          "{answer, start, end, score, null_score} (Answer) for question answering")
     truncated: list[int] = Field(default_factory=list, description="indices of texts (QA: questions) that were cut")
 

@@ -216,7 +216,7 @@ class Tokenizer:
         else:
             firsts = self._split(texts)
         seconds = self._split(pairs) if pairs is not None else None
-        return frame_batch(firsts, seconds, max_length, truncation, self.framing)
+        return self._frame(firsts, seconds, max_length, truncation)
 
     def encode_windows(self, texts: str | Sequence[str], max_length: int = DEFAULT_MAX_LENGTH,
                        stride: int = 128) -> WindowedEncoding:
@@ -225,7 +225,15 @@ class Tokenizer:
         text gives one window. One string or a list; text_index maps each window row back to its text."""
         if isinstance(texts, str):
             texts = [texts]
-        return frame_windows(self._split(texts), max_length, stride, self.framing)
+        return self._frame_windows(self._split(texts), max_length, stride)
+
+    def _frame(self, firsts: list[Encoding], seconds: list[Encoding] | None, max_length: int | None,
+               truncation: Truncation) -> BatchEncoding:
+        """Cut and add the special tokens as self.framing says. A subclass frames its own family's way."""
+        return frame_batch(firsts, seconds, max_length, truncation, self.framing)
+
+    def _frame_windows(self, splits: list[Encoding], max_length: int, stride: int) -> WindowedEncoding:
+        return frame_windows(splits, max_length, stride, self.framing)
 
     def unk_rate(self, encoding: BatchEncoding) -> float:
         """Fraction of the text tokens (all but [CLS]/[SEP]/[PAD]/[MASK]) that are [UNK]; 0.0 if none."""

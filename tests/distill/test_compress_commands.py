@@ -1,7 +1,10 @@
 import json
 
+import pytest
+
 from bertkit.checkpoints import load_checkpoint
 from bertkit.cli import main
+from bertkit.finetune.predict import evaluate_file
 
 from distill_fixtures import write_examples
 
@@ -12,7 +15,11 @@ def test_distill_command_with_student_layers(model_dir, tmp_path, capsys):
                  "--dev", str(data), "--output", str(tmp_path / "s"), "--epochs", "1", "--batch-size", "9",
                  "--temperature", "3", "--alpha", "0.7", "--device", "cpu", "--progress_bar=false"])
     assert code == 0
-    assert "accuracy" in json.loads(capsys.readouterr().out)["dev"]
+    printed = json.loads(capsys.readouterr().out)
+    # the reported dev accuracy is the saved student's, measured again through `bertkit evaluate`
+    assert main(["evaluate", "--model", str(tmp_path / "s"), "--data", str(data)]) == 0
+    assert printed["dev"]["accuracy"] == json.loads(capsys.readouterr().out)["accuracy"]
+    assert printed["dev"] == json.loads((tmp_path / "s" / "metrics.json").read_text(encoding="utf-8"))["dev"]
     meta = load_checkpoint(tmp_path / "s").meta
     assert meta["distillation"]["temperature"] == 3.0 and meta["distillation"]["alpha"] == 0.7
 
@@ -29,3 +36,8 @@ def test_prune_command_prints_before_and_after(model_dir, tmp_path, capsys):
                  "--per-layer", "1"]) == 0
     out = capsys.readouterr().out
     assert "heads per layer after pruning: [3, 3]" in out and "pruned / full speed" in out
+    # the table's accuracy column is each folder's accuracy through `bertkit evaluate`
+    rows = {line.split("|")[1].strip().split(" ")[0]: line.split("|") for line in out.splitlines()
+            if line.startswith("| full") or line.startswith("| pruned")}
+    for name, folder in (("full", model_dir), ("pruned", tmp_path / "p")):
+        assert float(rows[name][4]) == pytest.approx(100 * evaluate_file(folder, dev)["accuracy"], abs=0.006)

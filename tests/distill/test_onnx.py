@@ -3,10 +3,12 @@ import pytest
 import torch
 
 import bertkit
-from bertkit.checkpoints import load_checkpoint
+from bertkit.checkpoints import load_checkpoint, save_checkpoint
 from bertkit.cli import main
 from bertkit.distill.onnx_export import ExportedGraph, export_onnx, make_session
 from bertkit.distill.onnx_model import OnnxModel, onnx_file_of
+from bertkit.model.heads import SequenceClassificationHead
+from distill_fixtures import make_model_folder
 
 pytest.importorskip("onnxruntime")
 pytest.importorskip("onnx")
@@ -39,10 +41,41 @@ def test_onnx_model_encode_and_predict_match_bertkit(model_dir, tmp_path):
     onnx = OnnxModel(path)
     expected = bertkit.load(model_dir).encode(texts, normalize=True)
     np.testing.assert_allclose(onnx.encode(texts, batch_size=2), expected, atol=1e-5)
-    predictions = onnx.predict(texts)
-    assert [p["label"] in ("sport", "business", "arts") for p in predictions] == [True] * 4
+    _assert_predictions_equal(onnx.predict(texts), bertkit.load(model_dir).predict(texts))
     with pytest.raises(bertkit.errors.BertkitError):
         onnx.encode(texts, pooling="cls")
+
+
+def _assert_predictions_equal(got: list[dict], expected: list[dict]) -> None:
+    """Same keys and labels; every score to 1e-5 (ONNX Runtime and PyTorch sum in different orders)."""
+    assert [sorted(p) for p in got] == [sorted(p) for p in expected]
+    for key in ("label", "labels"):
+        assert [p.get(key) for p in got] == [p.get(key) for p in expected]
+    np.testing.assert_allclose([p["score"] for p in got if "score" in p],
+                               [p["score"] for p in expected if "score" in p], atol=1e-5)
+    np.testing.assert_allclose([list(p["scores"].values()) for p in got if "scores" in p],
+                               [list(p["scores"].values()) for p in expected if "scores" in p], atol=1e-5)
+
+
+@pytest.mark.parametrize("task,labels", [("regression", []), ("multi-label", ["sport", "business", "arts"])])
+def test_onnx_predict_follows_the_folders_task(tmp_path, task, labels):
+    """A regression or multi-label export answers as Model.predict does ({score}; {labels} by sigmoid > 0.5),
+    not as a softmax classifier (which it did: regression came back as label "0" with score 1.0)."""
+    folder = make_model_folder(tmp_path / task)
+    checkpoint = load_checkpoint(folder)
+    torch.manual_seed(3)
+    head = SequenceClassificationHead(checkpoint.config, max(len(labels), 1))
+    with torch.no_grad():
+        head.linear.weight.normal_(0, 2.0)
+    save_checkpoint(folder, checkpoint.encoder, checkpoint.tokenizer, {"classifier": head},
+                    {"task": task, "labels": labels})
+    path = export_onnx(folder, tmp_path / "onnx" / "model.onnx", "mean", True).path
+    texts = ["sport goal team", "the bank profit market shares", "film", "music award star star"]
+    expected = bertkit.load(folder).predict(texts)
+    if task == "multi-label":       # a real decision: some labels on, some off
+        decisions = [label in p["labels"] for p in expected for label in labels]
+        assert any(decisions) and not all(decisions)
+    _assert_predictions_equal(OnnxModel(path).predict(texts), expected)
 
 
 def test_export_command_reports_difference(model_dir, tmp_path, capsys):

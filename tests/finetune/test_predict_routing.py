@@ -11,12 +11,13 @@ import torch
 import bertkit
 from bertkit.checkpoints import save_checkpoint
 from bertkit.errors import CheckpointError
+from bertkit.finetune.classification import examples_from_inputs
 from bertkit.finetune.predict import evaluate_file, finetuned_model, predict_file
 from bertkit.generate.prompt_job import label_scores, load_prompt_classifier
 from bertkit.generate.seq2seq_job import Seq2SeqGenerator
 from bertkit.model.config import EncoderConfig
 from bertkit.model.encoder import Encoder
-from bertkit.model.heads import MaskedLMHead
+from bertkit.model.heads import MaskedLMHead, SequenceClassificationHead
 from bertkit.tokenizer import Tokenizer
 
 WORDS = "it was great terrible good bad movie film the a very not thou art you are".split()
@@ -48,13 +49,18 @@ def seq2seq_folder(tmp_path_factory):
 TEXTS = ["a very good movie", "not a good film", "bad"]
 
 
+def _softmax(scores: np.ndarray) -> np.ndarray:
+    shifted = np.exp(scores - scores.max(axis=-1, keepdims=True))
+    return shifted / shifted.sum(axis=-1, keepdims=True)
+
+
 def test_prompt_classifier_folder_predicts_like_its_loader(prompt_folder):
     predictions = bertkit.load(prompt_folder).predict(TEXTS)
-    expected = label_scores(load_prompt_classifier(prompt_folder), TEXTS).argmax(axis=-1)
-    assert [p["label"] for p in predictions] == [["pos", "neg"][i] for i in expected]
-    for p in predictions:
-        assert set(p["scores"]) == {"pos", "neg"}
-        assert np.isclose(sum(p["scores"].values()), 1.0) and p["score"] == max(p["scores"].values())
+    probabilities = _softmax(label_scores(load_prompt_classifier(prompt_folder), TEXTS))   # (3, 2), pos / neg
+    assert [p["label"] for p in predictions] == [["pos", "neg"][i] for i in probabilities.argmax(-1)]
+    np.testing.assert_allclose([[p["scores"]["pos"], p["scores"]["neg"]] for p in predictions], probabilities,
+                               atol=1e-6)
+    np.testing.assert_allclose([p["score"] for p in predictions], probabilities.max(-1), atol=1e-6)
 
 
 def test_seq2seq_folder_predicts_generated_text(seq2seq_folder):
@@ -65,20 +71,50 @@ def test_seq2seq_folder_predicts_generated_text(seq2seq_folder):
 
 def test_evaluate_and_predict_file_route_to_the_generate_jobs(prompt_folder, seq2seq_folder, tmp_path):
     data = tmp_path / "labeled.jsonl"
-    data.write_text("".join(json.dumps({"text": t, "label": l}) + "\n"
-                            for t, l in zip(TEXTS, ["pos", "neg", "neg"])), encoding="utf-8")
+    gold = ["pos", "neg", "neg"]
+    data.write_text("".join(json.dumps({"text": t, "label": l}) + "\n" for t, l in zip(TEXTS, gold)), encoding="utf-8")
+    predicted = label_scores(load_prompt_classifier(prompt_folder), TEXTS).argmax(-1)
     metrics = evaluate_file(prompt_folder, data)
-    assert metrics["examples"] == 3 and 0.0 <= metrics["accuracy"] <= 1.0
+    assert metrics["examples"] == 3
+    assert metrics["accuracy"] == pytest.approx(np.mean([["pos", "neg"][i] == g for i, g in zip(predicted, gold)]))
     assert predict_file(prompt_folder, data, tmp_path / "out.jsonl", task="classification") == 3
-    assert json.loads((tmp_path / "out.jsonl").read_text().splitlines()[0])["label"] in ("pos", "neg")
+    rows = [json.loads(line) for line in (tmp_path / "out.jsonl").read_text(encoding="utf-8").splitlines()]
+    expected = bertkit.load(prompt_folder).predict(TEXTS)
+    assert [r["text"] for r in rows] == TEXTS and [r["label"] for r in rows] == [p["label"] for p in expected]
+    assert [r["scores"] for r in rows] == [pytest.approx(p["scores"], abs=1e-6) for p in expected]
 
     pairs = tmp_path / "pairs.jsonl"
     pairs.write_text(json.dumps({"source": "thou art good", "target": "you are good"}) + "\n", encoding="utf-8")
     assert evaluate_file(seq2seq_folder, pairs)["pairs"] == 1
     assert predict_file(seq2seq_folder, pairs, tmp_path / "gen.jsonl") == 1
-    assert "generated" in json.loads((tmp_path / "gen.jsonl").read_text())
+    row = json.loads((tmp_path / "gen.jsonl").read_text(encoding="utf-8"))
+    assert row["generated"] == Seq2SeqGenerator(seq2seq_folder).decode(["thou art good"])[0]
+    assert (row["source"], row["target"]) == ("thou art good", "you are good")
     with pytest.raises(CheckpointError, match="seq2seq"):
         evaluate_file(seq2seq_folder, pairs, task="classification")
+
+
+def test_a_single_text_predicts_the_same_beside_pairs(finetune_model_dir, tmp_path):
+    """A text is [CLS] text [SEP] whether or not other inputs of the same call (or file) are pairs; it used to
+    gain an empty second segment ([CLS] text [SEP] [SEP]) as soon as one input was a pair, so its prediction
+    depended on its neighbours (and differed from the server's)."""
+    model = bertkit.load(finetune_model_dir)
+    torch.manual_seed(2)
+    head = SequenceClassificationHead(model.config, 2)
+    with torch.no_grad():
+        head.linear.weight.normal_(0, 1.0)
+    folder = save_checkpoint(tmp_path / "pair", model.encoder, model.tokenizer, {"classifier": head},
+                             {"task": "pair-classification", "labels": ["same", "other"]})
+    classifier = bertkit.load(folder)
+    together = classifier.predict(["the good movie", ("a film", "is nice")])
+    one_by_one = classifier.predict(["the good movie"]) + classifier.predict([("a film", "is nice")])
+    for got, expected in zip(together, one_by_one, strict=True):
+        assert got["label"] == expected["label"]
+        assert got["scores"] == pytest.approx(expected["scores"], abs=1e-6)
+    _, task = finetuned_model(folder)
+    features = task.encode(examples_from_inputs(["the good movie", ("a film", "is nice")]), quiet=True)
+    assert features[0].input_ids == task.encode(examples_from_inputs(["the good movie"]))[0].input_ids
+    assert features[0].token_type_ids == [0] * len(features[0].input_ids)
 
 
 def test_errors_name_the_generate_tasks(prompt_folder, tmp_path):

@@ -1,11 +1,12 @@
 import json
 
+import numpy as np
 import pytest
 import torch
 
 from bertkit.checkpoints import load_checkpoint
 from bertkit.cli import main
-from bertkit.generate.pet import Pattern, Verbalizer
+from bertkit.generate.pet import Pattern, PETClassifier, Verbalizer
 from bertkit.generate.prompt_job import label_scores, load_prompt_classifier
 from bertkit.generate.ptuning import PTuningClassifier
 
@@ -26,19 +27,33 @@ def files(tmp_path, make_mlm_folder):
 PET = ["--template", "{text} It was [MASK].", "--verbalizer", "pos=great,neg=terrible"]
 
 
+def _zero_shot_reference(model_dir) -> np.ndarray:
+    """(4, 2) pos/neg probabilities of the dev texts from the MLM folder itself, built by hand (no job code)."""
+    base = load_checkpoint(model_dir)
+    pet = PETClassifier(base.encoder, base.heads["mlm"], base.tokenizer, Pattern.parse("{text} It was [MASK]."),
+                        Verbalizer.parse("pos=great,neg=terrible", base.tokenizer)).eval()
+    return torch.softmax(torch.from_numpy(label_scores(pet, [t for t, _ in ROWS[:4]])), -1).numpy()
+
+
 def test_zero_shot_then_evaluate_and_predict(files, tmp_path, capsys):
     model, _, dev = files
     out = tmp_path / "zs"
     assert main(["finetune", "--task", "classification", "--model", str(model), "--dev", str(dev),
                  "--output", str(out), "--epochs", "0", *PET]) == 0
     report = json.loads(capsys.readouterr().out)
-    assert report["steps"] == 0 and 0.0 <= report["dev"]["accuracy"] <= 1.0
+    reference = _zero_shot_reference(model)
+    gold = [label for _, label in ROWS[:4]]
+    predicted = [["pos", "neg"][i] for i in reference.argmax(-1)]
+    assert report["steps"] == 0
+    assert report["dev"]["accuracy"] == pytest.approx(np.mean([p == g for p, g in zip(predicted, gold)]))
     assert main(["evaluate", "--model", str(out), "--data", str(dev)]) == 0
     assert json.loads(capsys.readouterr().out)["accuracy"] == report["dev"]["accuracy"]
     assert main(["predict", "--model", str(out), "--input", str(dev), "--output", str(tmp_path / "p.jsonl"),
                  "--task", "classification"]) == 0
     rows = [json.loads(line) for line in (tmp_path / "p.jsonl").read_text().splitlines()]
-    assert len(rows) == 4 and rows[0]["label"] in ("pos", "neg") and set(rows[0]["scores"]) == {"pos", "neg"}
+    assert [r["label"] for r in rows] == predicted and [r["text"] for r in rows] == [t for t, _ in ROWS[:4]]
+    np.testing.assert_allclose([[r["scores"]["pos"], r["scores"]["neg"]] for r in rows], reference, atol=1e-6)
+    np.testing.assert_allclose([r["score"] for r in rows], reference.max(-1), atol=1e-6)
 
 
 def test_pet_few_shot_training_fits_and_reloads(files, tmp_path, capsys):

@@ -54,10 +54,12 @@ def test_encode_pretokenized_equals_text(http):
     np.testing.assert_allclose(from_tokens, from_text, atol=1e-5)
 
 
-def test_truncate_lists_cut_texts(http):
+def test_truncate_lists_cut_texts(http, local_model):
     long_text = " ".join(["cat"] * 100)          # 102 tokens, over the tiny model's 64
     answer = http.post("/encode", json={"texts": ["hello", long_text], "truncate": True}).json()
-    assert answer["truncated"] == [1] and np.isfinite(answer["results"]).all()
+    assert answer["truncated"] == [1]
+    # cut as the library cuts (long_texts="truncate": the first 64 tokens), not dropped or padded differently
+    np.testing.assert_allclose(answer["results"], local_model.encode(["hello", long_text]), atol=1e-5)
 
 
 def test_openai_embeddings(http, local_model):
@@ -100,31 +102,37 @@ def test_predict_without_head_is_409(http):
     assert answer.status_code == 409 and "no fine-tuned head" in answer.json()["detail"]
 
 
-def test_predict_classification(classifier_model_dir):
+def test_predict_classification_equals_model_predict(classifier_model_dir):
+    texts = ["the cat sat", "hello ||| world"]
+    expected = bertkit.load(classifier_model_dir).predict(["the cat sat", ("hello", "world")])
     server = start(classifier_model_dir)
     try:
-        answer = httpx.post(f"{server.url}/predict", json={"texts": ["the cat sat", "hello ||| world"]}, timeout=30)
+        answer = httpx.post(f"{server.url}/predict", json={"texts": texts}, timeout=30)
         assert answer.status_code == 200, answer.text
         body = answer.json()
         assert body["task"] == "classification"
-        for prediction in body["predictions"]:
-            assert prediction["label"] in ("negative", "neutral", "positive")
-            assert sum(prediction["scores"].values()) == pytest.approx(1.0, abs=1e-4)
-            assert prediction["score"] == max(prediction["scores"].values())
+        for prediction, reference in zip(body["predictions"], expected, strict=True):
+            assert prediction["label"] == reference["label"] and set(prediction) == set(reference)
+            assert prediction["scores"] == pytest.approx(reference["scores"], abs=1e-6)
+            assert prediction["score"] == pytest.approx(reference["score"], abs=1e-6)
         search = httpx.post(f"{server.url}/search", json={"query": "cat"}, timeout=30)
         assert search.status_code == 404 and "--index" in search.json()["detail"]
     finally:
         server.stop()
 
 
-def test_predict_ner_gives_character_spans(ner_model_dir):
+def test_predict_ner_gives_word_entities_with_character_spans(ner_model_dir):
+    """Every token says B-PER, so every word is an entity: "cats" (cat ##s) is one word, one entity, tagged from
+    its first piece (the server used to tag every piece: "cat" and "s")."""
     server = start(ner_model_dir)
     try:
-        text = "hello the cat"
+        text = "hello  the cats"
         body = httpx.post(f"{server.url}/predict", json={"texts": [text]}, timeout=30).json()
-        entities = body["predictions"][0]["entities"]
-        assert [e["text"] for e in entities] == ["hello", "the", "cat"]
-        assert all(text[e["start"]:e["end"]] == e["text"] and e["type"] == "PER" for e in entities)
+        prediction = body["predictions"][0]
+        assert prediction["tokens"] == ["hello", "the", "cats"] and prediction["tags"] == ["B-PER"] * 3
+        assert [(e["text"], e["start"], e["end"], e["type"]) for e in prediction["entities"]] == \
+            [("hello", 0, 5, "PER"), ("the", 7, 10, "PER"), ("cats", 11, 15, "PER")]
+        assert prediction == bertkit.load(ner_model_dir).predict([text])[0]
     finally:
         server.stop()
 

@@ -1,0 +1,112 @@
+"""POST /predict == Model.predict for every task the server answers, on tiny random fine-tuned folders.
+
+Both go through one formatter (bertkit.finetune.predictions), so a predictions file and a server answer for
+the same folder agree: the same keys, labels and tags exactly, scores to float32 batching noise (the server
+groups texts by token budget, Model.predict by length, which changes the summation order in the matmuls).
+Planted cases pin the two drifts this replaced: regression answered {"value"} from the server, and a
+multi-label logit of exactly 0 (probability 0.5) was "on" from the server (>= 0.5) but off offline (> 0.5).
+/encode == Model.encode for whitened, truncated folders is tests/serve/test_one_vector.py.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+import bertkit
+from bertkit.checkpoints import save_checkpoint
+from bertkit.model.heads import QuestionAnsweringHead, SequenceClassificationHead, TokenClassificationHead
+from bertkit.serve import ServeConfig, build_service
+from bertkit.serve.app import create_app
+
+TestClient = pytest.importorskip("fastapi.testclient").TestClient
+
+TEXTS = ["the cat sat on the mat", "hello world", "cats and dogs sat", "你好 世界", "xyzzy hellos, the dogmat!",
+         "is the cat on the mat ? hello"]
+PAIRS = [("the cat sat", "on the mat"), ("hello world", "the dog"), ("cats", "dogs sat on mats")]
+# Sub-word pieces ("cats" = cat ##s, "xyzzy" = x ##y ...): NER tags come from each word's first piece only.
+NER_TEXTS = ["hello the cats sat", "xyzzy hellos on the dogmat", "the cat, the dog", "你好 世界 cat"]
+QA_ITEMS = [{"question": "where is the cat?", "context": "the cat sat on the mat. hello world."},
+            {"question": "hello?", "context": "a dog is on a mat and the cat sat"}]
+LABELS = {"classification": ["negative", "neutral", "positive"], "pair-classification": ["entail", "other"],
+          "multi-label": ["sport", "money", "tie"], "regression": [], "ner": ["O", "B-PER", "I-PER", "B-LOC"],
+          "qa": []}
+
+
+def _folder(base: Path, folder: Path, task: str) -> Path:
+    model = bertkit.load(base)
+    config = model.config
+    torch.manual_seed(len(task))
+    labels = LABELS[task]
+    if task == "ner":
+        heads = {"token_classifier": TokenClassificationHead(config, len(labels))}
+        with torch.no_grad():   # random logits are near-ties; a larger head makes tags differ across tokens
+            heads["token_classifier"].linear.weight.normal_(0, 1.0)
+    elif task == "qa":
+        heads = {"qa": QuestionAnsweringHead(config)}
+    else:
+        head = SequenceClassificationHead(config, max(len(labels), 1))
+        with torch.no_grad():
+            head_linear = [m for m in head.modules() if isinstance(m, torch.nn.Linear)][-1]
+            head_linear.weight.normal_(0, 0.5)
+            if task == "multi-label":   # "tie": logit exactly 0, probability exactly 0.5 -> not predicted
+                head_linear.weight[2].zero_()
+                head_linear.bias[2] = 0.0
+        heads = {"classifier": head}
+    meta = {"task": task, "labels": labels}
+    if task == "qa":
+        meta["task_options"] = {"max_length": 32, "doc_stride": 8, "max_question_length": 12}
+    save_checkpoint(folder, model.encoder, model.tokenizer, heads=heads, meta=meta)
+    return folder
+
+
+def _inputs(task: str) -> tuple[list, list]:
+    """(what Model.predict takes, what POST /predict takes)."""
+    if task == "pair-classification":
+        return PAIRS, [f"{a} ||| {b}" for a, b in PAIRS]
+    if task == "ner":
+        return NER_TEXTS, NER_TEXTS
+    if task == "qa":
+        return [(item["question"], item["context"]) for item in QA_ITEMS], QA_ITEMS
+    return TEXTS, TEXTS
+
+
+def _assert_same(served, expected, where: str) -> None:
+    """Equal structure, keys and strings; floats to 1e-5 (relative) + 1e-6."""
+    if isinstance(expected, dict):
+        assert isinstance(served, dict) and set(served) == set(expected), f"{where}: {served} != {expected}"
+        for key in expected:
+            _assert_same(served[key], expected[key], f"{where}.{key}")
+    elif isinstance(expected, (list, tuple)):
+        assert isinstance(served, list) and len(served) == len(expected), f"{where}: {served} != {expected}"
+        for i, (a, b) in enumerate(zip(served, expected)):
+            _assert_same(a, b, f"{where}[{i}]")
+    elif isinstance(expected, float):
+        assert served == pytest.approx(expected, rel=1e-5, abs=1e-6), where
+    else:
+        assert served == expected, where
+
+
+@pytest.mark.parametrize("task", list(LABELS))
+def test_served_predictions_equal_model_predict(tiny_model_dir, tmp_path, task):
+    folder = _folder(tiny_model_dir, tmp_path / task, task)
+    offline_inputs, served_inputs = _inputs(task)
+    expected = bertkit.load(folder).predict(offline_inputs)
+    if task == "qa":   # the server's items carry no id; everything else is the same answer
+        expected = [{k: v for k, v in answer.items() if k != "id"} for answer in expected]
+    service = build_service(ServeConfig(model=str(folder)))
+    try:
+        with TestClient(create_app(service)) as client:
+            answer = client.post("/predict", json={"texts": served_inputs})
+    finally:
+        service.close()
+    assert answer.status_code == 200, answer.text
+    assert answer.json()["task"] == task
+    _assert_same(answer.json()["predictions"], expected, task)
+    if task == "multi-label":       # the planted tie is off in both, and the test saw a real decision
+        assert all("tie" not in p["labels"] and p["scores"]["tie"] == 0.5 for p in expected)
+    if task == "ner":               # a real comparison: some word got an entity, some word did not
+        tags = [t for p in expected for t in p["tags"]]
+        assert any(t != "O" for t in tags) and "O" in tags
+        assert any(len(p["entities"]) for p in expected)
