@@ -240,7 +240,7 @@ def save_checkpoint(folder: str | os.PathLike, encoder: Encoder, tokenizer: Toke
                        for k, v in encoder.pooler.dense.state_dict().items()}, str(tmp / POOLER_FILE))
         if sentence is not None:
             full_meta.update(write_sentence_pipeline(tmp, sentence))
-            if loads:
+            if loads and family is families.bert:     # (held against sentence-transformers for this family)
                 full_meta.update(sentence_transformers.write_modules(tmp, sentence, config.hidden_size,
                                                                      config.max_length))
         (tmp / "config.json").write_text(json.dumps(hf_config, indent=2) + "\n", encoding="utf-8")
