@@ -3,7 +3,8 @@
 The target is written to a temporary folder, checked, and only then put in place, so a failed check leaves
 nothing behind and an existing target untouched. The check: the weights fit the loading rules of the
 transformers class config.json names (checkpoints/hf_check.py), and, when transformers is installed, that
-class loaded from the folder computes the source model's hidden states and head logits within 1e-4.
+class loaded from the folder computes the source model's hidden states and head logits within 1e-4 (ELECTRA and
+XLNet folders: checkpoints/hf_check_family.py, which has transformers report missing or unexpected weights).
 A model no transformers class computes is refused with the reason (exit 2 from the CLI); so are folders that
 hold no such model at all (linear models over vectors, TF-IDF baselines, ONNX exports, search indexes).
 A pruned model is written with full shapes and its pruned heads zeroed (exact outputs, no speed-up); an int8
@@ -23,6 +24,7 @@ from bertkit.atomic_write import recover_folder, replace_folder, temp_folder
 from bertkit.checkpoints import load_checkpoint, save_checkpoint
 from bertkit.checkpoints.gpt2 import is_gpt2_folder, load_gpt2, save_gpt2
 from bertkit.checkpoints.hf_check import check_structure, compare_with_transformers
+from bertkit.checkpoints.hf_check_family import compare_family_with_transformers
 from bertkit.checkpoints.hf_form import choose_form, head_keys_of
 from bertkit.checkpoints.json_files import read_json
 from bertkit.distill.onnx_model import onnx_file_of
@@ -113,15 +115,23 @@ def convert(source: str | os.PathLike, target: str | os.PathLike) -> ConvertRepo
 
 
 def _convert_family(checkpoint, target: Path) -> ConvertReport:
-    """ELECTRA and XLNet folders: written by their family's module (checkpoints/families.py), whose names and
-    outputs tests/checkpoints/test_electra_folders.py and test_xlnet_folders.py hold against transformers; the
-    loading-rule check and output comparison of this module cover the BERT family only."""
+    """ELECTRA and XLNet folders: written by their family's module (checkpoints/families.py) and, when
+    transformers is installed, loaded with the class config.json names and compared on probe inputs
+    (checkpoints/hf_check_family.py) before the folder is put in place."""
     meta = {k: v for k, v in checkpoint.meta.items() if k != "quantization"}
     meta["converted_from"] = str(checkpoint.path)
+    found: dict = {}
+
+    def check(folder: Path) -> None:
+        found["architecture"] = (read_json(folder / "config.json").get("architectures") or ["?"])[0]
+        if importlib.util.find_spec("transformers") is not None:
+            found["architecture"], found["difference"] = compare_family_with_transformers(folder, checkpoint)
+
     path = save_checkpoint(target, checkpoint.encoder, checkpoint.tokenizer, checkpoint.heads, meta,
-                           sentence=checkpoint.sentence)
-    architecture = (read_json(path / "config.json").get("architectures") or ["?"])[0]
-    return ConvertReport(path, architecture, None, f"{checkpoint.config.family}: outputs not compared at convert time")
+                           sentence=checkpoint.sentence, check=check)
+    note = "" if "difference" in found else \
+        f"{checkpoint.config.family}: transformers is not installed here, so outputs were not compared"
+    return ConvertReport(path, found["architecture"], found.get("difference"), note)
 
 
 def _convert_gpt2(source: Path, target: Path) -> ConvertReport:

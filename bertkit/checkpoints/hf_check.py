@@ -181,16 +181,17 @@ def probe_inputs(vocab_size: int, type_vocab_size: int, pad_id: Optional[int], m
     return ids, mask, types
 
 
-def bertkit_outputs(checkpoint, ids, mask, types) -> dict[str, torch.Tensor]:
+def bertkit_outputs(checkpoint, ids, mask, types, compute=None) -> dict[str, torch.Tensor]:
     """Hidden states and each head's logits of a bertkit checkpoint, in eval mode (dropout off; a model fresh
-    from training is put back in the mode it was in)."""
+    from training is put back in the mode it was in). `compute(encoder, heads, ids, mask, types)`: another
+    family's outputs (checkpoints/hf_check_family.py); the BERT family's by default."""
     encoder, heads = checkpoint.encoder, checkpoint.heads
     modules = [encoder, *heads.values()]
     modes = [module.training for module in modules]
     try:
         for module in modules:
             module.eval()
-        return _outputs(encoder, heads, ids, mask, types)
+        return (compute or _outputs)(encoder, heads, ids, mask, types)
     finally:
         for module, mode in zip(modules, modes):
             module.train(mode)

@@ -10,7 +10,7 @@ from bertkit.checkpoints import load_checkpoint, save_checkpoint
 from bertkit.cli import main
 from bertkit.convert import convert
 from bertkit.distill.prune import prune_heads
-from bertkit.errors import BertkitError
+from bertkit.errors import BertkitError, CheckpointError
 from bertkit.model import Encoder, EncoderConfig
 from bertkit.model.heads import MaskedLMHead, SentencePairHead, SequenceClassificationHead
 
@@ -113,3 +113,61 @@ def test_a_failed_check_keeps_the_existing_target(tmp_path, monkeypatch):
     with pytest.raises(CheckpointError, match="other outputs"):
         convert(source, tmp_path / "out")
     assert [p.name for p in (tmp_path / "out").iterdir()] == ["keep.txt"]
+
+
+ELECTRA_AND_XLNET = ["ElectraModel", "ElectraForPreTraining", "ElectraForMaskedLM", "ElectraForSequenceClassification",
+                     "XLNetModel", "XLNetLMHeadModel", "XLNetForSequenceClassification", "XLNetForTokenClassification"]
+
+
+def family_folder(name, folder, make_xlnet_folder):
+    """A random HF ELECTRA / XLNet folder of class `name`, every parameter moved off its initial value."""
+    if name.startswith("XLNet"):
+        make_xlnet_folder(name, folder)
+        return folder
+    torch.manual_seed(0)
+    model = getattr(transformers, name)(transformers.ElectraConfig(
+        vocab_size=40, embedding_size=16, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+        intermediate_size=48, max_position_embeddings=40, num_labels=3)).eval()
+    with torch.no_grad():
+        for parameter in model.parameters():
+            parameter.add_(torch.randn_like(parameter) * 0.3)
+    model.tie_weights()
+    model.save_pretrained(str(folder))
+    return folder
+
+
+@pytest.mark.parametrize("name", ELECTRA_AND_XLNET)
+def test_convert_compares_electra_and_xlnet_folders_with_transformers(tmp_path, name, make_xlnet_folder):
+    source = family_folder(name, tmp_path / "src", make_xlnet_folder)
+    report = convert(source, tmp_path / "out")
+    assert report.architecture == name and report.max_difference is not None and report.max_difference <= 1e-4
+    assert "within" in report.line()
+
+
+@pytest.mark.parametrize("name", ["ElectraForPreTraining", "XLNetForSequenceClassification"])
+def test_convert_refuses_an_electra_or_xlnet_folder_whose_weights_were_written_wrong(tmp_path, name, monkeypatch,
+                                                                                      make_xlnet_folder, capsys):
+    """A planted fault in the family writer (one weight of the last layer moved by 0.01) is caught by the
+    comparison with transformers: exit 2, one line, nothing written."""
+    from bertkit.checkpoints import electra, xlnet
+
+    source = family_folder(name, tmp_path / "src", make_xlnet_folder)
+    module = xlnet if name.startswith("XLNet") else electra
+    write_state = module.state_to_hf
+
+    def corrupted(encoder, heads):
+        state = write_state(encoder, heads)
+        victim = next(k for k in sorted(state) if "layer.1." in k and state[k].dim() == 2)
+        state[victim] = state[victim].clone()
+        state[victim][0, 0] += 0.01
+        return state
+    monkeypatch.setattr(module, "state_to_hf", corrupted)
+    with pytest.raises(CheckpointError, match="computes other outputs"):
+        convert(source, tmp_path / "out")
+    assert not (tmp_path / "out").exists()
+    capsys.readouterr()
+    assert main(["convert", str(source), str(tmp_path / "out")]) == 2
+    errors = [line for line in capsys.readouterr().err.splitlines() if "Warning" not in line
+              and not line.startswith(" ")]
+    assert len(errors) == 1 and "computes other outputs" in errors[0], errors
+    assert not (tmp_path / "out").exists()
