@@ -13,7 +13,6 @@ from bertkit.errors import BertkitError
 from bertkit.features import EncodeOptions, EncodeReport, NonFiniteVectors, encode_texts, encode_token_vectors
 from bertkit.finetune.linear import LinearPredictor, is_tfidf_folder
 from bertkit.finetune.linear.folder import write_linear_files
-from bertkit.model.precision import dequantize_encoder
 from bertkit.model.sentence import SentenceEncoder, SentencePipeline
 from bertkit.runtime import pick_device
 
@@ -135,18 +134,13 @@ def load(path: str | os.PathLike, device: str | None = None, precision: str | No
     return Model(load_checkpoint(path, device=pick_device(device), precision=precision))
 
 
-def convert(source: str | os.PathLike, target: str | os.PathLike) -> Path:
-    """Re-save any folder `load` reads as a bertkit folder that transformers also loads as is (an int8 folder's
-    weights dequantized to fp32; a linear probe's or hybrid's files go with its encoder)."""
-    model = load(source, device="cpu", precision="fp32")
-    if isinstance(model, LinearPredictor):
-        raise BertkitError(f"{source} is a TF-IDF + linear model: it has no encoder for transformers to load")
-    dequantize_encoder(model.encoder)      # an int8 folder becomes the fp32 model its int8 weights describe
-    meta = {k: v for k, v in model.meta.items() if k not in ("quantization", "hf_compatible")}
-    linear = model.linear
-    extra = None if linear is None else (lambda tmp: write_linear_files(tmp, linear.model))
-    return save_checkpoint(target, model.encoder, model.tokenizer, model.heads, meta, sentence=model.sentence,
-                           write_extra=extra)
+def convert(source: str | os.PathLike, target: str | os.PathLike):
+    """Re-save any folder `load` reads as a folder the transformers class it names loads as is, checked against
+    transformers before it is kept (bertkit/convert.py; an int8 folder's weights dequantized to fp32; a linear
+    probe's or hybrid's files go with its encoder); refuses models no transformers class computes.
+    Returns a ConvertReport (path, class, largest output difference)."""
+    from bertkit.convert import convert as convert_folder
+    return convert_folder(source, target)
 
 
 def minilm_path() -> Path:

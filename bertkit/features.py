@@ -22,6 +22,7 @@ from bertkit.model.pooling import check_options, normalize, select_layers
 from bertkit.model.sentence import SentenceEncoder
 from bertkit.runtime import autocast
 from bertkit.tokenizer import Tokenizer
+from bertkit.tokenizer.coverage import warn_unknown
 from bertkit.tokenizer.encoding import BatchEncoding
 from bertkit.tokenizer.padding import pad_to_tensors
 
@@ -75,6 +76,7 @@ def encode_texts(sentence: SentenceEncoder, tokenizer: Tokenizer, texts: Sequenc
     if options.long_texts == "sliding-window":
         windows = tokenizer.encode_windows(texts, max_length=_max_length(sentence.encoder, options),
                                            stride=options.stride)
+        warn_unknown(tokenizer, texts, "encode", windows.encoding.input_ids)
         report.texts += len(texts)
         report.windows += len(windows.text_index)
         per_window = SentenceEncoder(sentence.encoder, sentence.config.replace(normalize=False), sentence.dense,
@@ -133,6 +135,7 @@ def _tokenize(encoder: Encoder, tokenizer: Tokenizer, texts: list[str], options:
     batch = tokenizer.encode_batch(texts, max_length=max_length,
                                    truncation=None if options.long_texts == "error" else "longest_first")
     report.truncated += batch.num_truncated
+    warn_unknown(tokenizer, texts, "encode", batch.input_ids)
     if batch.num_truncated:
         warnings.warn(f"{batch.num_truncated} of {len(texts)} texts were longer than {max_length} tokens and "
                       "were truncated; pass long_texts='sliding-window' (--long-texts sliding-window) to keep "

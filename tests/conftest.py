@@ -87,6 +87,29 @@ def make_sentence_transformers_folder():
     return write_sentence_transformers_folder
 
 
+def tiny_roberta(folder: Path, corpus: list[str], vocab_size: int = 320, **config):
+    """(RobertaTokenizerFast, RobertaConfig): a byte-level BPE trained on `corpus` (files saved in `folder`) and
+    a 2-layer, 32-wide RoBERTa config for it; `config` overrides its fields."""
+    import transformers
+    from tokenizers import ByteLevelBPETokenizer
+
+    bpe = ByteLevelBPETokenizer()
+    bpe.train_from_iterator(corpus, vocab_size=vocab_size, min_frequency=1,
+                            special_tokens=["<s>", "<pad>", "</s>", "<unk>", "<mask>"])
+    folder.mkdir(parents=True)
+    bpe.save_model(str(folder))
+    tokenizer = transformers.RobertaTokenizerFast.from_pretrained(str(folder))
+    settings = dict(vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                    intermediate_size=64, max_position_embeddings=34, type_vocab_size=1, pad_token_id=1)
+    return tokenizer, transformers.RobertaConfig(**{**settings, **config})
+
+
+@pytest.fixture(scope="session")
+def make_tiny_roberta():
+    """`make(folder, corpus, vocab_size=320, **config)` -> (RobertaTokenizerFast, RobertaConfig)."""
+    return tiny_roberta
+
+
 # --- XLNet: a tiny SentencePiece vocabulary and random HF XLNet folders (no weights are downloadable) ---------
 XLNET_SPECIALS = ["<unk>", "<s>", "</s>", "<cls>", "<sep>", "<pad>", "<mask>", "<eod>", "<eop>"]
 XLNET_WORDS = ("the cat sat on mat dog a is was good bad movie film great awful fine poor hello world news "

@@ -1,7 +1,9 @@
-"""Hugging Face names: the only place that knows them. config.json keys and parameter names, both ways.
+"""Hugging Face BERT and RoBERTa config.json keys, both ways, and the checks on what a folder's config says.
 
-Internally the encoder uses short names and one fused QKV projection; on disk a folder uses HF BERT
-names (`bert.encoder.layer.0.attention.self.query.weight`), so `transformers` loads it as is.
+Parameter names are in hf_names.py (with the BERT-name helpers at the end of this file, which ELECTRA's
+reader shares), ALBERT's config and names in albert.py; which transformers class holds a
+model is decided in hf_form.py. A model no transformers class computes is written with model_type "bertkit"
+(BERT's keys otherwise), so transformers refuses it instead of loading something else.
 """
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ from typing import Any
 
 import torch
 
+from bertkit.checkpoints.hf_names import BERT_HEADS, BERT_NAMES, Names, SplitState
 from bertkit.errors import CheckpointError
 from bertkit.model.config import EncoderConfig
 
@@ -21,7 +24,9 @@ _ACTIVATION_FROM_HF = {"gelu": "gelu", "gelu_new": "gelu_tanh", "gelu_pytorch_ta
                        "gelu_fast": "gelu_tanh", "relu": "relu"}
 # Our config fields that HF BERT has no key for; they travel in bertkit.json["encoder"].
 EXTRA_FIELDS = ("share_layers", "norm_position", "use_pooler", "causal", "embedding_size", "embedding_norm",
-                "scaled_residual_init")
+                "scaled_residual_init", "position_offset")
+# config.json model_type of a folder no transformers class computes (hf_form.py says why, in bertkit.json)
+BERTKIT_MODEL_TYPE = "bertkit"
 
 ARCHITECTURES = {
     (): "BertModel",
@@ -31,6 +36,13 @@ ARCHITECTURES = {
     ("mlm",): "BertForMaskedLM",
     ("mlm", "pair"): "BertForPreTraining",
     ("pair",): "BertForNextSentencePrediction",
+}
+ROBERTA_ARCHITECTURES = {
+    (): "RobertaModel",
+    ("classifier",): "RobertaForSequenceClassification",
+    ("token_classifier",): "RobertaForTokenClassification",
+    ("qa",): "RobertaForQuestionAnswering",
+    ("mlm",): "RobertaForMaskedLM",
 }
 
 
@@ -71,9 +83,9 @@ def config_from_hf(data: Any, source: str, extra: dict[str, Any] | None = None) 
     if not isinstance(data, dict):
         raise CheckpointError(f"{source}: expected a JSON object of model settings, got a {type(data).__name__}")
     model_type = data.get("model_type", "bert")
-    if model_type not in ("bert", "roberta", "xlm-roberta", "camembert"):
+    if model_type not in ("bert", "roberta", "xlm-roberta", "camembert", BERTKIT_MODEL_TYPE):
         raise CheckpointError(f"{source}: model_type {model_type!r} is not a BERT-family encoder bertkit loads "
-                              "(bert, roberta, electra, xlnet)")
+                              "(bert, roberta, albert, electra, xlnet)")
     if data.get("position_embedding_type", "absolute") != "absolute":
         raise CheckpointError(f"{source}: position_embedding_type {data['position_embedding_type']!r} is not "
                               "supported; only absolute positions")
@@ -102,12 +114,12 @@ def config_from_hf(data: Any, source: str, extra: dict[str, Any] | None = None) 
         initializer_range=config_number(data, "initializer_range", 0.02, source, 0.0, float("inf")),
         pad_token_id=pad,
         # HF RoBERTa numbers positions from padding_idx + 1.
-        position_offset=pad + 1 if model_type != "bert" else 0,
+        position_offset=pad + 1 if model_type not in ("bert", BERTKIT_MODEL_TYPE) else 0,
     )
+    fields.update(extra_fields(extra, source))
     if fields["position_offset"] >= fields["max_position_embeddings"] - 1:
         raise CheckpointError(f"{source}: max_position_embeddings {fields['max_position_embeddings']} leaves no "
                               f"positions after the RoBERTa offset of {fields['position_offset']}")
-    fields.update(_extra_fields(extra, source))
     try:
         return EncoderConfig(**fields)
     except (TypeError, ValueError) as err:
@@ -119,7 +131,7 @@ _EXTRA_CHOICES = {"share_layers": ("none", "all", "attention", "ffn"), "norm_pos
                   "scaled_residual_init": (True, False)}
 
 
-def _extra_fields(extra: Any, source: str) -> dict[str, Any]:
+def extra_fields(extra: Any, source: str) -> dict[str, Any]:
     """bertkit.json "encoder": the variant fields HF has no key for, checked like config.json's."""
     if not extra:
         return {}
@@ -131,6 +143,10 @@ def _extra_fields(extra: Any, source: str) -> dict[str, Any]:
         if key == "embedding_size":
             if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
                 raise CheckpointError(f"{where}: encoder.embedding_size must be null or a positive integer, "
+                                      f"got {value!r}")
+        elif key == "position_offset":
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise CheckpointError(f"{where}: encoder.position_offset must be a non-negative integer, "
                                       f"got {value!r}")
         elif not any(value is choice if isinstance(choice, bool) else value == choice
                      for choice in _EXTRA_CHOICES[key]):
@@ -174,7 +190,7 @@ def check_sizes(config: EncoderConfig, state: dict[str, torch.Tensor], source: s
               ("type_vocab_size", config.type_vocab_size, state.get("embeddings.segment.weight"), 0),
               ("hidden_size", config.hidden_size, state.get("blocks.0.attention.out.weight"), 0),
               ("intermediate_size", config.intermediate_size, state.get("blocks.0.ffn.up.weight"), 0)]
-    if config.embedding_size:
+    if config.embedding_size is not None:
         checks[1] = ("embedding_size", config.embedding_size, token, 1)
     for key, value, tensor, dim in checks:
         if tensor is not None and tensor.dim() > dim and tensor.shape[dim] != value:
@@ -196,7 +212,7 @@ def implied_parameters(config: EncoderConfig) -> int:
     embeddings = (config.vocab_size + config.max_position_embeddings + config.type_vocab_size + 2) * E
     block = 4 * H * H + 2 * H * I + I + 9 * H
     unique_blocks = 1 if config.share_layers == "all" else config.num_layers
-    return embeddings + (H * E + H if E != H else 0) + unique_blocks * block + H * H + H
+    return embeddings + (H * E + H if config.embedding_size is not None else 0) + unique_blocks * block + H * H + H
 
 
 def label_config(num_labels: int, labels: list[str] | None, task: str | None) -> dict[str, Any]:
@@ -211,139 +227,21 @@ def label_config(num_labels: int, labels: list[str] | None, task: str | None) ->
     return config
 
 
-# --- parameter names -------------------------------------------------------------------------------------
+# --- BERT parameter names for other families' readers (ELECTRA: checkpoints/electra.py) ------------------------
 
-# (HF name, internal name) templates: {i} is a layer index, {p} weight or bias (or weight_scale: the per-row
-# scales of an int8 folder's weights, bertkit.model.int8). QKV are handled apart: HF stores three matrices
-# where we keep one fused projection.
-_PARAMETER = r"(?P<p>weight|bias|weight_scale)"
-_ENCODER_NAMES = [
-    ("embeddings.word_embeddings.{p}", "embeddings.token.{p}"),
-    ("embeddings.position_embeddings.{p}", "embeddings.position.{p}"),
-    ("embeddings.token_type_embeddings.{p}", "embeddings.segment.{p}"),
-    ("embeddings.LayerNorm.{p}", "embeddings.norm.{p}"),
-    ("encoder.embedding_hidden_mapping_in.{p}", "embeddings.project.{p}"),     # ALBERT factorization
-    ("encoder.layer.{i}.attention.output.dense.{p}", "blocks.{i}.attention.out.{p}"),
-    ("encoder.layer.{i}.attention.output.LayerNorm.{p}", "blocks.{i}.attention_norm.{p}"),
-    ("encoder.layer.{i}.intermediate.dense.{p}", "blocks.{i}.ffn.up.{p}"),
-    ("encoder.layer.{i}.output.dense.{p}", "blocks.{i}.ffn.down.{p}"),
-    ("encoder.layer.{i}.output.LayerNorm.{p}", "blocks.{i}.ffn_norm.{p}"),
-    ("encoder.final_layer_norm.{p}", "final_norm.{p}"),                         # pre-LN only: no HF BERT key
-    ("pooler.dense.{p}", "pooler.dense.{p}"),
-]
-
-
-def _template_regex(template: str) -> re.Pattern:
-    pattern = re.escape(template).replace(r"\{i\}", r"(?P<i>\d+)").replace(r"\{p\}", _PARAMETER)
-    return re.compile(pattern)
-
-
-_FROM_HF = [(_template_regex(hf), internal) for hf, internal in _ENCODER_NAMES]
-_TO_HF = [(_template_regex(internal), hf) for hf, internal in _ENCODER_NAMES]
-
-
-def _rename(name: str, table) -> str | None:
-    for pattern, template in table:
-        match = pattern.fullmatch(name)
-        if match:
-            return template.format(**match.groupdict())
-    return None
-
-
-_QKV = re.compile(r"encoder\.layer\.(\d+)\.attention\.self\.(query|key|value)\.(weight|bias|weight_scale)")
-
-# Heads: our head key -> [(HF name, name inside the head module)].
-HEAD_NAMES: dict[str, list[tuple[str, str]]] = {
-    "classifier": [("classifier.weight", "linear.weight"), ("classifier.bias", "linear.bias")],
-    "token_classifier": [("classifier.weight", "linear.weight"), ("classifier.bias", "linear.bias")],
-    "qa": [("qa_outputs.weight", "linear.weight"), ("qa_outputs.bias", "linear.bias")],
-    "mlm": [("cls.predictions.transform.dense.weight", "dense.weight"),
-            ("cls.predictions.transform.dense.bias", "dense.bias"),
-            ("cls.predictions.transform.LayerNorm.weight", "norm.weight"),
-            ("cls.predictions.transform.LayerNorm.bias", "norm.bias"),
-            ("cls.predictions.bias", "bias")],
-    "pair": [("cls.seq_relationship.weight", "linear.weight"), ("cls.seq_relationship.bias", "linear.bias")],
-}
-# Buffers and tied weights that the model re-derives: not loaded, not reported.
-_DERIVED = re.compile(r"(^|\.)(position_ids|token_type_ids)$|^cls\.predictions\.decoder\.(weight|bias)$")
-_BASE_PREFIXES = ("bert.", "roberta.", "model.")
-
-
-def _legacy_layer_norm(name: str) -> str:
-    """Old TF-converted checkpoints call LayerNorm parameters gamma/beta."""
-    return re.sub(r"LayerNorm\.gamma$", "LayerNorm.weight", re.sub(r"LayerNorm\.beta$", "LayerNorm.bias", name))
+HEAD_NAMES = BERT_HEADS
 
 
 def encoder_state_to_hf(state: dict[str, torch.Tensor], prefix: str) -> dict[str, torch.Tensor]:
-    """Internal encoder state dict -> HF names (a copy per layer even where layers share weights)."""
-    out: dict[str, torch.Tensor] = {}
-    for name, tensor in state.items():
-        match = re.fullmatch(r"blocks\.(\d+)\.attention\.qkv\.(weight|bias|weight_scale)", name)
-        if match:
-            layer, kind = match.groups()
-            for part, chunk in zip(("query", "key", "value"), tensor.chunk(3, dim=0)):
-                out[f"{prefix}encoder.layer.{layer}.attention.self.{part}.{kind}"] = chunk.clone()
-            continue
-        hf_name = _rename(name, _TO_HF)
-        if hf_name is None:
-            raise KeyError(f"no HF name for encoder parameter {name}")
-        out[prefix + hf_name] = tensor.clone()
-    return out
+    return BERT_NAMES.encoder_to_hf(state, prefix)
 
 
 def heads_state_to_hf(heads: dict[str, dict[str, torch.Tensor]],
                       head_names: dict[str, list[tuple[str, str]]] = HEAD_NAMES) -> dict[str, torch.Tensor]:
-    out = {}
-    for key, state in heads.items():
-        for hf_name, internal in head_names[key]:
-            out[hf_name] = state[internal].contiguous()
-    return out
-
-
-class SplitState:
-    """An HF state dict sorted into encoder weights, head weights and what was skipped."""
-
-    def __init__(self):
-        self.encoder: dict[str, torch.Tensor] = {}
-        self.heads: dict[str, dict[str, torch.Tensor]] = {}
-        self.skipped: list[str] = []
+    return Names(BERT_NAMES.encoder, BERT_NAMES.qkv, head_names).heads_to_hf(heads)
 
 
 def split_hf_state(state: dict[str, torch.Tensor], token_head: bool,
                    head_names: dict[str, list[tuple[str, str]]] = HEAD_NAMES) -> SplitState:
-    """HF names -> internal encoder names + head states. `token_head` says whether a name both heads use
-    (BERT's `classifier.*`) belongs to token classification (BertForTokenClassification) rather than sequence
-    classification. head_names: the family's head table (ELECTRA's, checkpoints/electra.py)."""
-    result = SplitState()
-    qkv: dict[tuple[str, str], dict[str, torch.Tensor]] = {}
-    preferred = "token_classifier" if token_head else "classifier"
-    head_lookup = {hf: (key, internal) for key in sorted(head_names, key=lambda k: k == preferred)   # it wins
-                   for hf, internal in head_names[key]}
-    for raw_name, tensor in state.items():
-        name = _legacy_layer_norm(raw_name)
-        for prefix in _BASE_PREFIXES:
-            if name.startswith(prefix):
-                name = name[len(prefix):]
-                break
-        if _DERIVED.search(name):     # buffers and the tied decoder: rebuilt, not loaded
-            continue
-        if name in head_lookup:
-            key, internal = head_lookup[name]
-            result.heads.setdefault(key, {})[internal] = tensor
-            continue
-        match = _QKV.fullmatch(name)
-        if match:
-            layer, part, kind = match.groups()
-            qkv.setdefault((layer, kind), {})[part] = tensor
-            continue
-        internal = _rename(name, _FROM_HF)
-        if internal is None:
-            result.skipped.append(raw_name)
-        else:
-            result.encoder[internal] = tensor
-    for (layer, kind), parts in qkv.items():
-        if set(parts) != {"query", "key", "value"}:
-            raise CheckpointError(f"layer {layer}: attention {kind} has only {sorted(parts)} of query/key/value")
-        result.encoder[f"blocks.{layer}.attention.qkv.{kind}"] = torch.cat(
-            [parts["query"], parts["key"], parts["value"]], dim=0)
-    return result
+    """BERT encoder names + `head_names` (another family's heads, e.g. ELECTRA's) -> internal names."""
+    return Names(BERT_NAMES.encoder, BERT_NAMES.qkv, head_names).split(state, token_head, roberta_classifier=False)

@@ -21,11 +21,11 @@ import torch
 from torch import nn
 
 from bertkit.atomic_write import recover_folder, replace_folder, temp_folder
-from bertkit.checkpoints import families, google, hf, sentence_transformers
-from bertkit.checkpoints.bert import build_head
+from bertkit.checkpoints import families, google, hf, hf_check, hf_form, sentence_transformers
+from bertkit.checkpoints.bert import build_head  # noqa: F401  (kept importable from here)
 from bertkit.checkpoints.json_files import read_json
 from bertkit.checkpoints.sentence import read_sentence_pipeline, write_sentence_pipeline
-from bertkit.checkpoints.weights import INDEX_FILES, INT8_WEIGHTS_FILE, WEIGHT_FILES, read_weights
+from bertkit.checkpoints.weights import INDEX_FILES, INT8_WEIGHTS_FILE, WEIGHT_FILES, read_weight_file, read_weights
 from bertkit.errors import CheckpointError
 from bertkit.model.config import EncoderConfig
 from bertkit.model.encoder import Encoder
@@ -37,8 +37,11 @@ from bertkit.tokenizer import Tokenizer
 
 META_FILE = "bertkit.json"
 FORMAT_VERSION = 1
-SENTENCE_KEYS = ("encode", "whitening")
-FAMILY_KEYS = ("encoder", "hf_compatible")  # bertkit.json entries the folder family writes (families.py)    # bertkit.json entries only the sentence pipeline writes
+SENTENCE_KEYS = ("encode", "whitening")    # bertkit.json entries only the sentence pipeline writes
+HF_KEYS = ("hf_compatible", "transformers", "sentence_transformers")   # only save_checkpoint writes these
+# The pooler of a model saved as an HF class that has none (ForMaskedLM, ForTokenClassification,
+# ForQuestionAnswering): kept beside the weights, where transformers does not look, so nothing trained is lost.
+POOLER_FILE = "pooler.safetensors"
 
 
 @dataclass
@@ -71,11 +74,12 @@ def load_checkpoint(path: str | os.PathLike, device: str | torch.device = "cpu",
                       "`bertkit quantize` again for a measured int8 folder", stacklevel=2)
     model_folder = sentence_transformers.transformer_folder(folder)
     hf_config: dict[str, Any] = {}
-    family = families.bert
+    family = families.bert       # BERT / RoBERTa / ALBERT / bertkit's own: hf_form.py; ELECTRA, XLNet: their modules
     if (model_folder / "config.json").is_file():
         hf_config = read_json(model_folder / "config.json")
-        family = families.for_model_type(hf_config.get("model_type"))      # BERT / RoBERTa, ELECTRA or XLNet
-        config = family.config_from_hf(hf_config, str(model_folder / "config.json"), meta.get("encoder"))
+        family = families.for_model_type(hf_config.get("model_type"))
+        read_config = hf_form.config_from_folder if family is families.bert else family.config_from_hf
+        config = read_config(hf_config, str(model_folder / "config.json"), meta.get("encoder"))
         raw_state = read_weights(model_folder)
     elif (folder / "bert_config.json").is_file():
         config, raw_state = google.load_google_folder(folder)
@@ -83,8 +87,10 @@ def load_checkpoint(path: str | os.PathLike, device: str | torch.device = "cpu",
         raise CheckpointError(f"{folder}: no config.json (Hugging Face / bertkit) or bert_config.json (Google "
                               "BERT) found; is this a model folder?")
     architectures = hf_config.get("architectures") or []
+    token_head = any(name.endswith("ForTokenClassification") for name in architectures) or meta.get("task") == "ner"
     try:
-        split = family.split_state(raw_state, architectures, meta.get("task"))
+        split = (hf_form.split_folder_state(hf_config, config, raw_state, token_head, str(model_folder))
+                 if family is families.bert else family.split_state(raw_state, architectures, meta.get("task")))
     except CheckpointError as err:
         raise CheckpointError(f"{model_folder}: {err}") from None
     family.check_sizes(config, split.encoder, str(model_folder / "config.json"))
@@ -95,13 +101,15 @@ def load_checkpoint(path: str | os.PathLike, device: str | torch.device = "cpu",
     encoder = family.new_encoder(config)
     if hf_config.get("pruned_heads"):
         encoder.shape_pruned(_pruned_heads(hf_config["pruned_heads"], config, model_folder / "config.json"))
+    if getattr(config, "use_pooler", False) and "pooler.dense.weight" not in split.encoder and (model_folder / POOLER_FILE).is_file():
+        split.encoder.update(read_weight_file(model_folder / POOLER_FILE))
     int8_names = sorted({name.rsplit(".", 1)[0] for name in split.encoder if name.endswith(".weight_scale")})
     try:
         shape_int8(encoder, int8_names)
     except KeyError as err:
         raise CheckpointError(f"{folder}: int8 scales for {err.args[0]!r}, which is not a Linear or Embedding "
                               "layer of the model config.json describes") from None
-    _load_encoder_state(encoder, split.encoder, folder)
+    _load_encoder_state(encoder, split.encoder, folder, architectures)
     heads = {}
     for key, state in split.heads.items():
         head = family.build_head(key, config, state)
@@ -137,13 +145,18 @@ def _pruned_heads(record: Any, config: EncoderConfig, source: Path) -> dict[int,
     return removed
 
 
-def _load_encoder_state(encoder: Encoder, state: dict[str, torch.Tensor], folder: Path) -> None:
-    expected = encoder.state_dict()
+def _load_encoder_state(encoder: Encoder, state: dict[str, torch.Tensor], folder: Path,
+                        architectures: list[str]) -> None:
     if encoder.pooler is not None and "pooler.dense.weight" not in state:
-        # Checkpoints saved without a pooler (e.g. from BertForMaskedLM): keep a random one, say so.
-        warnings.warn(f"{folder}: no pooler weights; the pooler (used only by pooling='pooler') is random",
-                      stacklevel=3)
-        state = {**state, **{k: v for k, v in expected.items() if k.startswith("pooler.")}}
+        # Saved without a pooler: a random one, the same on every load (initializer_range, seed 0), as the HF
+        # classes built without one (ForMaskedLM, ForTokenClassification, ForQuestionAnswering) have; said
+        # where the folder's class would have had one.
+        if not any(name in hf_form.NO_POOLER_CLASSES for name in architectures):
+            warnings.warn(f"{folder}: no pooler weights; the pooler (used only by pooling='pooler') is random",
+                          stacklevel=3)
+        generator = torch.Generator().manual_seed(0)
+        weight = torch.randn(encoder.pooler.dense.weight.shape, generator=generator) * encoder.config.initializer_range
+        state = {**state, "pooler.dense.weight": weight, "pooler.dense.bias": torch.zeros(weight.shape[0])}
     # With shared layers every layer's copy is in the file (HF has no sharing); loading them in order
     # writes the same values into the one shared tensor.
     _load_strict(encoder, state, str(folder))
@@ -166,6 +179,8 @@ def _load_strict(module: nn.Module, state: dict[str, torch.Tensor], where: str) 
     module.load_state_dict({k: v.to(expected[k].dtype) for k, v in state.items()})
 
 
+
+
 def _load_tokenizer(folder: Path, config: EncoderConfig | XLNetConfig, family) -> Tokenizer | None:
     tokenizer = family.load_tokenizer(folder)
     if tokenizer is None:
@@ -181,8 +196,12 @@ def _load_tokenizer(folder: Path, config: EncoderConfig | XLNetConfig, family) -
 def save_checkpoint(folder: str | os.PathLike, encoder: Encoder, tokenizer: Tokenizer | None,
                     heads: dict[str, nn.Module] | None = None, meta: dict[str, Any] | None = None,
                     hf_config_extra: dict[str, Any] | None = None, sentence: SentencePipeline | None = None,
+                    check: Callable[[Path], None] | None = None,
                     write_extra: Callable[[Path], None] | None = None) -> Path:
-    """Write one folder that `transformers.AutoModel.from_pretrained` loads with identical outputs.
+    """Write one folder that the transformers class it names (hf_form.py) loads with identical outputs, or, for
+    a model no transformers class computes, one that says why in bertkit.json and that transformers refuses.
+    A folder that promises a class is checked against that class's loading rules (hf_check.check_structure)
+    before it replaces anything; `check(tmp)` may check more (convert compares outputs with transformers).
 
     hf_config_extra: more config.json keys (id2label/label2id, problem_type) for the HF head classes.
     sentence: the sentence-embedding steps to save (a writer that starts from a folder passes that folder's,
@@ -197,40 +216,44 @@ def save_checkpoint(folder: str | os.PathLike, encoder: Encoder, tokenizer: Toke
     heads = heads or {}
     config = encoder.config
     family = families.for_config(config)
-    unknown = sorted(set(heads) - set(families.HEAD_ORDER))
-    if unknown:
-        raise CheckpointError(f"unknown head {unknown[0]!r}; heads are {', '.join(families.HEAD_ORDER)}")
-    head_keys = tuple(sorted(heads, key=families.HEAD_ORDER.index))
-    hf_config = family.folder_config(config, head_keys)
-    state = family.state_to_hf(encoder, heads)
-    for key in ("classifier", "token_classifier"):
-        if key in heads:
-            hf_config.update(hf.label_config(heads[key].num_labels, (meta or {}).get("labels"),
-                                             (meta or {}).get("task")))
-    pruned = encoder.pruned_heads() if isinstance(encoder, Encoder) else {}
-    if pruned:
-        hf_config["pruned_heads"] = {str(layer): heads for layer, heads in pruned.items()}
+    if family is families.bert:    # BERT, RoBERTa, ALBERT, or a variant no transformers class computes
+        hf_config, state, form = hf_form.hf_folder_contents(encoder, heads, (meta or {}).get("labels"),
+                                                            (meta or {}).get("task"))
+        family_meta = {"encoder": {k: getattr(config, k) for k in hf.EXTRA_FIELDS}}
+    else:                          # ELECTRA, XLNet: their own modules (families.py)
+        hf_config, state, family_meta, form = _family_folder(family, encoder, heads, meta)
     hf_config.update(hf_config_extra or {})
-    # the family's own entries ("encoder", "hf_compatible") describe this encoder, not the folder it came from
-    full_meta = {"format": "bertkit", "format_version": FORMAT_VERSION,
-                 **{k: v for k, v in (meta or {}).items() if k not in SENTENCE_KEYS + FAMILY_KEYS},
-                 **family.folder_meta(config, head_keys)}
-
+    full_meta = {"format": "bertkit", "format_version": FORMAT_VERSION, **family_meta,
+                 **{k: v for k, v in (meta or {}).items() if k not in SENTENCE_KEYS + HF_KEYS + ("encoder",)}}
+    # what loads the folder besides bertkit: the transformers class, or why none computes this model
     int8 = has_int8(encoder)
-    if int8:
-        full_meta["hf_compatible"] = False   # int8 values and scales: bertkit.load only
+    loads = form.loads_in_transformers and not int8
+    why_not = ("int8 weights and per-row scales (model.int8.safetensors, which transformers does not look for): "
+               "bertkit.load only; `bertkit convert` writes the dequantized fp32 folder" if int8 else form.reason)
+    full_meta["hf_compatible"] = loads
+    full_meta["transformers"] = {"class": form.architecture} if loads else {"class": None, "why_not": why_not}
 
     def write(tmp: Path) -> None:
         save_file({k: v.detach().cpu().contiguous() for k, v in state.items()},
                   str(tmp / (INT8_WEIGHTS_FILE if int8 else "model.safetensors")), metadata={"format": "pt"})
+        if getattr(encoder, "pooler", None) is not None and form.architecture in hf_form.NO_POOLER_CLASSES:
+            save_file({f"pooler.dense.{k}": v.detach().cpu().contiguous()
+                       for k, v in encoder.pooler.dense.state_dict().items()}, str(tmp / POOLER_FILE))
         if sentence is not None:
             full_meta.update(write_sentence_pipeline(tmp, sentence))
+            if loads and family is families.bert:     # (held against sentence-transformers for this family)
+                full_meta.update(sentence_transformers.write_modules(tmp, sentence, config.hidden_size,
+                                                                     config.max_length))
         (tmp / "config.json").write_text(json.dumps(hf_config, indent=2) + "\n", encoding="utf-8")
         (tmp / META_FILE).write_text(json.dumps(full_meta, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
         if tokenizer is not None:
             tokenizer.save(tmp)
         if write_extra is not None:
             write_extra(tmp)
+        if loads and family is families.bert:
+            hf_check.check_structure(tmp)
+        if check is not None:
+            check(tmp)
 
     return save_folder(folder, write, WEIGHT_FILES + INDEX_FILES)   # never an old weight file beside the new one
 
@@ -249,3 +272,23 @@ def save_folder(folder: str | os.PathLike, write: Callable[[Path], None], never_
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return folder
+
+
+def _family_folder(family, encoder, heads: dict[str, nn.Module], meta: dict[str, Any] | None):
+    """(config.json, weights, bertkit.json entries, form) of an ELECTRA or XLNet folder, from its module."""
+    unknown = sorted(set(heads) - set(families.HEAD_ORDER))
+    if unknown:
+        raise CheckpointError(f"unknown head {unknown[0]!r}; heads are {', '.join(families.HEAD_ORDER)}")
+    head_keys = tuple(sorted(heads, key=families.HEAD_ORDER.index))
+    config = encoder.config
+    hf_config = family.folder_config(config, head_keys)
+    state = family.state_to_hf(encoder, heads)
+    for key in ("classifier", "token_classifier"):
+        if key in heads:
+            hf_config.update(hf.label_config(heads[key].num_labels, (meta or {}).get("labels"),
+                                             (meta or {}).get("task")))
+    family_meta = family.folder_meta(config, head_keys)
+    architecture = (hf_config.get("architectures") or [None])[0]
+    reason = None if family_meta.pop("hf_compatible", True) and architecture else \
+        f"no transformers class computes this {config.family} model"
+    return hf_config, state, family_meta, hf_form.HfForm(hf_config.get("model_type"), architecture, reason)

@@ -2,16 +2,22 @@
 each in its own subfolder. They are read exactly, or refused with a message naming the module bertkit cannot
 compute; never approximated (a Dense layer skipped or an unknown pooling read as mean would give vectors
 that look fine and are wrong).
+
+bertkit writes the same files (write_modules) beside its own bertkit.json "encode" for every sentence pipeline
+sentence-transformers computes, so `SentenceTransformer(folder)` gives bertkit's vectors. A pipeline it does not
+compute (a fitted whitening, layer strategies other than the last layer) gets no modules.json and bertkit.json
+says why: sentence-transformers would otherwise fall back to plain mean pooling, silently.
 """
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any, Optional
 
 from bertkit.checkpoints.json_files import read_json
 from bertkit.checkpoints.weights import read_weights
 from bertkit.errors import CheckpointError
-from bertkit.model.sentence import Dense
+from bertkit.model.sentence import Dense, SentencePipeline
 
 # sentence-transformers' pooling modes -> bertkit's pooling names
 POOLING_MODES = {"cls": "cls", "mean": "mean", "max": "max", "mean_sqrt_len_tokens": "mean-sqrt-len",
@@ -23,6 +29,7 @@ _LEGACY_MODE_KEYS = {"pooling_mode_cls_token": "cls", "pooling_mode_max_tokens":
 # torch activation classes a Dense module may name -> bertkit.model.sentence.DENSE_ACTIVATIONS
 _ACTIVATIONS = {"Tanh": "tanh", "Identity": "identity", "ReLU": "relu", "GELU": "gelu", "Sigmoid": "sigmoid"}
 _SUPPORTED = ("Transformer", "Pooling", "Dense", "Normalize")
+_MODULE_TYPES = {kind: f"sentence_transformers.models.{kind}" for kind in _SUPPORTED}
 
 
 def read_modules(folder: Path) -> Optional[list[dict]]:
@@ -156,3 +163,49 @@ def _dense(folder: Path) -> Dense:
     dense = Dense(sizes[0], sizes[1], bias=bias, activation=_ACTIVATIONS[activation])
     dense.load_state_dict({k: v.float() for k, v in state.items()})
     return dense.eval()
+
+
+def write_modules(folder: Path, pipeline: SentencePipeline, hidden_size: int, limit: int) -> dict[str, Any]:
+    """Write modules.json, sentence_bert_config.json and the Pooling / Dense / Normalize subfolders for
+    `pipeline` into `folder` (a save in progress); returns bertkit.json's "sentence_transformers" entry."""
+    from safetensors.torch import save_file
+
+    config = pipeline.config
+    why_not = []
+    if pipeline.whitening is not None:
+        why_not.append("it has no whitening module (bertkit.json \"whitening\")")
+    if config.layers != "last":
+        why_not.append(f"it pools the last layer only, this model pools layers {config.layers!r}")
+    mode = {name: mode for mode, name in POOLING_MODES.items()}.get(config.pooling)
+    if mode is None:
+        why_not.append(f"it has no {config.pooling!r} pooling")
+    if why_not:
+        return {"sentence_transformers": {"loads": False, "why_not": "; ".join(why_not)}}
+    modules: list[dict] = [{"idx": 0, "name": "0", "path": "", "type": _MODULE_TYPES["Transformer"]}]
+
+    def add(kind: str, module_config: dict) -> Path:
+        index = len(modules)
+        path = folder / f"{index}_{kind}"
+        path.mkdir()
+        (path / "config.json").write_text(json.dumps(module_config, indent=2) + "\n", encoding="utf-8")
+        modules.append({"idx": index, "name": str(index), "path": path.name, "type": _MODULE_TYPES[kind]})
+        return path
+
+    # the boolean-per-mode keys: what sentence-transformers 2.x writes, and 3+ still reads
+    add("Pooling", {"word_embedding_dimension": hidden_size,
+                    **{key: key_mode == mode for key, key_mode in _LEGACY_MODE_KEYS.items()}, "include_prompt": True})
+    names = {name: cls for cls, name in _ACTIVATIONS.items()}
+    for dense in pipeline.dense:
+        linear = dense.linear
+        where = "linear" if dense.activation == "identity" else "activation"
+        path = add("Dense", {"in_features": linear.in_features, "out_features": linear.out_features,
+                             "bias": linear.bias is not None,
+                             "activation_function": f"torch.nn.modules.{where}.{names[dense.activation]}"})
+        save_file({f"linear.{k}": v.detach().cpu().float().contiguous() for k, v in linear.state_dict().items()},
+                  str(path / "model.safetensors"))
+    if config.normalize:
+        add("Normalize", {})
+    (folder / "modules.json").write_text(json.dumps(modules, indent=2) + "\n", encoding="utf-8")
+    (folder / "sentence_bert_config.json").write_text(json.dumps(
+        {"max_seq_length": config.max_length or limit, "do_lower_case": False}, indent=2) + "\n", encoding="utf-8")
+    return {"sentence_transformers": {"loads": True}}

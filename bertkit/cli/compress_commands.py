@@ -55,9 +55,14 @@ def register(subparsers) -> None:
     p = subparsers.add_parser("prune-heads", help="remove the least important attention heads (Michel et al.)",
                               description="Score heads by |d loss / d head gate| on labelled data, remove a "
                                           "fraction (or a count per layer), save, reload, and report accuracy and "
-                                          "speed before and after.")
+                                          "speed before and after. Two folders come out: OUTPUT keeps the physically "
+                                          "smaller layers (the speed-up; bertkit.load reads it, transformers 5 does "
+                                          "not, as it ignores config.json pruned_heads), and OUTPUT/transformers/ "
+                                          "holds full shapes with the pruned heads zeroed, which plain "
+                                          "from_pretrained loads with the same outputs and no speed-up.")
     p.add_argument("--model", required=True, help="a fine-tuned classification folder")
-    p.add_argument("--output", required=True)
+    p.add_argument("--output", required=True, help="bertkit's pruned folder; its transformers/ subfolder is the "
+                                                   "full-shape copy for transformers")
     p.add_argument("--dev", required=True, help="labelled file for the before/after accuracy")
     p.add_argument("--importance-data", help="labelled file to score heads on (default: --dev)")
     group = p.add_mutually_exclusive_group(required=True)
@@ -120,7 +125,8 @@ def _quantize(args) -> int:
     if not report.passed:
         raise BertkitError(f"int8 fails the gate even with {len(report.kept)} Linear layers kept in higher precision "
                            f"(see the table); nothing written to {args.output}")
-    print(f"bertkit: wrote {report.output} (int8; bertkit.load runs it, transformers cannot)", file=sys.stderr)
+    print(f"bertkit: wrote {report.output} (int8; bertkit.load runs it, transformers cannot: `bertkit convert` "
+          "writes its dequantized fp32 form for transformers)", file=sys.stderr)
     return 0
 
 

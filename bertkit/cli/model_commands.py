@@ -36,9 +36,17 @@ def register(subparsers) -> None:
     add_precision_flag(p)
     p.set_defaults(func=run_encode)
 
-    p = subparsers.add_parser("convert", help="re-save a model folder in bertkit's HF-compatible format",
-                              description="Read a Hugging Face, sentence-transformers, Google BERT or bertkit "
-                                          "folder and write a bertkit folder that transformers loads as is.")
+    p = subparsers.add_parser("convert", help="re-save a model folder as one transformers loads as is (checked)",
+                              description="Read a Hugging Face, sentence-transformers, Google BERT, GPT-2 or bertkit "
+                                          "folder and write a folder the transformers class named in its config.json "
+                                          "(BertFor*, RobertaFor*, AlbertFor*, GPT2LMHeadModel) loads as is. Before "
+                                          "it is kept, the folder is loaded with transformers (when installed) and "
+                                          "its outputs compared with bertkit's (within 1e-4). A pruned model is "
+                                          "written with full shapes and its pruned heads zeroed (same outputs, no "
+                                          "speed-up); an int8 folder as the fp32 model its int8 weights describe "
+                                          "(dequantized). Models no transformers class computes (pre-LN, partial "
+                                          "layer sharing, linear probes, hybrids, TF-IDF baselines) are refused "
+                                          "with the reason, exit code 2.")
     p.add_argument("source")
     p.add_argument("target")
     p.set_defaults(func=run_convert)
@@ -112,8 +120,8 @@ def _where(path: str, index: int) -> str:
 def run_convert(args: argparse.Namespace) -> int:
     from bertkit import api
 
-    target = api.convert(args.source, args.target)
-    print(f"wrote {target} (config.json, model.safetensors, tokenizer files, bertkit.json)", file=sys.stderr)
+    report = api.convert(args.source, args.target)
+    print(report.line(), file=sys.stderr)
     return 0
 
 

@@ -11,6 +11,7 @@ loaders here rebuild the smaller shapes before reading the weights.
 """
 from __future__ import annotations
 
+import copy
 import os
 from contextlib import contextmanager
 from pathlib import Path
@@ -125,6 +126,33 @@ def prune_heads(encoder: Encoder, remove: dict[int, list[int]]) -> Encoder:
     return encoder
 
 
+@torch.no_grad()
+def full_shape_copy(encoder: Encoder) -> Encoder:
+    """A copy of a pruned encoder with every layer at full width and the removed heads' weights zero: their
+    query/key/value rows and output-projection columns. A zero head's output is softmax(0) V = 0 with V = 0, so
+    the copy computes what the pruned encoder does (up to summation order), with no speed-up, in the shapes
+    every BERT implementation has: what `from_pretrained` loads now that transformers ignores pruned_heads."""
+    config = encoder.config
+    full = copy.deepcopy(encoder)
+    D = config.head_dim
+    for layer, block in enumerate(full.blocks):
+        old = block.attention
+        if old.num_heads == config.num_heads:
+            continue
+        new = SelfAttention(config).to(old.qkv.weight.device, old.qkv.weight.dtype)
+        new.qkv.weight.zero_()
+        new.qkv.bias.zero_()
+        new.out.weight.zero_()
+        cols = torch.cat([torch.arange(h * D, (h + 1) * D) for h in old.kept_heads])   # within one of q, k, v
+        rows = torch.cat([part * config.hidden_size + cols for part in range(3)])
+        new.qkv.weight[rows] = old.qkv.weight
+        new.qkv.bias[rows] = old.qkv.bias
+        new.out.weight[:, cols] = old.out.weight
+        new.out.bias.copy_(old.out.bias)
+        block.attention = new.train(old.training)
+    return full
+
+
 def pruned_heads_record(encoder: Encoder) -> dict[str, list[int]]:
     """HF's config.json `pruned_heads`: layer -> original indices of the removed heads."""
     return {str(layer): heads for layer, heads in encoder.pruned_heads().items()}
@@ -140,16 +168,19 @@ def attention_heads(encoder: Encoder) -> list[int]:
 
 
 def load_pruned_transformers(folder: str | os.PathLike, model_class=None):
-    """Load a pruned folder with transformers >= 5, which dropped `pruned_heads` support: build the model from
-    config.json, shrink each pruned layer's query/key/value/output Linear layers, then read the weights.
-    (transformers 4.x applies config.json's pruned_heads itself in from_pretrained.)"""
+    """Load bertkit's pruned folder (smaller layers) into a transformers BERT class (default
+    BertForSequenceClassification, what prune-heads writes) with transformers >= 5, which dropped `pruned_heads`
+    support: build the model, shrink each pruned layer's query/key/value/output Linear layers, read the weights.
+    The folder's transformers/ subfolder (full shapes, pruned heads zeroed) needs none of this."""
     import json
     from safetensors.torch import load_file
     import transformers
     folder = Path(folder)
-    config = transformers.AutoConfig.from_pretrained(folder)
-    record = json.loads((folder / "config.json").read_text(encoding="utf-8")).get("pruned_heads", {})
-    model_class = model_class or getattr(transformers, config.architectures[0])
+    data = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+    record = data.get("pruned_heads", {})
+    config = transformers.BertConfig(**{k: v for k, v in data.items()
+                                        if k not in ("model_type", "architectures", "pruned_heads", "bertkit_note")})
+    model_class = model_class or transformers.BertForSequenceClassification
     model = model_class(config)
     bert = model.base_model
     D = config.hidden_size // config.num_attention_heads

@@ -1,18 +1,24 @@
 """The pruning job: score heads on labelled data, remove the least important, save, reload, measure.
 
-Saved folders list `pruned_heads` in config.json; load_checkpoint shapes the encoder from it.
+Two folders come out. OUTPUT is bertkit's: physically smaller layers (the speed-up), `pruned_heads` in
+config.json (load_checkpoint shapes the encoder from it; transformers 5 ignores the key, so plain
+from_pretrained refuses the shapes). OUTPUT/transformers/ is the same model with full shapes and the pruned
+heads' weights zeroed: plain `from_pretrained` loads it with the same outputs and no speed-up. Each folder's
+bertkit.json "pruning" says which it is.
 """
 from __future__ import annotations
 
+import importlib.util
 import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
-from bertkit.checkpoints import load_checkpoint, save_checkpoint
+from bertkit.checkpoints import Checkpoint, load_checkpoint, save_checkpoint
 from bertkit.checkpoints.families import require_bert_encoder
+from bertkit.checkpoints.hf_check import compare_with_transformers
 from bertkit.distill.measure import TABLE_HEADER, Measurement, load_dev_set, measure_module
-from bertkit.distill.prune import (attention_heads, head_importance, heads_to_prune,
+from bertkit.distill.prune import (attention_heads, full_shape_copy, head_importance, heads_to_prune,
                                    prune_heads, pruned_heads_record)
 from bertkit.errors import BertkitError
 from bertkit.finetune.batching import collate
@@ -33,6 +39,27 @@ class PruneReport:
                 f"heads per layer after pruning: {self.heads_per_layer}",
                 f"pruned / full speed: {speedup:.2f}x; accuracy change "
                 f"{100 * (self.after.accuracy - self.before.accuracy):+.2f} points (same run)"]
+
+
+TRANSFORMERS_COPY = "transformers"
+
+
+def save_transformers_copy(folder: Path, net, tokenizer, meta: dict, pruning: dict, sentence) -> Path:
+    """The full-shape copy (pruned heads zeroed) that plain from_pretrained loads; checked against transformers
+    when it is installed, like `bertkit convert`."""
+    full = full_shape_copy(net.encoder)
+    copy_meta = {**meta, "pruning": {**pruning, "form": "full shapes with the pruned heads' weights zeroed: plain "
+                                     "transformers from_pretrained loads it, same outputs, no speed-up (the "
+                                     "folder above holds the smaller, faster layers)",
+                                     "pruned_heads": pruned_heads_record(net.encoder)}}
+    reference = Checkpoint(net.encoder.config, net.encoder, tokenizer, {net.head_key: net.head})
+
+    def check(tmp: Path) -> None:
+        if importlib.util.find_spec("transformers") is not None:
+            compare_with_transformers(tmp, reference)
+
+    return save_checkpoint(folder, full, tokenizer, {net.head_key: net.head}, copy_meta, hf_config_extra(net),
+                           sentence=sentence, check=check)
 
 
 def prune_and_measure(model_dir: str | os.PathLike, output: str | os.PathLike, dev: str,
@@ -62,10 +89,14 @@ def prune_and_measure(model_dir: str | os.PathLike, output: str | os.PathLike, d
     prune_heads(net.encoder, removed)
     extra = {**hf_config_extra(net), "pruned_heads": pruned_heads_record(net.encoder)}
     meta = model_meta(net, {k: v for k, v in checkpoint.meta.items() if k not in ("task", "labels")})
-    meta["pruning"] = {"method": "head importance (Michel et al. 2019)", "pruned_from": str(model_dir),
-                       "importance": importance.tolist()}
+    pruning = {"method": "head importance (Michel et al. 2019)", "pruned_from": str(model_dir),
+               "importance": importance.tolist()}
+    meta["pruning"] = {**pruning, "form": f"physically smaller layers (faster; bertkit.load). {TRANSFORMERS_COPY}/ "
+                                          "holds the full-shape copy plain transformers from_pretrained loads"}
+    sentence = checkpoint.sentence.after_training()
     save_checkpoint(output, net.encoder, checkpoint.tokenizer, {net.head_key: net.head}, meta, extra,
-                    sentence=checkpoint.sentence.after_training())
+                    sentence=sentence)
+    save_transformers_copy(Path(output) / TRANSFORMERS_COPY, net, checkpoint.tokenizer, meta, pruning, sentence)
     reloaded = load_checkpoint(output)
     after_net = model_from_checkpoint(reloaded, task_name, reloaded.meta.get("labels"))
     after = measure_module(f"pruned ({sum(map(len, removed.values()))} heads)", after_net, dev_set)

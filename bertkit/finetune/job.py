@@ -46,6 +46,7 @@ from bertkit.finetune.saved_score import METRICS_FILE, dev_fingerprint, read_sav
 from bertkit.finetune.tasks import TaskOptions, build_task, check_training_labels, label_names_from, read_examples
 from bertkit.runtime import fast_bf16, pick_device, seed_everything
 from bertkit.train import TrainConfig, train
+from bertkit.tokenizer.coverage import texts_of, warn_unknown
 from bertkit.train.checkpointing import state_path
 from bertkit.train.loop import say
 
@@ -151,6 +152,8 @@ def run_finetune(config: FinetuneConfig) -> FinetuneResult:
     if config.task == "qa":
         options = dataclasses.replace(options, with_negative=task.with_negative)
     train_features = task.encode(train_examples)
+    warn_unknown(checkpoint.tokenizer, texts_of(train_examples), f"fine-tune data {config.train}",
+                 [f.input_ids for f in train_features])
     dev_features = task.encode(dev_examples) if dev_examples is not None else None
     pad_id = checkpoint.tokenizer.pad_id
     masker = (BatchMasker(checkpoint.tokenizer, config.aux_mlm_weight, config.aux_mlm_decay, config.seed)

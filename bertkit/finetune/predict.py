@@ -26,6 +26,7 @@ from bertkit.finetune.ner import split_words
 from bertkit.finetune.predictions import sequence_predictions
 from bertkit.finetune.tasks import TaskOptions, build_task, read_examples
 from bertkit.runtime import pick_device
+from bertkit.tokenizer.coverage import texts_of, warn_unknown
 
 
 def _checkpoint_of(model: Any):
@@ -99,6 +100,7 @@ def predict(model: Any, inputs: Sequence[Union[str, tuple, dict]], batch_size: i
             spans.append(word_spans)
             sentences.append(TaggedSentence(words or [" "], None, i))
         features = task.encode(sentences)
+        warn_unknown(task.tokenizer, texts, "predict", [f.input_ids for f in features])
         results = task.predict(net, features, sentences, batch_size, spans, texts)
         for result, text in zip(results, texts):
             if not text.strip():
@@ -106,9 +108,12 @@ def predict(model: Any, inputs: Sequence[Union[str, tuple, dict]], batch_size: i
         return results
     if net.task == "qa":
         examples = [_qa_input(item, i) for i, item in enumerate(inputs)]
-        return task.predict(net, task.encode(examples), examples, batch_size)
-    examples = examples_from_inputs(inputs)
-    return task.predict(net, task.encode(examples, quiet=True), examples, batch_size)
+        features = task.encode(examples)
+    else:
+        examples = examples_from_inputs(inputs)
+        features = task.encode(examples, quiet=True)
+    warn_unknown(task.tokenizer, texts_of(examples), "predict", [f.input_ids for f in features])
+    return task.predict(net, features, examples, batch_size)
 
 
 def _predict_generate_job(task: str, folder: Path, device: Optional[str], inputs: Sequence,

@@ -30,6 +30,7 @@ from bertkit.finetune.tasks import TaskOptions
 from bertkit.generate.finetune_config import (LoopJobConfig, loop_config, max_length_for, start_run_record,
                                               train_and_record, write_json)
 from bertkit.runtime import seed_everything
+from bertkit.tokenizer.coverage import warn_unknown
 from bertkit.train import IndexedBatches
 
 TASK = "rerank"
@@ -160,6 +161,8 @@ def run_rerank_finetune(config: RerankConfig) -> FinetuneResult:
     if config.in_batch_negatives == 0 and not any(t.negatives[:config.negatives] for t in train_triples):
         raise InputFileError(config.train, "no row has a negative and --in-batch-negatives is 0: nothing to rank "
                                            "the positives against")
+    warn_unknown(tokenizer, [text for t in train_triples for text in (t.query, t.positive, *t.negatives)],
+                 f"fine-tune data {config.train}")
     model = model_from_checkpoint(checkpoint, SAVED_TASK, LABELS)
 
     def make_batch(indices: list[int], epoch: int) -> dict:

@@ -32,6 +32,7 @@ from bertkit.generate.finetune_config import (LoopJobConfig, loop_config, max_le
 from bertkit.generate.pet import PROMPT_SLOT, Pattern, PETClassifier, Verbalizer, pet_loss
 from bertkit.generate.ptuning import PTuningClassifier
 from bertkit.runtime import pick_device, seed_everything
+from bertkit.tokenizer.coverage import texts_of, warn_unknown
 from bertkit.train import IndexedBatches
 from bertkit.train.loop import say
 
@@ -125,6 +126,8 @@ def run_prompt_finetune(config: PromptConfig) -> FinetuneResult:
     labels = model.verbalizer.labels
     train_examples = [] if zero_shot else _read(config.train, labels, config.encoding, config.max_train_examples)
     dev_examples = _read(config.dev, labels, config.encoding, config.max_dev_examples) if config.dev else None
+    warn_unknown(checkpoint.tokenizer, texts_of(train_examples or dev_examples or []),
+                 f"fine-tune data {config.train or config.dev}")
     if not zero_shot:
         frozen = config.ptuning and config.freeze_encoder
         epochs, lr, line = prompt_recipe(len(train_examples), checkpoint.config.hidden_size, config.batch_size, frozen)

@@ -24,6 +24,7 @@ from bertkit.generate.finetune_config import (LoopJobConfig, loop_config, max_le
                                               start_run_record, train_and_record, write_json)
 from bertkit.generate.unilm import Seq2SeqLM, seq2seq_decode, seq2seq_inputs, seq2seq_loss
 from bertkit.runtime import pick_device, seed_everything
+from bertkit.tokenizer.coverage import warn_unknown
 from bertkit.tokenizer.spacing import tidy_spacing
 from bertkit.train import IndexedBatches
 
@@ -107,6 +108,8 @@ def run_seq2seq_finetune(config: Seq2SeqConfig) -> FinetuneResult:
     dev_pairs = read_pairs(config.dev, config.encoding)[:config.max_dev_examples] if config.dev else None
     sources = _token_ids(tokenizer, [p.source for p in train_pairs])
     targets = _token_ids(tokenizer, [p.target for p in train_pairs])
+    warn_unknown(tokenizer, [p.source for p in train_pairs] + [p.target for p in train_pairs],
+                 f"fine-tune data {config.train}", sources + targets)
 
     def make_batch(indices: list[int], epoch: int) -> dict:
         return _batch(tokenizer, [sources[i] for i in indices], [targets[i] for i in indices], max_length)

@@ -29,7 +29,8 @@ class EncoderConfig:
     pad_token_id: Optional[int] = 0   # None: no padding row (GPT-2, where id 0 is a real token)
     # RoBERTa numbers positions from pad_token_id + 1 (HF's padding_idx convention): offset 2 there.
     position_offset: int = 0
-    # ALBERT: factorized embeddings (E < H, projected to H) and cross-layer parameter sharing.
+    # ALBERT: factorized embeddings (size E, projected to H by a Linear; set means projected, even when E == H)
+    # and cross-layer parameter sharing.
     embedding_size: Optional[int] = None
     share_layers: ShareLayers = "none"
     # "post" is BERT (LayerNorm after each residual add); "pre" normalizes block inputs and adds a final norm.

@@ -53,7 +53,8 @@ class Embeddings(nn.Module):
         self.segment = nn.Embedding(config.type_vocab_size, size) if config.type_vocab_size > 0 else None
         self.norm = nn.LayerNorm(size, eps=config.layer_norm_eps) if config.embedding_norm else None
         self.dropout = Dropout(config.hidden_dropout)
-        self.project = nn.Linear(size, config.hidden_size) if size != config.hidden_size else None
+        # factorized (ALBERT): E -> C; set whenever embedding_size is, even E == C, as in HF's ALBERT
+        self.project = nn.Linear(size, config.hidden_size) if config.embedding_size is not None else None
 
     def forward(self, input_ids: torch.Tensor, token_type_ids: Optional[torch.Tensor],
                 start: int = 0) -> torch.Tensor:

@@ -4,7 +4,9 @@ Two modes, one API. Without a URI the vectors live in a Milvus Lite database (a 
 `milvus-lite`) inside the index folder, one per generation like every other index file, so saves stay
 atomic. With a URI (`http://host:19530`) they live in a Milvus server or cluster; the collection there
 is live (Milvus persists each write itself), so only the SQLite document store follows the generations:
-use one writer and save after each batch. Filters restrict the search with a primary-key expression.
+use one writer and save after each batch. Filters restrict the search with a primary-key expression
+(`pk in [...]`), pushed down into Milvus one page of at most FILTER_CHUNK ids at a time; each page's top k is
+exact, so the merged top k over all pages is the filter's exact top k, however many documents it matches.
 """
 from __future__ import annotations
 
@@ -23,7 +25,8 @@ except ImportError as err:  # pragma: no cover - depends on the environment
 
 COLLECTION = "bertkit_vectors"
 INSERT_BATCH = 2000      # rows per insert call: stays far below gRPC's message size limit
-FILTER_CHUNK = 16384     # Milvus's largest top-k; also a sane bound on an `pk in [...]` expression
+FILTER_CHUNK = 16384     # ids per `pk in [...]` page: keeps one expression (~100 KB) well inside gRPC's limits
+MAX_TOP_K = 16384        # Milvus's largest top-k
 
 
 def _lite_name(generation: int) -> str:
@@ -111,19 +114,23 @@ class MilvusBackend:
         ids = np.full((len(queries), k), -1, np.int64)
         if allowed is not None and len(allowed) == 0:
             return scores, ids
-        expression = ""
-        if allowed is not None:
-            if len(allowed) > FILTER_CHUNK:
-                raise BertkitError(f"a filter matching {len(allowed)} documents is too wide for the Milvus "
-                                   f"backend (at most {FILTER_CHUNK}); narrow it or use the Faiss backend")
-            expression = f"pk in [{','.join(str(int(a)) for a in allowed)}]"
-        results = self.client.search(COLLECTION, data=[q.tolist() for q in queries], limit=min(k, 16384),
-                                     filter=expression, output_fields=["pk"],
-                                     search_params={"metric_type": "IP"})
-        for row, hits in enumerate(results):
-            for col, hit in enumerate(hits[:k]):
-                ids[row, col] = int(hit["pk"] if "pk" in hit else hit["id"])
-                scores[row, col] = float(hit["distance"])
+        if k > MAX_TOP_K:
+            raise BertkitError(f"k {k} is more than Milvus returns from one search ({MAX_TOP_K}); lower k or "
+                               "use the Faiss backend")
+        pages = [""] if allowed is None else [
+            f"pk in [{','.join(str(int(a)) for a in allowed[start:start + FILTER_CHUNK])}]"
+            for start in range(0, len(allowed), FILTER_CHUNK)]
+        hits_per_query: list[list[tuple[float, int]]] = [[] for _ in queries]
+        for expression in pages:
+            results = self.client.search(COLLECTION, data=[q.tolist() for q in queries], limit=k,
+                                         filter=expression, output_fields=["pk"],
+                                         search_params={"metric_type": "IP"})
+            for row, hits in enumerate(results):
+                hits_per_query[row].extend((float(hit["distance"]), int(hit["pk"] if "pk" in hit else hit["id"]))
+                                           for hit in hits)
+        for row, hits in enumerate(hits_per_query):
+            for col, (score, pk) in enumerate(sorted(hits, key=lambda hit: (-hit[0], hit[1]))[:k]):
+                ids[row, col], scores[row, col] = pk, score
         return scores, ids
 
     def prepare_for_save(self) -> None:

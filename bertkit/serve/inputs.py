@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import NamedTuple, Sequence
 
+from bertkit.tokenizer.coverage import warn_unknown
 from bertkit.tokenizer.tokenizer import InvalidTextError
 
 PAIR_SEPARATOR = "|||"
@@ -107,6 +108,7 @@ def _tokenize(tokenizer, count: int, singles: list[tuple[int, str]], pairs: list
                           for k, ids in zip(cut, full.input_ids))
             continue
         truncated.extend(group[k][0] for k in cut)
+        warn_unknown(tokenizer, firsts + (seconds or []), "server request texts", batch.input_ids)  # once per model
         for k, item in enumerate(group):
             sequences[item[0]] = TokenSequence(list(batch.input_ids[k]), list(batch.token_type_ids[k]))
     _raise_if(errors)

@@ -47,10 +47,10 @@ def tokenizer_json_model(path: Path) -> str | None:
     return model.get("type") if isinstance(model, dict) else None
 
 
-def special_tokens(folder: Path) -> SpecialTokens:
+def special_tokens(folder: Path, defaults: SpecialTokens = ROBERTA_SPECIALS) -> SpecialTokens:
     """Names from tokenizer_config.json / special_tokens_map.json (HF writes them as strings or as
-    {"content": ...}), else RoBERTa's."""
-    names = ROBERTA_SPECIALS._asdict()
+    {"content": ...}), else `defaults` (RoBERTa's)."""
+    names = defaults._asdict()
     for file in ("special_tokens_map.json", "tokenizer_config.json"):
         config = _read_config(folder / file)
         for field, key in _CONFIG_KEYS.items():

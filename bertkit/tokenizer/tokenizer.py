@@ -19,7 +19,7 @@ import torch
 from tokenizers import Encoding, Tokenizer as RustTokenizer
 
 from bertkit.errors import BertkitError, CheckpointError
-from bertkit.tokenizer import roberta, wordpiece
+from bertkit.tokenizer import coverage, roberta, sentencepiece, wordpiece
 from bertkit.tokenizer.encoding import (TRUNCATION_STRATEGIES, BatchEncoding, Framing, Truncation, WindowedEncoding,
                                         frame_batch, frame_windows)
 from bertkit.tokenizer.padding import pad_to_tensors
@@ -51,11 +51,12 @@ class Tokenizer:
     from_vocab_file / from_tokenizer_json."""
 
     def __init__(self, backend: RustTokenizer, lowercase: bool, model_max_length: int = DEFAULT_MAX_LENGTH,
-                 specials: SpecialTokens = BERT_SPECIALS, byte_level: bool = False):
+                 specials: SpecialTokens = BERT_SPECIALS, byte_level: bool = False, sentencepiece: bool = False):
         self.backend = backend  # the Rust tokenizer, for anything not wrapped here
         self.lowercase = lowercase
         self.model_max_length = model_max_length
-        self.specials, self.byte_level = specials, byte_level
+        # byte_level: RoBERTa's BPE; sentencepiece: ALBERT's Unigram (framed like BERT); else WordPiece
+        self.specials, self.byte_level, self.sentencepiece = specials, byte_level, sentencepiece
         self.pad_id, self.unk_id, self.cls_id, self.sep_id, self.mask_id = (
             backend.token_to_id(token) for token in (specials.pad, specials.unk, specials.cls, specials.sep,
                                                      specials.mask))
@@ -95,7 +96,8 @@ class Tokenizer:
     @classmethod
     def from_folder(cls, folder: str | Path) -> "Tokenizer":
         """From a model folder's files (never guessed from the folder name): a WordPiece tokenizer.json, else
-        vocab.txt; a BPE tokenizer.json, or vocab.json + merges.txt, is RoBERTa's byte-level BPE.
+        vocab.txt; a BPE tokenizer.json, or vocab.json + merges.txt, is RoBERTa's byte-level BPE; a Unigram
+        tokenizer.json is SentencePiece (ALBERT).
 
         Casing comes from tokenizer_config.json (do_lower_case) or bertkit.json, else from tokenizer.json's
         normalizer, else from the vocab; a casing that contradicts the vocab is warned about.
@@ -104,28 +106,30 @@ class Tokenizer:
         if not folder.is_dir():
             raise CheckpointError(f"{folder}: not a folder (a model folder holds tokenizer.json or vocab.txt)")
         hf_config = _read_json(folder / "tokenizer_config.json")
+        tokenizer = cls._from_files(folder, hf_config)
+        max_length = hf_config.get("model_max_length")
+        if isinstance(max_length, int) and 0 < max_length < HF_NO_LIMIT:
+            tokenizer.model_max_length = max_length
+        return tokenizer
+
+    @classmethod
+    def _from_files(cls, folder: Path, hf_config: dict) -> "Tokenizer":
         if roberta.is_bpe_folder(folder):
             backend, specials = roberta.load_roberta_backend(folder)
-            tokenizer = cls(backend, lowercase=False, specials=specials, byte_level=True)
-            max_length = hf_config.get("model_max_length")
-            if isinstance(max_length, int) and 0 < max_length < HF_NO_LIMIT:
-                tokenizer.model_max_length = max_length
-            return tokenizer
+            return cls(backend, lowercase=False, specials=specials, byte_level=True)
+        if sentencepiece.is_unigram_folder(folder):
+            backend, specials, lowercase = sentencepiece.load_unigram_backend(folder)
+            return cls(backend, lowercase=lowercase, specials=specials, sentencepiece=True)
         lowercase = hf_config.get("do_lower_case")
         if lowercase is None:
             meta = _read_json(folder / "bertkit.json")
             lowercase = meta.get("do_lower_case", meta.get("lowercase"))
         if (folder / "tokenizer.json").is_file():
-            tokenizer = cls.from_tokenizer_json(folder / "tokenizer.json", lowercase)
-        elif (folder / "vocab.txt").is_file():
-            tokenizer = cls.from_vocab_file(folder / "vocab.txt", lowercase)
-        else:
-            present = ", ".join(sorted(p.name for p in folder.iterdir())) or "nothing"
-            raise CheckpointError(f"{folder}: no tokenizer.json or vocab.txt (found: {present})")
-        max_length = hf_config.get("model_max_length")
-        if isinstance(max_length, int) and 0 < max_length < HF_NO_LIMIT:
-            tokenizer.model_max_length = max_length
-        return tokenizer
+            return cls.from_tokenizer_json(folder / "tokenizer.json", lowercase)
+        if (folder / "vocab.txt").is_file():
+            return cls.from_vocab_file(folder / "vocab.txt", lowercase)
+        present = ", ".join(sorted(p.name for p in folder.iterdir())) or "nothing"
+        raise CheckpointError(f"{folder}: no tokenizer.json or vocab.txt (found: {present})")
 
     def save(self, folder: str | Path) -> None:
         """Write vocab.txt, tokenizer.json, tokenizer_config.json and special_tokens_map.json, which HF's
@@ -134,6 +138,10 @@ class Tokenizer:
         folder.mkdir(parents=True, exist_ok=True)
         if self.byte_level:
             roberta.save_roberta_files(self.backend, self.specials, self.model_max_length, folder)
+            return
+        if self.sentencepiece:
+            sentencepiece.save_unigram_files(self.backend, self.specials, self.lowercase, self.model_max_length,
+                                             folder)
             return
         wordpiece.write_vocab_file(self.backend.get_vocab(), folder / "vocab.txt")
         self.backend.save(str(folder / "tokenizer.json"))
@@ -164,8 +172,8 @@ class Tokenizer:
         uncased one over a cased vocab never reaches its uppercase pieces. With `texts`, the first case is
         only reported when the texts contain uppercase letters.
         """
-        if self.byte_level:
-            return None       # byte-level BPE keeps every character as it is
+        if self.byte_level or self.sentencepiece:
+            return None       # byte-level BPE keeps every character; SentencePiece normalizes in its own file
         vocab_cased = wordpiece.vocab_is_cased(self.backend.get_vocab())
         message = None
         if not self.lowercase and not vocab_cased:
@@ -229,10 +237,7 @@ class Tokenizer:
 
     def unk_rate(self, encoding: BatchEncoding) -> float:
         """Fraction of the text tokens (all but [CLS]/[SEP]/[PAD]/[MASK]) that are [UNK]; 0.0 if none."""
-        structural = self.special_ids - {self.unk_id}
-        unknown = sum(row.count(self.unk_id) for row in encoding.input_ids)
-        text_tokens = sum(len(row) - sum(row.count(i) for i in structural) for row in encoding.input_ids)
-        return unknown / text_tokens if text_tokens else 0.0
+        return coverage.unknown_rate(self, encoding.input_ids)
 
     def pad_to_tensors(self, input_ids: Sequence[Sequence[int]] | BatchEncoding,
                        token_type_ids: Sequence[Sequence[int]] | None = None,

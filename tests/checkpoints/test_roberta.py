@@ -20,21 +20,11 @@ PAIRS = ["the lazy dog", "brown fox", "x", "numbers 12345", "byte-level"]
 
 
 @pytest.fixture(scope="module")
-def roberta_folders(tmp_path_factory):
+def roberta_folders(tmp_path_factory, make_tiny_roberta):
     """(folder as transformers saves it: tokenizer.json, folder as the hub ships older models: vocab.json +
     merges.txt and no tokenizer.json, the reference tokenizer, the reference model)."""
-    from tokenizers import ByteLevelBPETokenizer
-
     root = tmp_path_factory.mktemp("roberta")
-    bpe = ByteLevelBPETokenizer()
-    bpe.train_from_iterator(CORPUS, vocab_size=320, min_frequency=1,
-                            special_tokens=["<s>", "<pad>", "</s>", "<unk>", "<mask>"])
-    (root / "files").mkdir()
-    bpe.save_model(str(root / "files"))
-    tokenizer = transformers.RobertaTokenizerFast.from_pretrained(str(root / "files"))
-    config = transformers.RobertaConfig(vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=2,
-                                        num_attention_heads=4, intermediate_size=64, max_position_embeddings=34,
-                                        type_vocab_size=1, pad_token_id=1, layer_norm_eps=1e-5)
+    tokenizer, config = make_tiny_roberta(root / "files", CORPUS, layer_norm_eps=1e-5)
     torch.manual_seed(0)
     model = transformers.RobertaModel(config).eval()
     model.save_pretrained(str(root / "saved"))

@@ -81,3 +81,43 @@ def test_prune_job_saves_and_reloads_in_bertkit_and_transformers(model_dir, tmp_
         ours = reloaded.heads["classifier"](reloaded.encoder(ids, mask).pooled_output)
         theirs = hf_model(input_ids=ids, attention_mask=mask).logits
     torch.testing.assert_close(ours, theirs, atol=1e-4, rtol=1e-4)
+
+
+def test_prune_job_writes_a_full_shape_copy_plain_from_pretrained_loads(model_dir, tmp_path):
+    """transformers 5 ignores config.json pruned_heads: bertkit's folder keeps the smaller layers, and its
+    transformers/ subfolder holds full shapes with the pruned heads zeroed, which from_pretrained loads as is."""
+    import json
+
+    from transformers import BertForSequenceClassification
+
+    dev = write_examples(tmp_path / "dev.jsonl", 12)
+    prune_and_measure(model_dir, tmp_path / "pruned", str(dev), fraction=0.3)
+    pruned = load_checkpoint(tmp_path / "pruned")
+    copy = tmp_path / "pruned" / "transformers"
+    hf_model, info = BertForSequenceClassification.from_pretrained(str(copy), output_loading_info=True)
+    assert not info["missing_keys"] and not info["unexpected_keys"] and not info["mismatched_keys"]
+    ids, mask = _inputs()
+    with torch.no_grad():
+        ours = pruned.heads["classifier"](pruned.encoder(ids, mask).pooled_output)
+        theirs = hf_model.eval()(input_ids=ids, attention_mask=mask).logits
+    torch.testing.assert_close(ours, theirs, atol=1e-5, rtol=0)
+    assert "full shapes" in json.loads((copy / "bertkit.json").read_text())["pruning"]["form"]
+    assert "smaller layers" in json.loads((tmp_path / "pruned" / "bertkit.json").read_text())["pruning"]["form"]
+    assert load_checkpoint(copy).encoder.pruned_heads() == {}          # every layer at full width
+    from transformers import AutoModelForSequenceClassification
+    with pytest.raises(ValueError, match="bertkit"):      # the smaller layers: refused, not re-initialized at random
+        AutoModelForSequenceClassification.from_pretrained(str(tmp_path / "pruned"))
+
+
+def test_full_shape_copy_computes_the_pruned_model(tmp_path):
+    from bertkit.distill.prune import full_shape_copy
+
+    torch.manual_seed(0)
+    encoder = Encoder(tiny_config()).eval()
+    prune_heads(encoder, {0: [1, 2], 1: [0]})
+    full = full_shape_copy(encoder)
+    assert [b.attention.num_heads for b in full.blocks] == [4, 4]
+    ids, mask = _inputs()
+    with torch.no_grad():
+        torch.testing.assert_close(full(ids, mask).last_hidden_state, encoder(ids, mask).last_hidden_state,
+                                   atol=1e-6, rtol=0)

@@ -159,11 +159,13 @@ def test_pair_and_regression_hybrids_run_end_to_end(cased_encoder_dir, tmp_path)
 
 
 def test_saving_a_probe_folder_again_keeps_its_linear_model(folders, tmp_path):
-    copy = bertkit.convert(folders["hybrid"], tmp_path / "converted")
+    copy = bertkit.load(folders["hybrid"]).save(tmp_path / "saved")
     texts = ["zorp the Day", "quib a day"]
     assert bertkit.load(copy).predict(texts) == bertkit.load(folders["hybrid"]).predict(texts)
-    with pytest.raises(bertkit.errors.BertkitError, match="no encoder"):
-        bertkit.convert(folders["tfidf"], tmp_path / "nothing")
+    for kind in ("hybrid", "tfidf"):        # no transformers class computes a linear model: one line, no folder
+        with pytest.raises(bertkit.errors.BertkitError, match="cannot be converted|no encoder"):
+            bertkit.api.convert(folders[kind], tmp_path / kind)
+        assert not (tmp_path / kind).exists()
 
 
 def test_linear_methods_refuse_loop_settings_and_keep_a_better_model(cased_encoder_dir, split_signal_files,
