@@ -9,6 +9,7 @@ import numpy as np
 import torch
 
 from bertkit.checkpoints import Checkpoint, load_checkpoint, save_checkpoint
+from bertkit.conversion import convert as convert_folder
 from bertkit.errors import BertkitError
 from bertkit.features import EncodeOptions, EncodeReport, NonFiniteVectors, encode_texts, encode_token_vectors
 from bertkit.finetune.linear import LinearPredictor, is_tfidf_folder
@@ -136,10 +137,9 @@ def load(path: str | os.PathLike, device: str | None = None, precision: str | No
 
 def convert(source: str | os.PathLike, target: str | os.PathLike):
     """Re-save any folder `load` reads as a folder the transformers class it names loads as is, checked against
-    transformers before it is kept (bertkit/convert.py; an int8 folder's weights dequantized to fp32; a linear
+    transformers before it is kept (bertkit/conversion.py; an int8 folder's weights dequantized to fp32; a linear
     probe's or hybrid's files go with its encoder); refuses models no transformers class computes.
     Returns a ConvertReport (path, class, largest output difference)."""
-    from bertkit.convert import convert as convert_folder
     return convert_folder(source, target)
 
 

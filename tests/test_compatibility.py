@@ -14,7 +14,7 @@ import bertkit
 from bertkit.checkpoints import load_checkpoint, save_checkpoint
 from bertkit.checkpoints.hf_check import compare_with_transformers
 from bertkit.cli import main
-from bertkit.convert import convert
+from bertkit.conversion import convert
 from bertkit.errors import BertkitError
 from bertkit.model import Encoder, EncoderConfig
 from bertkit.model.heads import MaskedLMHead, SentencePairHead

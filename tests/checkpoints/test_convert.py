@@ -8,7 +8,7 @@ import torch
 
 from bertkit.checkpoints import load_checkpoint, save_checkpoint
 from bertkit.cli import main
-from bertkit.convert import convert
+from bertkit.conversion import convert
 from bertkit.distill.prune import prune_heads
 from bertkit.errors import BertkitError, CheckpointError
 from bertkit.model import Encoder, EncoderConfig
@@ -100,7 +100,7 @@ def test_convert_refuses_models_no_transformers_class_computes(tmp_path, make, m
 
 def test_a_failed_check_keeps_the_existing_target(tmp_path, monkeypatch):
     """The check runs on the temporary folder: when transformers disagrees, the old target stays as it was."""
-    import bertkit.convert as module
+    import bertkit.conversion as module
     from bertkit.errors import CheckpointError
 
     source = write(tmp_path / "src", config(), ("mlm",))
@@ -171,3 +171,12 @@ def test_convert_refuses_an_electra_or_xlnet_folder_whose_weights_were_written_w
               and not line.startswith(" ")]
     assert len(errors) == 1 and "computes other outputs" in errors[0], errors
     assert not (tmp_path / "out").exists()
+
+
+def test_bertkit_convert_stays_the_function_after_the_module_is_imported():
+    # A module named bertkit/convert.py replaced the lazily exported function on the package once imported.
+    import importlib
+
+    import bertkit
+    importlib.import_module("bertkit.conversion")
+    assert callable(bertkit.convert) and bertkit.convert is bertkit.api.convert
