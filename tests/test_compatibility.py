@@ -17,7 +17,6 @@ from bertkit.cli import main
 from bertkit.conversion import convert
 from bertkit.errors import BertkitError
 from bertkit.model import Encoder, EncoderConfig
-from bertkit.model.heads import MaskedLMHead, SentencePairHead
 
 transformers = pytest.importorskip("transformers")
 

@@ -8,7 +8,6 @@ model is decided in hf_form.py. A model no transformers class computes is writte
 from __future__ import annotations
 
 import math
-import re
 from typing import Any
 
 import torch

@@ -112,7 +112,6 @@ def seq2seq_decode(model: Seq2SeqLM, source_ids: Sequence[int], cls_id: int, sep
     if no_repeat_ngram_size < 0:
         raise BertkitError(f"no_repeat_ngram_size must be >= 0 (0 = off), got {no_repeat_ngram_size}")
     model.eval()
-    device = next(model.parameters()).device
     max_length = model.encoder.config.max_length
     source = [cls_id, *list(source_ids)[:max_length - 3], sep_id]
     steps = min(max_new_tokens, max_length - len(source))     # target tokens, [SEP] included, that still fit

@@ -65,7 +65,6 @@ def split_pairs(texts: Sequence[str], field: str = "texts", allow_pairs: bool = 
 
 def prepare_texts(tokenizer, texts: Sequence[str], max_length: int, truncate: bool,
                   field: str = "texts", allow_pairs: bool = True) -> PreparedTexts:
-    errors: list[str] = []
     items = split_pairs(texts, field, allow_pairs)
     singles = [(index, item) for index, item in enumerate(items) if isinstance(item, str)]
     pairs = [(index, *item) for index, item in enumerate(items) if not isinstance(item, str)]

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import random
 
+import pytest
+
 from bertkit.finetune import FinetuneConfig, evaluate_file, predict, run_finetune
 from bertkit.finetune.classification import SequenceTask, head_tokens
 from bertkit.tokenizer import Tokenizer
@@ -69,6 +71,7 @@ def test_default_recipe_learns_a_long_tailed_planted_signal(finetune_model_dir, 
     assert (effective["lr"], effective["head_lr"], effective["batch_size"]) == (4.2e-3, 5e-3, 16)
 
 
+@pytest.mark.slow
 def test_class_weights_raise_the_recall_of_a_rare_class(finetune_model_dir, tmp_path, seed=0):
     train = write_jsonl(tmp_path / "train.jsonl", ambiguous_rows({"common": 300, "rare": 20}, seed))
     rare_test = ambiguous_rows({"rare": 200}, seed + 20)

@@ -27,6 +27,7 @@ def run(tmp_path, corpus, vocab_dir, nproc: int, batch_size: int) -> dict[int, f
     return {r["step"]: r["loss"] for r in records if "lr" in r}
 
 
+@pytest.mark.slow
 def test_two_gloo_processes_match_one_process_with_the_same_global_batch(tmp_path, corpus, vocab_dir):
     single = run(tmp_path, corpus, vocab_dir, 1, 8)
     double = run(tmp_path, corpus, vocab_dir, 2, 4)

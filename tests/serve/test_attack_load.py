@@ -32,6 +32,7 @@ def labelled_index(tmp_path_factory, tiny_model_dir) -> Path:
     return folder
 
 
+@pytest.mark.slow
 def test_honest_clients_get_no_errors_while_an_attacker_works(tiny_model_dir, labelled_index):
     server = start(tiny_model_dir, index=str(labelled_index), header_timeout_s=1.0, body_timeout_s=1.0)
     try:

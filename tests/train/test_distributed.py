@@ -22,6 +22,7 @@ def run_worker(tmp_path, nproc: int, batch_size: int) -> list[float]:
     return json.loads(out.read_text())
 
 
+@pytest.mark.slow
 def test_two_process_gloo_matches_one_process_with_same_global_batch(tmp_path):
     single = run_worker(tmp_path, 1, 8)
     double = run_worker(tmp_path, 2, 4)

@@ -1,7 +1,5 @@
-import math
 
 import pytest
-from torch import nn
 
 from bertkit.errors import BertkitError
 from bertkit.train import lr_factor, param_groups, parse_duration

@@ -73,7 +73,7 @@ def run_linear_job(job: LinearJob) -> LinearJobResult:
     dev_vectors = cached_vectors(cache, checkpoint, splits.dev, encoding, pairs, model_hash, "dev")
     encode_seconds = time.perf_counter() - started
     vector_fit = fit_vector_part(job.task, train_vectors, dev_vectors, splits.y, splits.num_labels, encoding, job.seed)
-    baseline, tfidf_seconds = None, 0.0
+    baseline = None
     if job.method == "linear-probe":
         model = LinearModel("linear-probe", job.task, splits.label_names, pairs, [vector_fit.part])
         fitted, regularization = vector_fit.fitted, {"C": vector_fit.fitted.regularization}
