@@ -119,7 +119,8 @@ def register(subparsers) -> None:
 
     p = subparsers.add_parser("predict", help="predict labels, entities or answers for a file (JSONL out)")
     p.add_argument("--model", required=True)
-    p.add_argument("--input", required=True, help=".jsonl/.tsv/.csv/.txt, .conll, or SQuAD .json")
+    p.add_argument("--input", required=True, help=".jsonl/.tsv/.csv/.txt, .conll, or SQuAD .json; ner also takes "
+                   "raw text (.txt lines or {\"text\": ...} JSONL), split into words as Model.predict splits it")
     p.add_argument("--output", required=True, help="output .jsonl")
     p.add_argument("--task", choices=TASKS + (SEQ2SEQ, PROMPT),
                    help="fail unless the model was fine-tuned for this task")

@@ -15,7 +15,7 @@ import numpy as np
 
 from bertkit.checkpoints import load_checkpoint
 from bertkit.data.labels import LabelMap
-from bertkit.data.ner_readers import TaggedSentence
+from bertkit.data.ner_readers import RawText, TaggedSentence, read_raw_texts
 from bertkit.data.readers import ReadOptions
 from bertkit.data.squad import QAExample
 from bertkit.errors import BertkitError, CheckpointError
@@ -93,19 +93,7 @@ def predict(model: Any, inputs: Sequence[Union[str, tuple, dict]], batch_size: i
         return _predict_generate_job(*generate_job, _device_of(_checkpoint_of(model)), inputs, batch_size)
     net, task = finetuned_model(model)
     if net.task == "ner":
-        texts = [str(x) for x in inputs]
-        spans, sentences = [], []
-        for i, text in enumerate(texts):
-            words, word_spans = split_words(text)
-            spans.append(word_spans)
-            sentences.append(TaggedSentence(words or [" "], None, i))
-        features = task.encode(sentences)
-        warn_unknown(task.tokenizer, texts, "predict", [f.input_ids for f in features])
-        results = task.predict(net, features, sentences, batch_size, spans, texts)
-        for result, text in zip(results, texts):
-            if not text.strip():
-                result.update(tokens=[], tags=[], entities=[])
-        return results
+        return _predict_ner_texts(net, task, [str(x) for x in inputs], batch_size)
     if net.task == "qa":
         examples = [_qa_input(item, i) for i, item in enumerate(inputs)]
         features = task.encode(examples)
@@ -114,6 +102,23 @@ def predict(model: Any, inputs: Sequence[Union[str, tuple, dict]], batch_size: i
         features = task.encode(examples, quiet=True)
     warn_unknown(task.tokenizer, texts_of(examples), "predict", [f.input_ids for f in features])
     return task.predict(net, features, examples, batch_size)
+
+
+def _predict_ner_texts(net: FinetuneModel, task, texts: list[str], batch_size: int) -> list[dict]:
+    """Raw texts: split into words (split_words: CJK characters one word each, else runs of word characters
+    and single punctuation marks), tagged, entities with character offsets into each text."""
+    spans, sentences = [], []
+    for i, text in enumerate(texts):
+        words, word_spans = split_words(text)
+        spans.append(word_spans)
+        sentences.append(TaggedSentence(words or [" "], None, i))
+    features = task.encode(sentences)
+    warn_unknown(task.tokenizer, texts, "predict", [f.input_ids for f in features])
+    results = task.predict(net, features, sentences, batch_size, spans, texts)
+    for result, text in zip(results, texts):
+        if not text.strip():
+            result.update(tokens=[], tags=[], entities=[])
+    return results
 
 
 def _predict_generate_job(task: str, folder: Path, device: Optional[str], inputs: Sequence,
@@ -181,6 +186,10 @@ def predict_file(model: Any, input_path: str | Path, output_path: str | Path, en
         from bertkit.generate.prompt_job import predict_prompt_file
         return predict_prompt_file(generate_job[1], input_path, output_path, encoding, batch_size)
     net, task_object = finetuned_model(model, task)
+    raw = read_raw_texts(input_path, ReadOptions(encoding)) if net.task == "ner" else None
+    if raw is not None:   # NER on raw text lines / {"text"} rows: words split as Model.predict(texts) splits them
+        predictions = _predict_ner_texts(net, task_object, [row.text for row in raw], batch_size)
+        return _write_predictions(output_path, raw, predictions)
     examples = read_examples(net.task, input_path, None, False, ReadOptions(encoding))
     predictions = task_object.predict(net, task_object.encode(examples), examples, batch_size)
     return _write_predictions(output_path, examples, predictions)
@@ -208,6 +217,8 @@ def _check_task(task: Optional[str], generate_job: tuple[str, Path]) -> None:
 
 
 def _input_fields(example) -> dict:
+    if isinstance(example, RawText):
+        return {"line": example.line, "text": example.text}
     if isinstance(example, TaggedSentence):
         return {"line": example.line}
     if isinstance(example, QAExample):
