@@ -223,10 +223,12 @@ def _generate_job_task(args: argparse.Namespace):
 
 
 def _model_in_precision(args: argparse.Namespace):
-    """The folder path as is (fp32, or int8 for a quantized folder), or the model loaded in --precision."""
-    if args.precision is None:
-        return args.model
+    """The folder path as is (fp32, or int8 for a quantized folder), or the model loaded in --precision; an
+    ONNX export (a .onnx file or its folder) loaded, as it has no config.json for the folder readers."""
     from bertkit import api
+    from bertkit.distill.onnx_model import onnx_file_of
+    if args.precision is None and onnx_file_of(args.model) is None:
+        return args.model
     model = api.load(args.model, precision=args.precision)
     say_precision(model, args.precision)
     return model

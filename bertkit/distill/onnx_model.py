@@ -13,6 +13,8 @@ import numpy as np
 
 from bertkit.distill.onnx_export import make_session, read_metadata
 from bertkit.errors import BertkitError
+from bertkit.finetune.linear.layer import scores_metrics
+from bertkit.finetune.linear.training import targets
 from bertkit.finetune.predictions import sequence_predictions
 from bertkit.tokenizer import Tokenizer
 from bertkit.tokenizer.padding import pad_to_tensors
@@ -87,6 +89,32 @@ class OnnxModel:
         if "logits" not in self.output_names:
             raise BertkitError(f"{self.path} has no classifier output; export a fine-tuned classification model")
         return self._run(texts, batch_size, max_length)[1]
+
+    @property
+    def task(self) -> Optional[str]:
+        """The source folder's task (None for an encoder export, which has no classifier output)."""
+        return self.meta.get("task")
+
+    def _texts_of_rows(self, examples: Sequence, tasks: tuple, doing: str) -> list[str]:
+        """The texts of rows read from a file: one text each, as the graph takes single texts."""
+        if self.task not in tasks:
+            raise BertkitError(f"{self.path}: {doing} with an ONNX export of a {self.task or 'encoder'} model is "
+                               f"not supported; use its source folder")
+        paired = next((ex for ex in examples if ex.text_pair is not None), None)
+        if paired is not None:
+            raise BertkitError(f"line {paired.line}: {self.path} takes one text per row (no text_pair)")
+        return [ex.text for ex in examples]
+
+    def predict_examples(self, examples: Sequence, batch_size: int = 64) -> list[dict]:
+        """Rows read from a file (`bertkit predict --input`)."""
+        texts = self._texts_of_rows(examples, ("classification", "multi-label", "regression"), "predicting files")
+        return self.predict(texts, batch_size)
+
+    def evaluate_examples(self, examples: Sequence, batch_size: int = 64) -> dict:
+        """The metrics `bertkit evaluate` prints for the source folder (classification, regression)."""
+        texts = self._texts_of_rows(examples, ("classification", "regression"), "evaluating")
+        return scores_metrics(self.task, self.logits(texts, batch_size),
+                              targets(self.task, examples, self.label_names), len(self.label_names))
 
     def predict(self, texts: Sequence[str], batch_size: int = 32) -> list[dict]:
         """As `Model.predict` formats the same logits (the folder's task: regression, multi-label, classes)."""

@@ -149,12 +149,12 @@ def _qa_input(item, index: int) -> QAExample:
 
 def evaluate_file(model: Any, data: str | Path, encoding: str = "utf-8", batch_size: int = 64,
                   task: Optional[str] = None) -> dict:
-    linear = linear_predictor_of(model)
-    if linear is not None:
-        _check_linear_task(task, linear)
-        known = LabelMap(tuple(linear.label_names)) if linear.task != "regression" else None
-        return linear.evaluate_examples(read_examples(linear.task, data, known, True, ReadOptions(encoding)),
-                                        batch_size)
+    rows = _rows_predictor(model)
+    if rows is not None:
+        _check_linear_task(task, rows)
+        known = LabelMap(tuple(rows.label_names)) if rows.task != "regression" else None
+        return rows.evaluate_examples(read_examples(rows.task or "classification", data, known, True,
+                                                    ReadOptions(encoding)), batch_size)
     generate_job = _generate_job_folder(_checkpoint_of(model))
     if generate_job is not None:
         _check_task(task, generate_job)
@@ -172,11 +172,11 @@ def evaluate_file(model: Any, data: str | Path, encoding: str = "utf-8", batch_s
 def predict_file(model: Any, input_path: str | Path, output_path: str | Path, encoding: str = "utf-8",
                  batch_size: int = 64, task: Optional[str] = None) -> int:
     """Write one JSON line per input row (the row's own fields plus the prediction); returns the count."""
-    linear = linear_predictor_of(model)
-    if linear is not None:
-        _check_linear_task(task, linear)
-        examples = read_examples(linear.task, input_path, None, False, ReadOptions(encoding))
-        return _write_predictions(output_path, examples, linear.predict_examples(examples, batch_size))
+    rows = _rows_predictor(model)
+    if rows is not None:
+        _check_linear_task(task, rows)
+        examples = read_examples(rows.task or "classification", input_path, None, False, ReadOptions(encoding))
+        return _write_predictions(output_path, examples, rows.predict_examples(examples, batch_size))
     generate_job = _generate_job_folder(_checkpoint_of(model))
     if generate_job is not None:
         _check_task(task, generate_job)
@@ -195,6 +195,15 @@ def predict_file(model: Any, input_path: str | Path, output_path: str | Path, en
     return _write_predictions(output_path, examples, predictions)
 
 
+def _rows_predictor(model: Any):
+    """What predicts read rows itself: a linear model's LinearPredictor, or a loaded ONNX export (OnnxModel,
+    from bertkit.load of a .onnx file or its folder); None for fine-tuned folders."""
+    linear = linear_predictor_of(model)
+    if linear is not None:
+        return linear
+    return model if callable(getattr(model, "predict_examples", None)) else None
+
+
 def _write_predictions(output_path: str | Path, examples: Sequence, predictions: Sequence[dict]) -> int:
     output_path = Path(output_path)
     output_path.parent.mkdir(parents=True, exist_ok=True)
@@ -204,7 +213,8 @@ def _write_predictions(output_path: str | Path, examples: Sequence, predictions:
     return len(predictions)
 
 
-def _check_linear_task(task: Optional[str], linear: LinearPredictor) -> None:
+def _check_linear_task(task: Optional[str], linear) -> None:
+    """linear: a LinearPredictor or an OnnxModel (both have .task and .path)."""
     if task is not None and task != linear.task:
         raise CheckpointError(f"{linear.path} was trained for {linear.task!r}, not {task!r}")
 
