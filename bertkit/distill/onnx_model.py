@@ -13,6 +13,7 @@ import numpy as np
 
 from bertkit.distill.onnx_export import make_session, read_metadata
 from bertkit.errors import BertkitError
+from bertkit.features import EncodeReport
 from bertkit.finetune.linear.layer import scores_metrics
 from bertkit.finetune.linear.training import targets
 from bertkit.finetune.predictions import sequence_predictions
@@ -44,6 +45,12 @@ class OnnxModel:
         self.tokenizer = Tokenizer.from_folder(folder)
         self.output_names = [o.name for o in self.session.get_outputs()]
         self.label_names: list[str] = list(self.meta.get("labels") or [])
+        self.last_report = EncodeReport()
+
+    @property
+    def max_length(self) -> int:
+        """Tokens per text (special tokens included): the source folder's max length, saved at export."""
+        return int(self.meta.get("max_length") or 512)
 
     @property
     def pooling(self) -> str:
@@ -53,8 +60,9 @@ class OnnxModel:
         if isinstance(texts, str):
             raise TypeError("encode expects a list of texts, not one string; wrap it: encode([text])")
         texts = list(texts)
-        limit = int(self.meta.get("max_length") or 512)
+        limit = self.max_length
         batch = self.tokenizer.encode_batch(texts, max_length=min(max_length or limit, limit))
+        self.last_report = EncodeReport(texts=len(texts), truncated=batch.num_truncated)
         order = np.argsort([-len(ids) for ids in batch.input_ids], kind="stable")   # pad each batch less
         results: list[list[np.ndarray]] = [[None] * len(texts) for _ in self.output_names]
         for start in range(0, len(order), batch_size):
@@ -70,13 +78,15 @@ class OnnxModel:
                 for r, w in zip(results, width)]
 
     def encode(self, texts: Sequence[str], batch_size: int = 32, max_length: Optional[int] = None,
-               pooling: Optional[str] = None, layers: str = "last", normalize: Optional[bool] = None,
+               pooling: Optional[str] = None, layers: Optional[str] = None, normalize: Optional[bool] = None,
                long_texts: str = "truncate", stride: int = 128, progress: bool = False) -> np.ndarray:
         if pooling not in (None, self.pooling):
             raise BertkitError(f"{self.path} was exported with pooling {self.pooling!r}; export again with "
                                f"--pooling {pooling} to encode that way")
-        if layers != "last" or long_texts != "truncate":
-            raise BertkitError("ONNX models encode the last layer with truncation only")
+        exported = self.meta.get("layers") or "last"
+        if layers not in (None, exported) or long_texts != "truncate":
+            raise BertkitError(f"{self.path} encodes the layers it was exported with ({exported}), with truncation "
+                               "only; export again for other layers")
         if normalize is False and self.meta.get("normalize"):
             raise BertkitError(f"{self.path} was exported with normalization inside the graph; export again "
                                "without --normalize to get unnormalized vectors")

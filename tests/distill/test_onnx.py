@@ -107,3 +107,14 @@ def test_predict_and_evaluate_commands_run_an_onnx_export_as_its_source_folder(m
     onnx_metrics = json.loads(capsys.readouterr().out)
     assert onnx_metrics.keys() == ref_metrics.keys()
     np.testing.assert_allclose(list(onnx_metrics.values()), list(ref_metrics.values()), atol=1e-6)
+
+
+def test_encode_command_runs_an_onnx_export_as_its_source_folder(model_dir, tmp_path):
+    """`bertkit encode --model <export folder>` crashed ('OnnxModel' object has no attribute 'config')."""
+    data = write_examples(tmp_path / "texts.jsonl")
+    assert main(["export-onnx", "--model", str(model_dir), "--output", str(tmp_path / "onnx" / "model.onnx")]) == 0
+    for model, out in ((model_dir, "ref.npy"), (tmp_path / "onnx", "onnx.npy")):
+        assert main(["encode", "--model", str(model), "--input", str(data), "--output", str(tmp_path / out)]) == 0
+    np.testing.assert_allclose(np.load(tmp_path / "onnx.npy"), np.load(tmp_path / "ref.npy"), atol=1e-5)
+    assert main(["encode", "--model", str(tmp_path / "onnx"), "--input", str(data), "--layers", "sum-last-4",
+                 "--output", str(tmp_path / "x.npy")]) == 2
