@@ -119,7 +119,8 @@ def register(subparsers) -> None:
 
     p = subparsers.add_parser("predict", help="predict labels, entities or answers for a file (JSONL out)")
     p.add_argument("--model", required=True)
-    p.add_argument("--input", required=True, help=".jsonl/.tsv/.csv/.txt, .conll, or SQuAD .json")
+    p.add_argument("--input", required=True, help=".jsonl/.tsv/.csv/.txt, .conll, or SQuAD .json; ner also takes "
+                   "raw text (.txt lines or {\"text\": ...} JSONL), split into words as Model.predict splits it")
     p.add_argument("--output", required=True, help="output .jsonl")
     p.add_argument("--task", choices=TASKS + (SEQ2SEQ, PROMPT),
                    help="fail unless the model was fine-tuned for this task")
@@ -222,10 +223,12 @@ def _generate_job_task(args: argparse.Namespace):
 
 
 def _model_in_precision(args: argparse.Namespace):
-    """The folder path as is (fp32, or int8 for a quantized folder), or the model loaded in --precision."""
-    if args.precision is None:
-        return args.model
+    """The folder path as is (fp32, or int8 for a quantized folder), or the model loaded in --precision; an
+    ONNX export (a .onnx file or its folder) loaded, as it has no config.json for the folder readers."""
     from bertkit import api
+    from bertkit.distill.onnx_model import onnx_file_of
+    if args.precision is None and onnx_file_of(args.model) is None:
+        return args.model
     model = api.load(args.model, precision=args.precision)
     say_precision(model, args.precision)
     return model

@@ -84,7 +84,7 @@ def run_encode(args: argparse.Namespace) -> int:
     texts = read_texts(args.input, field=args.field, encoding=args.encoding)
     model = api.load(args.model, device=args.device, precision=args.precision)
     say_precision(model, args.precision)
-    limit = model.config.max_length
+    limit = model.config.max_length if isinstance(model, api.Model) else model.max_length   # ONNX: its export's
     if args.max_length is not None and args.max_length > limit:
         raise BertkitError(f"--max-length {args.max_length} > {limit}, the position limit of {args.model}; "
                            "use a smaller --max-length or --long-texts sliding-window")

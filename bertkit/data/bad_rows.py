@@ -32,6 +32,7 @@ class BadRowLog:
     skip_bad_rows: bool = False
     rejects_path: Path | None = None
     unit: str = "line"   # what BadRow.line holds, for messages
+    skip_hint: bool = False   # the caller offers --skip-bad-rows (finetune, baseline): suggest it
     rows: list[BadRow] = field(default_factory=list)
 
     def add(self, line: int | str, kind: str, detail: str, row: str = "") -> None:
@@ -52,8 +53,9 @@ class BadRowLog:
         if not self.rows:
             return 0
         if not self.skip_bad_rows:
-            raise InputFileError(self.path, self.summary() + "; fix the file or pass --skip-bad-rows to "
-                                 "write such rows to a rejects file and go on",
+            hint = (" or pass --skip-bad-rows to write such rows to a rejects file and go on"
+                    if self.skip_hint else "")
+            raise InputFileError(self.path, f"{self.summary()}; fix the file{hint}",
                                  self.rows[0].line if self.unit == "line" else None)
         target = self.rejects_path or self.path.with_name(self.path.name + ".rejects.jsonl")
         target.parent.mkdir(parents=True, exist_ok=True)

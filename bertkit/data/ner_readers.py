@@ -3,6 +3,11 @@
 CoNLL: one `token tag` line per token (space or tab between them; with more columns the first is the token
 and the last the tag), a blank line between sentences; `-DOCSTART-` lines are skipped. The line number of a
 sentence is the line of its first token.
+
+Prediction also takes raw text (`read_raw_texts`): JSONL `{"text": ...}` rows, or a .txt file of one text per
+line. A .txt file is CoNLL when it looks like CoNLL: every non-blank line `token ... tag` with a valid tag, or
+one token per line with blank lines between sentences; anything else is raw text. Splitting raw text into
+words is the predictor's (bertkit.finetune.ner.split_words), the same as for `Model.predict(texts)`.
 """
 from __future__ import annotations
 
@@ -26,7 +31,7 @@ def read_tagged_sentences(path: str | Path, tags: Optional[LabelMap] = None, req
                           options: ReadOptions = ReadOptions()) -> list[TaggedSentence]:
     """Read NER data; `tags` (the training tag set) turns unseen tags in dev/test into bad rows."""
     path = Path(path)
-    log = BadRowLog(path, options.skip_bad_rows, options.rejects_path)
+    log = BadRowLog(path, options.skip_bad_rows, options.rejects_path, skip_hint=options.skip_hint)
     fmt = file_format(path)
     if fmt == "jsonl":
         raw_sentences = _jsonl_sentences(path, options.encoding, log)
@@ -43,6 +48,63 @@ def read_tagged_sentences(path: str | Path, tags: Optional[LabelMap] = None, req
     if not sentences:
         raise InputFileError(path, "no sentences found (the file is empty or every sentence was rejected)")
     return sentences
+
+
+class RawText(NamedTuple):
+    text: str
+    line: int
+
+
+def read_raw_texts(path: str | Path, options: ReadOptions = ReadOptions()) -> Optional[list[RawText]]:
+    """The texts of a raw-text NER input (see the module doc), or None when the file holds tokenized
+    sentences (JSONL "tokens", CoNLL), which read_tagged_sentences reads."""
+    path = Path(path)
+    fmt = file_format(path)
+    if fmt == "jsonl":
+        return _jsonl_texts(path, options)
+    if fmt == "txt" and not _looks_like_conll(path, options.encoding):
+        texts = [RawText(line, number) for number, line in iter_lines(path, options.encoding) if line.strip()]
+        if not texts:
+            raise InputFileError(path, "no texts found (the file is empty)")
+        return texts
+    return None
+
+
+def _jsonl_texts(path: Path, options: ReadOptions) -> Optional[list[RawText]]:
+    log = BadRowLog(path, options.skip_bad_rows, options.rejects_path, skip_hint=options.skip_hint)
+    texts = []
+    for line_no, row, line in jsonl_objects(path, options.encoding, log):
+        if not texts and not log.rows and "tokens" in row:
+            return None                                  # tokenized sentences: read_tagged_sentences
+        if not isinstance(row.get("text"), str):
+            log.add(line_no, "missing text", 'expected {"text": string} (or {"tokens": [strings]} on every row)',
+                    line)
+            continue
+        texts.append(RawText(row["text"], line_no))
+    log.finish()
+    if not texts:
+        raise InputFileError(path, "no texts found (the file is empty or every row was rejected)")
+    return texts
+
+
+def _looks_like_conll(path: Path, encoding: str) -> bool:
+    tagged = single = blank = 0
+    seen_token = False
+    for _, line in iter_lines(path, encoding):
+        fields = line.split()
+        if not fields:
+            blank += seen_token
+            continue
+        if fields[0] == "-DOCSTART-":
+            continue
+        seen_token = True
+        if len(fields) == 1:
+            single += 1
+        elif _valid_tag(fields[-1]):
+            tagged += 1
+        else:
+            return False                                 # "John lives in Paris": a sentence, not a token line
+    return tagged > 0 or (single > 0 and blank > 0)   # mixed tagged/untagged: the CoNLL reader reports it
 
 
 def _jsonl_sentences(path: Path, encoding: str, log: BadRowLog):

@@ -41,6 +41,7 @@ class ReadOptions:
     encoding: str = "utf-8"
     skip_bad_rows: bool = False
     rejects_path: Optional[Path] = None
+    skip_hint: bool = False   # the command offers --skip-bad-rows: name it when bad rows stop the read
 
 
 def file_format(path: str | Path) -> str:
@@ -62,7 +63,7 @@ def read_text_examples(path: str | Path, label_kind: LabelKind = "class", labels
     """Read a classification/regression file. `labels` (the training label map) turns unseen labels into
     bad rows, as dev/test files must not bring new classes."""
     path = Path(path)
-    log = BadRowLog(path, options.skip_bad_rows, options.rejects_path)
+    log = BadRowLog(path, options.skip_bad_rows, options.rejects_path, skip_hint=options.skip_hint)
     fmt = file_format(path)
     if fmt == "jsonl":
         rows = _jsonl_rows(path, options.encoding, log)

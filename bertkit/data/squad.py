@@ -40,7 +40,8 @@ def read_squad(path: str | Path, require_answers: bool = True,
         raise InputFileError(path, f"invalid JSON: {err.msg} (column {err.colno})", err.lineno) from None
     if not isinstance(document, dict) or not isinstance(document.get("data"), list):
         raise InputFileError(path, 'not SQuAD JSON: expected {"version": ..., "data": [articles]}')
-    log = BadRowLog(path, options.skip_bad_rows, options.rejects_path, unit="question")
+    log = BadRowLog(path, options.skip_bad_rows, options.rejects_path, unit="question",
+                    skip_hint=options.skip_hint)
     examples = []
     for a, article in enumerate(document["data"]):
         for p, paragraph in enumerate(article.get("paragraphs", []) if isinstance(article, dict) else []):

@@ -13,6 +13,9 @@ import numpy as np
 
 from bertkit.distill.onnx_export import make_session, read_metadata
 from bertkit.errors import BertkitError
+from bertkit.features import EncodeReport
+from bertkit.finetune.linear.layer import scores_metrics
+from bertkit.finetune.linear.training import targets
 from bertkit.finetune.predictions import sequence_predictions
 from bertkit.tokenizer import Tokenizer
 from bertkit.tokenizer.padding import pad_to_tensors
@@ -42,6 +45,12 @@ class OnnxModel:
         self.tokenizer = Tokenizer.from_folder(folder)
         self.output_names = [o.name for o in self.session.get_outputs()]
         self.label_names: list[str] = list(self.meta.get("labels") or [])
+        self.last_report = EncodeReport()
+
+    @property
+    def max_length(self) -> int:
+        """Tokens per text (special tokens included): the source folder's max length, saved at export."""
+        return int(self.meta.get("max_length") or 512)
 
     @property
     def pooling(self) -> str:
@@ -51,8 +60,9 @@ class OnnxModel:
         if isinstance(texts, str):
             raise TypeError("encode expects a list of texts, not one string; wrap it: encode([text])")
         texts = list(texts)
-        limit = int(self.meta.get("max_length") or 512)
+        limit = self.max_length
         batch = self.tokenizer.encode_batch(texts, max_length=min(max_length or limit, limit))
+        self.last_report = EncodeReport(texts=len(texts), truncated=batch.num_truncated)
         order = np.argsort([-len(ids) for ids in batch.input_ids], kind="stable")   # pad each batch less
         results: list[list[np.ndarray]] = [[None] * len(texts) for _ in self.output_names]
         for start in range(0, len(order), batch_size):
@@ -68,13 +78,15 @@ class OnnxModel:
                 for r, w in zip(results, width)]
 
     def encode(self, texts: Sequence[str], batch_size: int = 32, max_length: Optional[int] = None,
-               pooling: Optional[str] = None, layers: str = "last", normalize: Optional[bool] = None,
+               pooling: Optional[str] = None, layers: Optional[str] = None, normalize: Optional[bool] = None,
                long_texts: str = "truncate", stride: int = 128, progress: bool = False) -> np.ndarray:
         if pooling not in (None, self.pooling):
             raise BertkitError(f"{self.path} was exported with pooling {self.pooling!r}; export again with "
                                f"--pooling {pooling} to encode that way")
-        if layers != "last" or long_texts != "truncate":
-            raise BertkitError("ONNX models encode the last layer with truncation only")
+        exported = self.meta.get("layers") or "last"
+        if layers not in (None, exported) or long_texts != "truncate":
+            raise BertkitError(f"{self.path} encodes the layers it was exported with ({exported}), with truncation "
+                               "only; export again for other layers")
         if normalize is False and self.meta.get("normalize"):
             raise BertkitError(f"{self.path} was exported with normalization inside the graph; export again "
                                "without --normalize to get unnormalized vectors")
@@ -87,6 +99,32 @@ class OnnxModel:
         if "logits" not in self.output_names:
             raise BertkitError(f"{self.path} has no classifier output; export a fine-tuned classification model")
         return self._run(texts, batch_size, max_length)[1]
+
+    @property
+    def task(self) -> Optional[str]:
+        """The source folder's task (None for an encoder export, which has no classifier output)."""
+        return self.meta.get("task")
+
+    def _texts_of_rows(self, examples: Sequence, tasks: tuple, doing: str) -> list[str]:
+        """The texts of rows read from a file: one text each, as the graph takes single texts."""
+        if self.task not in tasks:
+            raise BertkitError(f"{self.path}: {doing} with an ONNX export of a {self.task or 'encoder'} model is "
+                               f"not supported; use its source folder")
+        paired = next((ex for ex in examples if ex.text_pair is not None), None)
+        if paired is not None:
+            raise BertkitError(f"line {paired.line}: {self.path} takes one text per row (no text_pair)")
+        return [ex.text for ex in examples]
+
+    def predict_examples(self, examples: Sequence, batch_size: int = 64) -> list[dict]:
+        """Rows read from a file (`bertkit predict --input`)."""
+        texts = self._texts_of_rows(examples, ("classification", "multi-label", "regression"), "predicting files")
+        return self.predict(texts, batch_size)
+
+    def evaluate_examples(self, examples: Sequence, batch_size: int = 64) -> dict:
+        """The metrics `bertkit evaluate` prints for the source folder (classification, regression)."""
+        texts = self._texts_of_rows(examples, ("classification", "regression"), "evaluating")
+        return scores_metrics(self.task, self.logits(texts, batch_size),
+                              targets(self.task, examples, self.label_names), len(self.label_names))
 
     def predict(self, texts: Sequence[str], batch_size: int = 32) -> list[dict]:
         """As `Model.predict` formats the same logits (the folder's task: regression, multi-label, classes)."""

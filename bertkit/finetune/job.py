@@ -131,7 +131,7 @@ def run_finetune(config: FinetuneConfig) -> FinetuneResult:
         raise BertkitError(f"--max-length {config.max_length} > the {checkpoint.config.max_length} positions of "
                            f"{config.model}; lower it (long inputs are windowed for ner/qa, truncated otherwise)")
     read = ReadOptions(config.encoding, config.skip_bad_rows, Path(config.output + ".rejects.jsonl")
-                       if config.skip_bad_rows else None)
+                       if config.skip_bad_rows else None, skip_hint=True)
     train_examples = read_examples(config.task, config.train, None, True, read)[:config.max_train_examples]
     check_training_labels(config.task, config.train, train_examples)
     label_names = label_names_from(config.task, train_examples)
@@ -294,7 +294,7 @@ def _linear_method(config: FinetuneConfig) -> FinetuneResult:
             raise BertkitError(f"--{name.replace('_', '-')} is a fine-tuning setting; --method {config.method} "
                                "fits a linear model on frozen vectors (its regularization is chosen on dev)")
     read = ReadOptions(config.encoding, config.skip_bad_rows, Path(config.output + ".rejects.jsonl")
-                       if config.skip_bad_rows else None)
+                       if config.skip_bad_rows else None, skip_hint=True)
     job = LinearJob(config.method, config.task, config.model, config.train, config.dev, config.output, read,
                     config.max_train_examples, config.max_dev_examples, config.seed, max_length=config.max_length)
     result = run_linear_job(job)

@@ -15,7 +15,7 @@ import numpy as np
 
 from bertkit.checkpoints import load_checkpoint
 from bertkit.data.labels import LabelMap
-from bertkit.data.ner_readers import TaggedSentence
+from bertkit.data.ner_readers import RawText, TaggedSentence, read_raw_texts
 from bertkit.data.readers import ReadOptions
 from bertkit.data.squad import QAExample
 from bertkit.errors import BertkitError, CheckpointError
@@ -93,19 +93,7 @@ def predict(model: Any, inputs: Sequence[Union[str, tuple, dict]], batch_size: i
         return _predict_generate_job(*generate_job, _device_of(_checkpoint_of(model)), inputs, batch_size)
     net, task = finetuned_model(model)
     if net.task == "ner":
-        texts = [str(x) for x in inputs]
-        spans, sentences = [], []
-        for i, text in enumerate(texts):
-            words, word_spans = split_words(text)
-            spans.append(word_spans)
-            sentences.append(TaggedSentence(words or [" "], None, i))
-        features = task.encode(sentences)
-        warn_unknown(task.tokenizer, texts, "predict", [f.input_ids for f in features])
-        results = task.predict(net, features, sentences, batch_size, spans, texts)
-        for result, text in zip(results, texts):
-            if not text.strip():
-                result.update(tokens=[], tags=[], entities=[])
-        return results
+        return _predict_ner_texts(net, task, [str(x) for x in inputs], batch_size)
     if net.task == "qa":
         examples = [_qa_input(item, i) for i, item in enumerate(inputs)]
         features = task.encode(examples)
@@ -114,6 +102,23 @@ def predict(model: Any, inputs: Sequence[Union[str, tuple, dict]], batch_size: i
         features = task.encode(examples, quiet=True)
     warn_unknown(task.tokenizer, texts_of(examples), "predict", [f.input_ids for f in features])
     return task.predict(net, features, examples, batch_size)
+
+
+def _predict_ner_texts(net: FinetuneModel, task, texts: list[str], batch_size: int) -> list[dict]:
+    """Raw texts: split into words (split_words: CJK characters one word each, else runs of word characters
+    and single punctuation marks), tagged, entities with character offsets into each text."""
+    spans, sentences = [], []
+    for i, text in enumerate(texts):
+        words, word_spans = split_words(text)
+        spans.append(word_spans)
+        sentences.append(TaggedSentence(words or [" "], None, i))
+    features = task.encode(sentences)
+    warn_unknown(task.tokenizer, texts, "predict", [f.input_ids for f in features])
+    results = task.predict(net, features, sentences, batch_size, spans, texts)
+    for result, text in zip(results, texts):
+        if not text.strip():
+            result.update(tokens=[], tags=[], entities=[])
+    return results
 
 
 def _predict_generate_job(task: str, folder: Path, device: Optional[str], inputs: Sequence,
@@ -144,12 +149,12 @@ def _qa_input(item, index: int) -> QAExample:
 
 def evaluate_file(model: Any, data: str | Path, encoding: str = "utf-8", batch_size: int = 64,
                   task: Optional[str] = None) -> dict:
-    linear = linear_predictor_of(model)
-    if linear is not None:
-        _check_linear_task(task, linear)
-        known = LabelMap(tuple(linear.label_names)) if linear.task != "regression" else None
-        return linear.evaluate_examples(read_examples(linear.task, data, known, True, ReadOptions(encoding)),
-                                        batch_size)
+    rows = _rows_predictor(model)
+    if rows is not None:
+        _check_linear_task(task, rows)
+        known = LabelMap(tuple(rows.label_names)) if rows.task != "regression" else None
+        return rows.evaluate_examples(read_examples(rows.task or "classification", data, known, True,
+                                                    ReadOptions(encoding)), batch_size)
     generate_job = _generate_job_folder(_checkpoint_of(model))
     if generate_job is not None:
         _check_task(task, generate_job)
@@ -167,11 +172,11 @@ def evaluate_file(model: Any, data: str | Path, encoding: str = "utf-8", batch_s
 def predict_file(model: Any, input_path: str | Path, output_path: str | Path, encoding: str = "utf-8",
                  batch_size: int = 64, task: Optional[str] = None) -> int:
     """Write one JSON line per input row (the row's own fields plus the prediction); returns the count."""
-    linear = linear_predictor_of(model)
-    if linear is not None:
-        _check_linear_task(task, linear)
-        examples = read_examples(linear.task, input_path, None, False, ReadOptions(encoding))
-        return _write_predictions(output_path, examples, linear.predict_examples(examples, batch_size))
+    rows = _rows_predictor(model)
+    if rows is not None:
+        _check_linear_task(task, rows)
+        examples = read_examples(rows.task or "classification", input_path, None, False, ReadOptions(encoding))
+        return _write_predictions(output_path, examples, rows.predict_examples(examples, batch_size))
     generate_job = _generate_job_folder(_checkpoint_of(model))
     if generate_job is not None:
         _check_task(task, generate_job)
@@ -181,9 +186,22 @@ def predict_file(model: Any, input_path: str | Path, output_path: str | Path, en
         from bertkit.generate.prompt_job import predict_prompt_file
         return predict_prompt_file(generate_job[1], input_path, output_path, encoding, batch_size)
     net, task_object = finetuned_model(model, task)
+    raw = read_raw_texts(input_path, ReadOptions(encoding)) if net.task == "ner" else None
+    if raw is not None:   # NER on raw text lines / {"text"} rows: words split as Model.predict(texts) splits them
+        predictions = _predict_ner_texts(net, task_object, [row.text for row in raw], batch_size)
+        return _write_predictions(output_path, raw, predictions)
     examples = read_examples(net.task, input_path, None, False, ReadOptions(encoding))
     predictions = task_object.predict(net, task_object.encode(examples), examples, batch_size)
     return _write_predictions(output_path, examples, predictions)
+
+
+def _rows_predictor(model: Any):
+    """What predicts read rows itself: a linear model's LinearPredictor, or a loaded ONNX export (OnnxModel,
+    from bertkit.load of a .onnx file or its folder); None for fine-tuned folders."""
+    linear = linear_predictor_of(model)
+    if linear is not None:
+        return linear
+    return model if callable(getattr(model, "predict_examples", None)) else None
 
 
 def _write_predictions(output_path: str | Path, examples: Sequence, predictions: Sequence[dict]) -> int:
@@ -195,7 +213,8 @@ def _write_predictions(output_path: str | Path, examples: Sequence, predictions:
     return len(predictions)
 
 
-def _check_linear_task(task: Optional[str], linear: LinearPredictor) -> None:
+def _check_linear_task(task: Optional[str], linear) -> None:
+    """linear: a LinearPredictor or an OnnxModel (both have .task and .path)."""
     if task is not None and task != linear.task:
         raise CheckpointError(f"{linear.path} was trained for {linear.task!r}, not {task!r}")
 
@@ -208,6 +227,8 @@ def _check_task(task: Optional[str], generate_job: tuple[str, Path]) -> None:
 
 
 def _input_fields(example) -> dict:
+    if isinstance(example, RawText):
+        return {"line": example.line, "text": example.text}
     if isinstance(example, TaggedSentence):
         return {"line": example.line}
     if isinstance(example, QAExample):

@@ -12,6 +12,8 @@ from typing import Protocol
 
 import numpy as np
 
+from bertkit.errors import BertkitError
+
 
 class TextEncoder(Protocol):
     def encode(self, texts: list[str]) -> np.ndarray:
@@ -42,6 +44,13 @@ class ModelTextEncoder:
     def from_spec(cls, spec: dict) -> "ModelTextEncoder":
         return cls(EncoderSpec(**spec))
 
+    @classmethod
+    def from_model(cls, model) -> "ModelTextEncoder":
+        """Wrap an already loaded `bertkit.load(folder)` model: its folder and precision go into the spec."""
+        encoder = cls(EncoderSpec(str(model.path), precision=model.precision))
+        encoder._model = model
+        return encoder
+
     @property
     def model(self):
         if self._model is None:
@@ -66,3 +75,13 @@ class ModelTextEncoder:
         if self._model is not None:   # record what was actually used, not just "the default"
             spec["pooling"], spec["layers"] = self.pooling(), self.layers()
         return spec
+
+
+def as_text_encoder(encoder) -> TextEncoder | None:
+    """The index's encoder: a TextEncoder as given, or a loaded model folder (`bertkit.load(M)`) wrapped."""
+    if encoder is None or callable(getattr(encoder, "spec", None)):
+        return encoder
+    if getattr(encoder, "sentence", None) is not None and getattr(encoder, "path", None) is not None:
+        return ModelTextEncoder.from_model(encoder)
+    raise BertkitError(f"index encoder {type(encoder).__name__} is neither a TextEncoder (encode + spec) nor a "
+                       "model loaded with bertkit.load(folder)")

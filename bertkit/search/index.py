@@ -26,7 +26,7 @@ import numpy as np
 from bertkit.errors import BertkitError
 from bertkit.search import generations
 from bertkit.search.backend import BackendInfo, VectorBackend
-from bertkit.search.encoding import ModelTextEncoder, TextEncoder
+from bertkit.search.encoding import ModelTextEncoder, TextEncoder, as_text_encoder
 from bertkit.search.store import DocumentStore, FilterValue
 from bertkit.search.writer_lock import WriterLock
 
@@ -94,7 +94,7 @@ class Index:
     def __init__(self, folder: Path, settings: IndexSettings, encoder: TextEncoder | None,
                  store: DocumentStore, backend: VectorBackend | None, generation: int,
                  lock: WriterLock | None = None, lock_timeout_s: float = 0.0):
-        self.folder, self.settings, self.encoder = Path(folder), settings, encoder
+        self.folder, self.settings, self.encoder = Path(folder), settings, as_text_encoder(encoder)
         self.store, self.backend, self.generation = store, backend, generation
         self.lock_timeout_s = lock_timeout_s
         self._lock = lock   # held while writing: store and backend then write to generation + 1

@@ -50,7 +50,9 @@ def test_unbalanced_quotes_in_tsv_are_reported_with_lines_and_counts(tmp_path):
         read_text_examples(path)
     message = str(err.value)
     assert f"{path}:2" in message and "2 x malformed quotes" in message and "line 2, 4" in message
-    assert "--skip-bad-rows" in message
+    assert "--skip-bad-rows" not in message   # predict / evaluate / distill have no such flag: never name it
+    with pytest.raises(InputFileError, match="or pass --skip-bad-rows"):   # finetune and baseline do
+        read_text_examples(path, options=ReadOptions(skip_hint=True))
 
 
 def test_skip_bad_rows_writes_rejects(tmp_path):

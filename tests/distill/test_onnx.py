@@ -1,3 +1,5 @@
+import json
+
 import numpy as np
 import pytest
 import torch
@@ -8,7 +10,8 @@ from bertkit.cli import main
 from bertkit.distill.onnx_export import ExportedGraph, export_onnx, make_session
 from bertkit.distill.onnx_model import OnnxModel, onnx_file_of
 from bertkit.model.heads import SequenceClassificationHead
-from distill_fixtures import make_model_folder
+from bertkit.finetune.predict import evaluate_file
+from distill_fixtures import make_model_folder, write_examples
 
 pytest.importorskip("onnxruntime")
 pytest.importorskip("onnx")
@@ -82,3 +85,36 @@ def test_export_command_reports_difference(model_dir, tmp_path, capsys):
     assert main(["export-onnx", "--model", str(model_dir), "--output", str(tmp_path / "m.onnx")]) == 0
     assert "max_abs_diff_vs_pytorch" in capsys.readouterr().out
     assert main(["export-onnx", "--model", str(model_dir), "--output", str(tmp_path / "m.bin")]) == 2
+
+
+def test_predict_and_evaluate_commands_run_an_onnx_export_as_its_source_folder(model_dir, tmp_path, capsys):
+    """Issue 17: `bertkit predict` on an export-onnx folder failed (no config.json); bertkit.load read it. The
+    export answers as its source folder: same labels, scores to 1e-5, same metrics."""
+    data = write_examples(tmp_path / "dev.jsonl")
+    assert main(["export-onnx", "--model", str(model_dir), "--output", str(tmp_path / "onnx" / "model.onnx")]) == 0
+    assert main(["predict", "--model", str(model_dir), "--input", str(data), "--output", str(tmp_path / "ref.jsonl")]) == 0
+    assert main(["evaluate", "--model", str(model_dir), "--data", str(data)]) == 0
+    capsys.readouterr()
+    expected = [json.loads(line) for line in (tmp_path / "ref.jsonl").read_text().splitlines()]
+    for target in (tmp_path / "onnx", tmp_path / "onnx" / "model.onnx"):
+        assert main(["predict", "--model", str(target), "--input", str(data), "--output", str(tmp_path / "o.jsonl")]) == 0
+        got = [json.loads(line) for line in (tmp_path / "o.jsonl").read_text().splitlines()]
+        assert [(r["line"], r["text"]) for r in got] == [(r["line"], r["text"]) for r in expected]
+        _assert_predictions_equal(got, expected)
+        capsys.readouterr()
+        assert main(["evaluate", "--model", str(target), "--data", str(data)]) == 0
+    ref_metrics = evaluate_file(model_dir, data)
+    onnx_metrics = json.loads(capsys.readouterr().out)
+    assert onnx_metrics.keys() == ref_metrics.keys()
+    np.testing.assert_allclose(list(onnx_metrics.values()), list(ref_metrics.values()), atol=1e-6)
+
+
+def test_encode_command_runs_an_onnx_export_as_its_source_folder(model_dir, tmp_path):
+    """`bertkit encode --model <export folder>` crashed ('OnnxModel' object has no attribute 'config')."""
+    data = write_examples(tmp_path / "texts.jsonl")
+    assert main(["export-onnx", "--model", str(model_dir), "--output", str(tmp_path / "onnx" / "model.onnx")]) == 0
+    for model, out in ((model_dir, "ref.npy"), (tmp_path / "onnx", "onnx.npy")):
+        assert main(["encode", "--model", str(model), "--input", str(data), "--output", str(tmp_path / out)]) == 0
+    np.testing.assert_allclose(np.load(tmp_path / "onnx.npy"), np.load(tmp_path / "ref.npy"), atol=1e-5)
+    assert main(["encode", "--model", str(tmp_path / "onnx"), "--input", str(data), "--layers", "sum-last-4",
+                 "--output", str(tmp_path / "x.npy")]) == 2

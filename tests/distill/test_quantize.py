@@ -183,3 +183,31 @@ def test_int8_folder_written_over_an_fp32_folder_keeps_no_float_weights(tmp_path
     names = {p.name for p in report.output.iterdir()}
     assert "model.int8.safetensors" in names and "model.safetensors" not in names and "train_log.jsonl" in names
     assert bertkit.load(target).precision == "int8"
+
+
+def test_quantizing_a_sentence_transformers_folder_keeps_its_max_length_and_stores_int8(
+        tmp_path, tiny_model_dir, make_sentence_transformers_folder):
+    """Issue 17: quantize output lost the source's max_seq_length (256 became the 512 positions) and stored fp32
+    weights. The source here is a sentence-transformers folder whose max_seq_length (16) is below its 64 positions."""
+    from safetensors import safe_open
+
+    source = make_sentence_transformers_folder(tiny_model_dir, tmp_path / "st", max_seq_length=16)
+    texts = tmp_path / "texts.txt"
+    rng = random.Random(0)
+    words = ["the", "cat", "dog", "sat", "on", "mat", "hello", "world", "is"]
+    texts.write_text("\n".join(" ".join(rng.choice(words) for _ in range(rng.randint(3, 12))) for _ in range(40)),
+                     encoding="utf-8")
+    assert main(["quantize", "--model", str(source), "--output", str(tmp_path / "int8"), "--texts", str(texts)]) == 0
+    original, quantized = bertkit.load(source), bertkit.load(tmp_path / "int8")
+    assert original.max_length == 16 and original.config.max_position_embeddings == 64
+    assert quantized.max_length == 16 and quantized.encode_defaults == original.encode_defaults
+    assert json.loads((tmp_path / "int8" / "bertkit.json").read_text())["encode"]["max_length"] == 16
+    kept = json.loads((tmp_path / "int8" / "bertkit.json").read_text())["quantization"]["kept_in_higher_precision"]
+    assert kept == []
+    with safe_open(str(tmp_path / "int8" / "model.int8.safetensors"), "pt") as weights:
+        dtypes = {name: str(weights.get_slice(name).get_dtype()) for name in weights.keys()}
+    int8 = {name for name, dtype in dtypes.items() if dtype == "I8"}
+    linears = {name for name in dtypes if name.endswith(".weight")
+               and (".dense." in name or name.split(".")[-2] in ("query", "key", "value"))}
+    assert len(linears) == 2 * 6 + 1                                     # 2 blocks of 6 Linears, and the pooler
+    assert linears | {"embeddings.word_embeddings.weight"} == int8       # every Linear and the token table int8

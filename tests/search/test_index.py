@@ -231,3 +231,26 @@ def test_overwrite_keeps_the_old_index_until_the_new_one_is_saved(tmp_path, back
         assert len(reader) == 1
     with pytest.raises(BertkitError, match="already holds an index"):
         Index.create(tmp_path / "idx")
+
+
+def test_create_with_a_loaded_model_saves_and_reopens_with_the_same_vectors(tmp_path, tiny_model_dir):
+    """Issue 17: Index.create(..., encoder=bertkit.load(M)) failed on save ('Model' object has no attribute 'spec')."""
+    import bertkit
+
+    model = bertkit.load(tiny_model_dir)
+    texts = ["the cat sat on the mat", "a red apple", "the old king", "blue sky and sea"]
+    index = Index.create(tmp_path / "idx", encoder=model)
+    index.add(["a", "b", "c", "d"], texts)
+    index.save()
+    index.close()
+    again = Index.open(tmp_path / "idx")      # rebuilt from the manifest's spec, not from the Model object
+    assert again.encoder.spec()["model"] == str(tiny_model_dir.resolve())
+    expected = model.encode(texts[2:3])[0]
+    np.testing.assert_allclose(again.encoder.encode(texts[2:3])[0], expected, atol=1e-5)
+    assert again.search(texts[2], k=1)[0].id == "c"
+    again.close()
+
+
+def test_an_object_that_cannot_encode_for_an_index_is_refused_in_one_line(tmp_path):
+    with pytest.raises(BertkitError, match="neither a TextEncoder"):
+        Index.create(tmp_path / "idx", encoder=object())

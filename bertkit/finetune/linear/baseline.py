@@ -81,7 +81,7 @@ def run_baseline(config: BaselineConfig, splits: Optional[Splits] = None, save: 
         if not config.train:
             raise BertkitError("baseline needs --train and --dev")
         read = ReadOptions(config.encoding, config.skip_bad_rows,
-                           Path(config.output + ".rejects.jsonl") if config.skip_bad_rows else None)
+                           Path(config.output + ".rejects.jsonl") if config.skip_bad_rows else None, skip_hint=True)
         splits = read_splits(config.task, config.train, config.dev, config.test, read)
     if prefit is None:
         started = time.perf_counter()

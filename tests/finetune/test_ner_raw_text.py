@@ -1,0 +1,78 @@
+"""`bertkit predict` on a NER folder with raw text: .txt lines or {"text": ...} JSONL rows (issue 17).
+
+They were read as CoNLL (a sentence line became token "john" tagged "paris") and the error suggested
+--skip-bad-rows, which predict does not have. Raw text is now split into words exactly as
+`bertkit.load(folder).predict(texts)` splits it (bertkit.finetune.ner.split_words), so the reference is
+that API call; CoNLL in a .txt file is still read as CoNLL.
+"""
+from __future__ import annotations
+
+import json
+import random
+
+import pytest
+
+from bertkit.cli import main
+from bertkit.finetune.job import FinetuneConfig, run_finetune
+from bertkit.finetune.predict import predict, predict_file
+
+TEXTS = ["john smith lives in paris", "alice went to new york", "bob is in london", "我爱北京"]
+
+
+def _ner_rows(n: int) -> list[dict]:
+    rng = random.Random(0)
+    people, places = [["john", "smith"], ["alice"], ["bob"]], [["paris"], ["london"], ["new", "york"]]
+    rows = []
+    for _ in range(n):
+        person, place = rng.choice(people), rng.choice(places)
+        rows.append({"tokens": person + ["lives", "in"] + place,
+                     "tags": ["B-PER"] + ["I-PER"] * (len(person) - 1) + ["O", "O", "B-LOC"] + ["I-LOC"] * (len(place) - 1)})
+    return rows
+
+
+@pytest.fixture(scope="module")
+def ner_folder(finetune_model_dir, tmp_path_factory):
+    folder = tmp_path_factory.mktemp("ner")
+    train = folder / "train.jsonl"
+    train.write_text("".join(json.dumps(r) + "\n" for r in _ner_rows(32)), encoding="utf-8")
+    run_finetune(FinetuneConfig(task="ner", model=str(finetune_model_dir), train=str(train), output=str(folder / "m"),
+                                epochs=3, lr=5e-3, batch_size=16, max_length=24, progress_bar=False,
+                                warmup_ratio=0.0, early_stopping_patience=0))
+    return folder / "m"
+
+
+def _rows(path):
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+
+
+@pytest.mark.parametrize("kind", ["txt", "jsonl"])
+def test_predict_file_on_raw_text_matches_predict_on_the_texts(ner_folder, tmp_path, kind):
+    source = tmp_path / f"in.{kind}"
+    lines = TEXTS if kind == "txt" else [json.dumps({"text": t, "id": i}, ensure_ascii=False) for i, t in enumerate(TEXTS)]
+    source.write_text("\n".join(lines[:2]) + "\n\n" + "\n".join(lines[2:]) + "\n", encoding="utf-8")  # a blank line
+    assert main(["predict", "--model", str(ner_folder), "--input", str(source), "--output", str(tmp_path / "o.jsonl")]) == 0
+    rows = _rows(tmp_path / "o.jsonl")
+    expected = predict(str(ner_folder), TEXTS)
+    assert [row["text"] for row in rows] == TEXTS and [row["line"] for row in rows] == [1, 2, 4, 5]
+    for row, want in zip(rows, expected):
+        assert (row["tokens"], row["tags"], row["entities"]) == (want["tokens"], want["tags"], want["entities"])
+    assert rows[0]["tokens"] == ["john", "smith", "lives", "in", "paris"]   # whitespace words
+    assert rows[3]["tokens"] == list("我爱北京")                            # Chinese: one character per word
+
+
+def test_conll_in_a_txt_file_is_still_read_as_conll(ner_folder, tmp_path):
+    conll = "john B-PER\nsmith I-PER\nlives O\nin O\nparis B-LOC\n\nbob B-PER\nis O\nin O\nlondon B-LOC\n"
+    (tmp_path / "a.conll").write_text(conll, encoding="utf-8")
+    (tmp_path / "a.txt").write_text(conll, encoding="utf-8")
+    predict_file(ner_folder, tmp_path / "a.conll", tmp_path / "c.jsonl")
+    predict_file(ner_folder, tmp_path / "a.txt", tmp_path / "t.jsonl")
+    assert _rows(tmp_path / "t.jsonl") == _rows(tmp_path / "c.jsonl")
+    assert [row["tokens"] for row in _rows(tmp_path / "t.jsonl")] == [conll.split()[0:10:2], conll.split()[10::2]]
+
+
+def test_a_jsonl_row_without_text_names_the_line_and_no_missing_flag(ner_folder, tmp_path, capsys):
+    source = tmp_path / "in.jsonl"
+    source.write_text('{"text": "bob is in london"}\n{"body": "no text here"}\n', encoding="utf-8")
+    assert main(["predict", "--model", str(ner_folder), "--input", str(source), "--output", str(tmp_path / "o.jsonl")]) == 2
+    err = capsys.readouterr().err
+    assert f"{source}:2" in err and "missing text" in err and "--skip-bad-rows" not in err
