@@ -2,6 +2,9 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 
 from bertkit.cli import main
 from bertkit.cli.search_commands import parse_filters
@@ -80,3 +83,18 @@ def test_index_records_its_precision_and_add_can_change_it(tmp_path, tiny_model_
     assert main(["index", "info", "--index", str(index)]) == 0
     info = json.loads(capsys.readouterr().out)
     assert info["documents"] == 5 and info["encoder"]["precision"] == "fp32"
+
+
+def test_index_info_into_a_closed_pipe_ends_quietly(tmp_path, tiny_model_dir):
+    """`bertkit index info | head` closed the pipe and ended in a BrokenPipeError traceback (issue 17)."""
+    index = tmp_path / "idx"
+    assert main(["index", "build", "--model", str(tiny_model_dir), "--input", str(_write(tmp_path / "d.jsonl", DOCS)),
+                 "--index", str(index)]) == 0
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # the reader is gone before the command writes, as `head` after its lines
+    try:
+        result = subprocess.run([sys.executable, "-m", "bertkit", "index", "info", "--index", str(index)],
+                                stdout=write_end, stderr=subprocess.PIPE, text=True, timeout=300)
+    finally:
+        os.close(write_end)
+    assert result.stderr == "" and result.returncode == 1
