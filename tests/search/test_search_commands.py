@@ -3,8 +3,10 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
+import warnings
 
 from bertkit.cli import main
 from bertkit.cli.search_commands import parse_filters
@@ -98,3 +100,45 @@ def test_index_info_into_a_closed_pipe_ends_quietly(tmp_path, tiny_model_dir):
     finally:
         os.close(write_end)
     assert result.stderr == "" and result.returncode == 1
+
+
+def _build_options() -> set[str]:
+    from bertkit.cli import build_parser
+
+    index_parser = build_parser()._subparsers._group_actions[0].choices["index"]
+    build = index_parser._subparsers._group_actions[0].choices["build"]
+    return {flag for action in build._actions for flag in action.option_strings}
+
+
+def test_index_build_truncation_hint_names_flags_index_build_has(tmp_path, tiny_model_dir):
+    """The truncation hint on `index build` named --long-texts, which index build did not have (issue 17)."""
+    long_doc = [{"id": "long", "text": "the cat sat on the mat " * 40}]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert main(["index", "build", "--model", str(tiny_model_dir), "--index", str(tmp_path / "idx"),
+                     "--input", str(_write(tmp_path / "d.jsonl", long_doc))]) == 0
+    hints = [str(w.message) for w in caught if "truncated" in str(w.message)]
+    named = {flag for hint in hints for flag in re.findall(r"--[a-z][a-z-]+", hint)}
+    assert "--long-texts" in named and named <= _build_options()
+
+
+def test_index_build_long_texts_is_recorded_and_used_for_queries(tmp_path, tiny_model_dir):
+    import numpy as np
+
+    import bertkit
+    from bertkit.search import ModelTextEncoder
+    from bertkit.search.generations import read_manifest
+
+    text = "the cat sat on the mat " * 20 + "red apple and blue pear " * 20
+    index = tmp_path / "idx"
+    assert main(["index", "build", "--model", str(tiny_model_dir), "--index", str(index), "--long-texts",
+                 "sliding-window", "--stride", "16",
+                 "--input", str(_write(tmp_path / "d.jsonl", [{"id": 1, "text": text}]))]) == 0
+    spec = read_manifest(index)["encoder"]
+    assert spec["long_texts"] == "sliding-window" and spec["stride"] == 16
+    model = bertkit.load(tiny_model_dir)
+    windows = model.encode([text], long_texts="sliding-window", stride=16)
+    truncated = model.encode([text])
+    recorded = ModelTextEncoder.from_spec(spec).encode([text])
+    np.testing.assert_allclose(recorded, windows, atol=1e-5)
+    assert np.abs(windows - truncated).max() > 1e-3
