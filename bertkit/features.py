@@ -46,6 +46,11 @@ class EncodeReport:
     tokens: int = 0
 
 
+class EncodeOptionError(BertkitError, ValueError):
+    """An encode option the model cannot honour (max_length over its position limit, say): one line in the CLI,
+    still a ValueError to Python callers."""
+
+
 class NonFiniteVectors(BertkitError):
     """The model produced NaN or infinite vectors: nothing is returned, so nothing wrong gets written."""
 
@@ -123,8 +128,9 @@ def _max_length(encoder: Encoder, options: EncodeOptions) -> int:
     limit = encoder.config.max_length
     max_length = options.max_length or limit
     if max_length > limit:
-        raise ValueError(f"max_length {max_length} > the model's limit of {limit} tokens "
-                         f"(max_position_embeddings); use long_texts='sliding-window' for longer texts")
+        raise EncodeOptionError(f"max_length {max_length} > the model's limit of {limit} tokens "
+                                f"(max_position_embeddings); use at most {limit} (long_texts='sliding-window' keeps "
+                                "longer texts whole)")
     return max_length
 
 

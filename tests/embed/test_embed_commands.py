@@ -67,3 +67,15 @@ def test_plot_embeddings_uses_max_length(tmp_path, tiny_model_dir, make_sentence
     short, full = model.encode(texts, max_length=5, normalize=True), model.encode(texts, normalize=True)
     np.testing.assert_allclose(plotted[0], short, atol=1e-5)
     assert np.abs(short - full).max() > 1e-3
+
+
+def test_max_length_over_the_position_limit_is_one_line(tmp_path, tiny_model_dir, make_sentences, capsys):
+    labeled = tmp_path / "labeled.jsonl"
+    rows = [json.dumps({"text": t, "label": "ab"[i % 2]}) for i, t in enumerate(make_sentences(6))]
+    labeled.write_text("\n".join(rows), encoding="utf-8")
+    png = tmp_path / "p.png"
+    assert main(["plot-embeddings", "--model", str(tiny_model_dir), "--input", str(labeled), "--output", str(png),
+                 "--method", "pca", "--max-length", "100000"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("bertkit: error: max_length 100000 > the model's limit") and "\n" not in err
+    assert not png.exists()
