@@ -142,3 +142,11 @@ def test_index_build_long_texts_is_recorded_and_used_for_queries(tmp_path, tiny_
     recorded = ModelTextEncoder.from_spec(spec).encode([text])
     np.testing.assert_allclose(recorded, windows, atol=1e-5)
     assert np.abs(windows - truncated).max() > 1e-3
+
+
+def test_index_build_refuses_an_empty_document_naming_its_line(tmp_path, tiny_model_dir, capsys):
+    docs = _write(tmp_path / "d.jsonl", [DOCS[0], {"id": "blank", "text": "  "}])
+    assert main(["index", "build", "--model", str(tiny_model_dir), "--input", str(docs),
+                 "--index", str(tmp_path / "idx")]) == 2
+    assert capsys.readouterr().err.strip() == (f"bertkit: error: {docs}:2: 'text' is empty or whitespace-only; "
+                                               "remove it or send some text")
