@@ -3,6 +3,8 @@
 Every job config is a dataclass (possibly nesting other dataclasses as sections). `load_config` builds
 one from defaults, then a TOML file, then dotted overrides; every key is type-checked and an unknown key
 is rejected with the list of valid ones. `save_config` writes the effective config into a run folder.
+Presets ship inside the package (bertkit/presets/<kind>/NAME.toml); `find_config` resolves `--config NAME`
+to one through importlib.resources, so they work from an installed wheel, not only from a checkout.
 """
 from __future__ import annotations
 
@@ -11,6 +13,8 @@ import json
 import sys
 import types
 import typing
+from importlib import resources
+from importlib.resources.abc import Traversable
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -154,11 +158,33 @@ def _rebuild(config: Any, changes: dict[str, Any], where: str) -> Any:
         raise ConfigError(f"{where.rstrip('.') or 'config'}: {err}") from None
 
 
-def load_config(cls: type[T], path: str | Path | None = None, overrides: list[str] | None = None) -> T:
-    """Defaults of `cls`, then the TOML file at `path`, then dotted overrides."""
+def presets(kind: str) -> dict[str, Traversable]:
+    """The presets shipped in the package for one kind of job (e.g. "pretrain"), by name."""
+    folder = resources.files("bertkit") / "presets" / kind
+    entries = folder.iterdir() if folder.is_dir() else []
+    return {entry.name.removesuffix(".toml"): entry for entry in entries if entry.name.endswith(".toml")}
+
+
+def find_config(value: str, kind: str) -> Path | Traversable:
+    """`--config VALUE`: an existing TOML file, else the name of a preset shipped with bertkit ("tiny-zh")."""
+    path = Path(value)
+    if path.is_file():
+        return path
+    shipped = presets(kind)
+    name = value.removesuffix(".toml")
+    if name in shipped and path.name == value:   # a bare name: a missing file in some folder stays an error
+        return shipped[name]
+    hint = f"; did you mean --config {path.stem}?" if path.stem in shipped else ""
+    raise ConfigError(f"--config {value}: no such file, and not one of the {kind} presets shipped with bertkit: "
+                      f"{', '.join(sorted(shipped))}{hint}")
+
+
+def load_config(cls: type[T], path: str | Path | Traversable | None = None,
+                overrides: list[str] | None = None) -> T:
+    """Defaults of `cls`, then the TOML file at `path` (a file or a shipped preset), then dotted overrides."""
     config = cls()  # type: ignore[call-arg]
     if path is not None:
-        path = Path(path)
+        path = path if isinstance(path, Traversable) else Path(path)
         if not path.is_file():
             raise ConfigError(f"config file {path} does not exist")
         try:

@@ -3,7 +3,9 @@
 Sorting by length before batching means each batch pads only to its own longest text, which is most of
 the speed difference against encoding in input order. Long texts are truncated (and counted) or, with
 `long_texts="sliding-window"`, split into overlapping windows whose vectors are averaged (then normalized).
-Empty or whitespace-only texts are encoded as "[CLS] [SEP]": a fixed, finite vector, never NaN.
+An empty or whitespace-only text is refused (InvalidTextError naming its index), the same rule as the server's
+422: its "[CLS] [SEP]" vector is one constant point that means nothing, yet lands among real vectors (an index
+would return it as a hit).
 `embed_batch` is the one place a padded batch becomes sentence vectors; the server calls it too.
 """
 from __future__ import annotations
@@ -25,6 +27,7 @@ from bertkit.tokenizer import Tokenizer
 from bertkit.tokenizer.coverage import warn_unknown
 from bertkit.tokenizer.encoding import BatchEncoding
 from bertkit.tokenizer.padding import pad_to_tensors
+from bertkit.tokenizer.tokenizer import EMPTY_TEXT, InvalidTextError
 
 LongTexts = Literal["truncate", "sliding-window", "error"]
 
@@ -44,6 +47,11 @@ class EncodeReport:
     truncated: int = 0
     windows: int = 0
     tokens: int = 0
+
+
+class EncodeOptionError(BertkitError, ValueError):
+    """An encode option the model cannot honour (max_length over its position limit, say): one line in the CLI,
+    still a ValueError to Python callers."""
 
 
 class NonFiniteVectors(BertkitError):
@@ -70,7 +78,7 @@ def encode_texts(sentence: SentenceEncoder, tokenizer: Tokenizer, texts: Sequenc
                  report: EncodeReport | None = None) -> np.ndarray:
     """(N, D) float32 sentence vectors in input order; raises NonFiniteVectors rather than return NaN."""
     report = report if report is not None else EncodeReport()
-    texts = _check_texts(texts)
+    texts = check_texts(texts)
     if not texts:
         return np.zeros((0, sentence.dim), dtype=np.float32)
     if options.long_texts == "sliding-window":
@@ -99,7 +107,7 @@ def encode_token_vectors(encoder: Encoder, tokenizer: Tokenizer, texts: Sequence
     if options.long_texts == "sliding-window":
         raise ValueError("pooling 'none' returns token vectors; it cannot average sliding windows")
     report = report if report is not None else EncodeReport()
-    texts = _check_texts(texts)
+    texts = check_texts(texts)
     batch = _tokenize(encoder, tokenizer, texts, options, report)
     device = next(encoder.parameters()).device
     results: list = [None] * len(texts)
@@ -113,18 +121,25 @@ def encode_token_vectors(encoder: Encoder, tokenizer: Tokenizer, texts: Sequence
     return results
 
 
-def _check_texts(texts: Sequence[str]) -> list[str]:
+def check_texts(texts: Sequence[str]) -> list[str]:
+    """A list of texts, none empty or whitespace-only: the one rule for vectors (Model.encode, the CLI, indexes,
+    ONNX models); the server refuses the same texts in the same words (EMPTY_TEXT) before it batches."""
     if isinstance(texts, str):
         raise TypeError("encode expects a list of texts, not one string; wrap it: encode([text])")
-    return list(texts)
+    texts = list(texts)
+    for index, text in enumerate(texts):
+        if isinstance(text, str) and not text.strip():
+            raise InvalidTextError(index, EMPTY_TEXT)
+    return texts
 
 
 def _max_length(encoder: Encoder, options: EncodeOptions) -> int:
     limit = encoder.config.max_length
     max_length = options.max_length or limit
     if max_length > limit:
-        raise ValueError(f"max_length {max_length} > the model's limit of {limit} tokens "
-                         f"(max_position_embeddings); use long_texts='sliding-window' for longer texts")
+        raise EncodeOptionError(f"max_length {max_length} > the model's limit of {limit} tokens "
+                                f"(max_position_embeddings); use at most {limit} (long_texts='sliding-window' keeps "
+                                "longer texts whole)")
     return max_length
 
 

@@ -79,7 +79,7 @@ def folders(tmp_path_factory, tiny_model_dir, make_sentence_transformers_folder,
     documents.write_text("\n\n".join("\n".join(texts[d::4]) for d in range(4)) + "\n", encoding="utf-8")
 
     def albert(out):   # factorized embeddings, all layers shared, MLM + sentence order: AlbertForPreTraining
-        _run("pretrain", "--config", "configs/pretrain/tiny.toml", "--corpus", str(documents), "--output", str(out),
+        _run("pretrain", "--config", "tiny", "--corpus", str(documents), "--output", str(out),
              "--max-steps", "2", "--encoder.hidden_size=32", "--encoder.intermediate_size=64",
              "--encoder.num_heads=4", "--encoder.num_layers=3", "--encoder.embedding_size=16",
              "--encoder.share_layers=all", "--data.objective=mlm+sop", "--data.max_length=16",
@@ -111,7 +111,7 @@ def folders(tmp_path_factory, tiny_model_dir, make_sentence_transformers_folder,
         _run("index", "build", "--model", str(tiny_model_dir), "--input", docs, "--index", str(out))
 
     recipes = {
-        "pre-trained BERT": lambda out: _run("pretrain", "--config", "configs/pretrain/tiny.toml", "--corpus",
+        "pre-trained BERT": lambda out: _run("pretrain", "--config", "tiny", "--corpus",
                                              str(corpus), "--output", str(out), "--init", str(tiny_model_dir),
                                              "--max-steps", "2", "--data.max_length=16", "--data.batch_size=8",
                                              "--data.heldout_fraction=0", "--train.progress_bar=false"),

@@ -62,3 +62,32 @@ def test_bad_files(tmp_path):
     (tmp_path / "unknown.toml").write_text("[optim]\nmomentum = 0.9\n", encoding="utf-8")
     with pytest.raises(ConfigError, match="unknown key optim.momentum"):
         load_config(Job, tmp_path / "unknown.toml")
+
+
+def test_presets_resolve_by_name_from_the_package():
+    """`--config tiny-zh` failed outside a checkout: presets were a repo folder, not package data (issue 17)."""
+    import tomllib
+    from importlib import resources
+
+    from bertkit.config import find_config
+    from bertkit.pretrain.config import PretrainConfig
+
+    path = find_config("tiny-zh", "pretrain")
+    assert path == resources.files("bertkit") / "presets" / "pretrain" / "tiny-zh.toml"
+    assert find_config("tiny-zh.toml", "pretrain") == path
+    expected = tomllib.loads(path.read_text(encoding="utf-8"))
+    config = load_config(PretrainConfig, path)
+    assert (config.encoder.hidden_size, config.data.segmenter, config.vocab.vocab_size) == (
+        expected["encoder"]["hidden_size"], expected["data"]["segmenter"], expected["vocab"]["vocab_size"])
+
+
+def test_missing_config_file_is_not_replaced_by_a_preset(tmp_path):
+    from bertkit.config import find_config
+
+    with pytest.raises(ConfigError, match=r"configs/pretrain/tiny.toml: no such file.*did you mean --config tiny\?"):
+        find_config("configs/pretrain/tiny.toml", "pretrain")
+    with pytest.raises(ConfigError, match="shipped with bertkit: base, base-zh, gpt-tiny, large, tiny, tiny-zh"):
+        find_config("tiny-jp", "pretrain")
+    own = tmp_path / "tiny"
+    own.write_text("[train]\nlr = 0.5\n", encoding="utf-8")
+    assert find_config(str(own), "pretrain") == own   # an existing file wins over a preset's name

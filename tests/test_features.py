@@ -11,7 +11,7 @@ def model(tiny_model_dir):
 
 
 def test_shapes_for_every_option(model):
-    texts = ["the cat sat on the mat", "hello", "", "dog"]
+    texts = ["the cat sat on the mat", "hello", "a", "dog"]
     for pooling in ("cls", "pooler", "mean", "max", "first-last-avg"):
         vectors = model.encode(texts, pooling=pooling)
         assert vectors.shape == (4, 32) and vectors.dtype == np.float32 and np.isfinite(vectors).all()
@@ -19,7 +19,7 @@ def test_shapes_for_every_option(model):
         assert model.encode(texts, layers=layers).shape == (4, 32)
     assert model.encode(texts, layers="concat-last-4").shape == (4, 64)   # a 2-layer model has 2 to concatenate
     tokens = model.encode(texts, pooling="none")
-    assert [t.shape[0] for t in tokens] == [8, 3, 2, 3]      # [CLS] ... [SEP], padding removed
+    assert [t.shape[0] for t in tokens] == [8, 3, 3, 3]      # [CLS] ... [SEP], padding removed
     normalized = model.encode(texts, normalize=True)
     np.testing.assert_allclose(np.linalg.norm(normalized, axis=1), 1.0, rtol=1e-5)
     assert model.encode([]).shape == (0, 32)
@@ -63,3 +63,15 @@ def test_saved_whitening_is_applied_by_encode(tiny_model_dir, tmp_path):
     np.testing.assert_allclose(np.linalg.norm(model.encode(texts, normalize=True), axis=1), 1.0, rtol=1e-5)
     with pytest.raises(bertkit.api.BertkitError, match="fitted on"):
         model.encode(texts, pooling="cls", whiten=True)
+
+
+def test_empty_texts_are_refused_by_index_as_the_server_does(model):
+    """An empty text got a vector through encode but 422 through HTTP (issue 17): one rule, refused everywhere."""
+    from bertkit.tokenizer.tokenizer import EMPTY_TEXT, InvalidTextError
+
+    for texts, index in ((["cat", "", "dog"], 1), (["cat", "dog", " \t\n"], 2)):
+        with pytest.raises(InvalidTextError, match=f"^text {index} {EMPTY_TEXT}$") as caught:
+            model.encode(texts)
+        assert caught.value.index == index
+        with pytest.raises(InvalidTextError):
+            model.encode(texts, pooling="none")

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 
 from bertkit.errors import BertkitError
@@ -34,6 +35,21 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run one command. A reader that stops early (`bertkit index info | head`) closes the pipe: the command
+    ends quietly, as Python's signal docs recommend: stdout is pointed at devnull so the interpreter's final
+    flush cannot fail again, and the exit code is 1."""
+    try:
+        try:
+            return _run(argv)
+        finally:
+            sys.stdout.flush()  # inside the try: a closed pipe surfaces here, not at interpreter shutdown
+    except BrokenPipeError:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 1
+
+
+def _run(argv: list[str] | None) -> int:
     parser = build_parser()
     args, extra = parser.parse_known_args(argv)
     if extra and not getattr(args, "accepts_overrides", False):

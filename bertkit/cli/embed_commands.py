@@ -114,7 +114,8 @@ def run_plot(args: argparse.Namespace) -> int:
     from bertkit.embed.plot import plot_model
 
     result = plot_model(args.model, args.input, args.output, args.method, pooling=args.pooling,
-                        layers=args.layers, max_points=args.max_points, batch_size=args.batch_size)
+                        layers=args.layers, max_points=args.max_points, batch_size=args.batch_size,
+                        max_length=args.max_length)
     note = f" ({result.note})" if result.note else ""
     _say(f"plotted {result.points} texts ({', '.join(result.methods)}) to {result.path}{note}")
     return 0

@@ -21,7 +21,8 @@ def register(subparsers) -> None:
                    help="run folder; also the saved model folder (HF BertForMaskedLM / BertForPreTraining, "
                         "or GPT2LMHeadModel with --arch gpt)")
     p.add_argument("--config", metavar="TOML",
-                   help="a preset, e.g. configs/pretrain/tiny.toml (bert) or configs/pretrain/gpt-tiny.toml (gpt)")
+                   help="a TOML file, or a preset shipped with bertkit: tiny, tiny-zh, base, base-zh, large "
+                        "(bert) or gpt-tiny (gpt)")
     p.add_argument("--init", metavar="DIR", help="continue pre-training this checkpoint, keeping its tokenizer")
     vocab = p.add_mutually_exclusive_group()
     vocab.add_argument("--vocab", metavar="DIR|FILE",
@@ -64,14 +65,15 @@ def _limit_flags(args: argparse.Namespace) -> list[str]:
 
 def _load(cls, args: argparse.Namespace, flags: list[str]):
     """The job config; a --config preset written for the other --arch gets a hint instead of a bare key error."""
-    from bertkit.config import ConfigError, load_config
+    from bertkit.config import ConfigError, find_config, load_config
 
+    path = find_config(args.config, "pretrain") if args.config else None
     try:
-        return load_config(cls, args.config, flags + list(args.overrides))
+        return load_config(cls, path, flags + list(args.overrides))
     except ConfigError as err:
         if not args.config:
             raise
-        presets = {"bert": "configs/pretrain/tiny.toml", "gpt": "configs/pretrain/gpt-tiny.toml"}
+        presets = {"bert": "tiny", "gpt": "gpt-tiny"}
         other = "gpt" if args.arch == "bert" else "bert"
         raise ConfigError(f"{err} (is {args.config} a preset for --arch {other}? --arch {args.arch} takes presets "
                           f"such as {presets[args.arch]})") from None

@@ -23,6 +23,10 @@ def register(subparsers) -> None:
     build.add_argument("--pooling", choices=POOLINGS[:-1], default=None, help="default: the model folder's")
     build.add_argument("--layers", choices=LAYER_STRATEGIES, default=None, help="default: the model folder's")
     build.add_argument("--max-length", type=int, default=None)
+    build.add_argument("--long-texts", choices=("truncate", "sliding-window", "error"), default="truncate",
+                       help="documents over max-length: cut and count (default), average overlapping windows, or "
+                            "fail; recorded with the index, so queries and later adds are encoded the same way")
+    build.add_argument("--stride", type=int, default=128, help="sliding-window overlap in tokens")
     build.add_argument("--batch-size", type=int, default=64)
     build.add_argument("--kind", choices=("auto", "flat", "ivf", "ivfpq"), default="auto",
                        help="auto: exact flat search, IVF beyond --ivf-threshold vectors")
@@ -111,7 +115,8 @@ def run_build(args: argparse.Namespace) -> int:
                              metric=args.metric, milvus_uri=args.milvus_uri)
     encoder = ModelTextEncoder(EncoderSpec(args.model, pooling=args.pooling, layers=args.layers,
                                            max_length=args.max_length, batch_size=args.batch_size,
-                                           precision=args.precision))
+                                           precision=args.precision, long_texts=args.long_texts,
+                                           stride=args.stride))
     started = time.perf_counter()
     index = Index.create(args.index, encoder=encoder, settings=settings, overwrite=args.overwrite,
                          lock_timeout_s=args.lock_timeout)

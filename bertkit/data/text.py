@@ -111,8 +111,8 @@ def iter_jsonl(path: str | Path, encoding: str = "utf-8") -> Iterator[tuple[int,
 def read_texts(path: str | Path, field: str = "text", encoding: str = "utf-8") -> list[str]:
     """Texts from a .txt file (one per line) or .jsonl (one object per line, `field` holds the text).
 
-    Every line of a .txt file is one text, empty ones included (their vectors are defined); an empty
-    file is an error.
+    Every line of a .txt file is one text, empty ones included (so line N stays text N; encoding refuses an
+    empty text, naming its line); an empty file is an error.
     """
     path = check_readable(path, (".txt", ".jsonl"))
     if _suffix(path).lower() != ".jsonl":

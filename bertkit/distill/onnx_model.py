@@ -13,7 +13,7 @@ import numpy as np
 
 from bertkit.distill.onnx_export import make_session, read_metadata
 from bertkit.errors import BertkitError
-from bertkit.features import EncodeReport
+from bertkit.features import EncodeReport, check_texts
 from bertkit.finetune.linear.layer import scores_metrics
 from bertkit.finetune.linear.training import targets
 from bertkit.finetune.predictions import sequence_predictions
@@ -90,7 +90,7 @@ class OnnxModel:
         if normalize is False and self.meta.get("normalize"):
             raise BertkitError(f"{self.path} was exported with normalization inside the graph; export again "
                                "without --normalize to get unnormalized vectors")
-        vectors = self._run(texts, batch_size, max_length)[0]
+        vectors = self._run(check_texts(texts), batch_size, max_length)[0]
         if normalize and not self.meta.get("normalize"):
             vectors = vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
         return vectors

@@ -97,7 +97,8 @@ def plot_embeddings(vectors: np.ndarray, labels: list[str], output: str | Path, 
 
 
 def plot_model(model_dir, input_path, output, method: Method = "auto", pooling: Optional[str] = None,
-               layers: str | None = None, max_points: int = 5000, batch_size: int = 64) -> PlotResult:
+               layers: str | None = None, max_points: int = 5000, batch_size: int = 64,
+               max_length: int | None = None) -> PlotResult:
     import bertkit
     from bertkit.embed.whitening import encode_composed
 
@@ -106,5 +107,6 @@ def plot_model(model_dir, input_path, output, method: Method = "auto", pooling: 
         keep = np.sort(np.random.default_rng(0).choice(len(texts), max_points, replace=False))
         texts, labels = [texts[i] for i in keep], [labels[i] for i in keep]
     model = bertkit.load(model_dir)
-    vectors = encode_composed(model, texts, batch_size=batch_size, pooling=pooling, layers=layers, normalize=True)
+    vectors = encode_composed(model, texts, batch_size=batch_size, max_length=max_length, pooling=pooling,
+                              layers=layers, normalize=True)
     return plot_embeddings(vectors, labels, output, method, title=Path(model_dir).name)

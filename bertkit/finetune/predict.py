@@ -20,7 +20,7 @@ from bertkit.data.readers import ReadOptions
 from bertkit.data.squad import QAExample
 from bertkit.errors import BertkitError, CheckpointError
 from bertkit.finetune.classification import examples_from_inputs
-from bertkit.finetune.linear.predictor import LinearPredictor, linear_predictor_of
+from bertkit.finetune.linear.predictor import linear_predictor_of
 from bertkit.finetune.model import TASKS, FinetuneModel, model_from_checkpoint
 from bertkit.finetune.ner import split_words
 from bertkit.finetune.predictions import sequence_predictions

@@ -34,7 +34,8 @@ class FinetuneStage:
 
 
 def tiny_encoder() -> EncoderConfig:
-    """configs/pretrain/tiny.toml's encoder: 2 layers x 128, between BERT-tiny and BERT-mini."""
+    """The tiny pretrain preset's encoder (bertkit/presets/pretrain/tiny.toml): 2 layers x 128, between BERT-tiny
+    and BERT-mini."""
     return EncoderConfig(hidden_size=128, num_layers=2, num_heads=2, intermediate_size=512,
                          max_position_embeddings=128)
 

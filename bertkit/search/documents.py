@@ -12,6 +12,7 @@ from typing import Any
 
 from bertkit.errors import InputFileError
 from bertkit.search.index import Index
+from bertkit.tokenizer.tokenizer import EMPTY_TEXT
 
 CHUNK = 4096   # documents encoded and added per step: bounded memory, length-sorted batches inside
 
@@ -39,6 +40,8 @@ def read_documents(path: str | Path, require_text: bool = True) -> Iterator[Docu
         text = row.pop("text", None)
         if require_text and not isinstance(text, str):
             raise InputFileError(path, "missing 'text' (a string)", line=number)
+        if require_text and not text.strip():
+            raise InputFileError(path, f"'text' {EMPTY_TEXT}", line=number)
         yield Document(doc_id, text if isinstance(text, str) else "", row)
 
 

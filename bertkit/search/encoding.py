@@ -1,8 +1,8 @@
 """Turning texts into vectors for an index, the same way for documents and for queries.
 
-The index records the encoder's spec (model folder, pooling, layers, max length, precision) in its manifest, so a
-query is encoded by the same composition that built the index: encoder -> pooling -> the whitening
-saved in the model folder (applied by the model's own `encode`) -> the index's normalization.
+The index records the encoder's spec (model folder, pooling, layers, max length, long texts, precision) in its
+manifest, so a query is encoded by the same composition that built the index: encoder -> pooling -> the
+whitening saved in the model folder (applied by the model's own `encode`) -> the index's normalization.
 """
 from __future__ import annotations
 
@@ -31,6 +31,8 @@ class EncoderSpec:
     max_length: int | None = None  # None: the model folder's
     batch_size: int = 64
     precision: str | None = None   # fp32 | bf16 | int8 | auto (bertkit.load); None: what the folder holds
+    long_texts: str = "truncate"   # texts over max_length: truncate | sliding-window | error (Model.encode)
+    stride: int = 128              # sliding-window overlap in tokens
 
 
 class ModelTextEncoder:
@@ -68,7 +70,8 @@ class ModelTextEncoder:
         from bertkit.embed.whitening import encode_composed
         return encode_composed(self.model, list(texts), batch_size=self._spec.batch_size,
                                max_length=self._spec.max_length, pooling=self.pooling(),
-                               layers=self.layers(), normalize=False)
+                               layers=self.layers(), normalize=False, long_texts=self._spec.long_texts,
+                               stride=self._spec.stride)
 
     def spec(self) -> dict:
         spec = asdict(self._spec)

@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import NamedTuple, Sequence
 
 from bertkit.tokenizer.coverage import warn_unknown
-from bertkit.tokenizer.tokenizer import InvalidTextError
+from bertkit.tokenizer.tokenizer import EMPTY_TEXT, InvalidTextError
 
 PAIR_SEPARATOR = "|||"
 MAX_ERRORS_SHOWN = 5
@@ -56,7 +56,7 @@ def split_pairs(texts: Sequence[str], field: str = "texts", allow_pairs: bool = 
                 errors.append(f"{field}[{index}] is a pair with an empty side; write \"first ||| second\"")
             items.append((first, second))
         elif not text.strip():
-            errors.append(f"{field}[{index}] is empty or whitespace-only; remove it or send some text")
+            errors.append(f"{field}[{index}] {EMPTY_TEXT}")
         else:
             items.append(text)
     _raise_if(errors)
@@ -77,7 +77,7 @@ def prepare_pairs(tokenizer, texts: Sequence[str], query: str, max_length: int, 
     """(query, text) pairs for a cross-encoder: segment 0 the query, segment 1 each text ("|||" is plain text)."""
     if not query.strip():
         raise InputRejected("query is empty or whitespace-only; send some text")
-    _raise_if([f"{field}[{i}] is empty or whitespace-only; remove it or send some text"
+    _raise_if([f"{field}[{i}] {EMPTY_TEXT}"
                for i, text in enumerate(texts) if not text.strip()])
     return _tokenize(tokenizer, len(texts), [], [(i, query, text) for i, text in enumerate(texts)], max_length,
                      truncate, field)

@@ -36,14 +36,16 @@ HF_NO_LIMIT = 10**9
 HEAD_CHARS_PER_TOKEN = 6
 
 
-class InvalidTextError(BertkitError):
-    """A text that is not valid Unicode (a lone UTF-16 surrogate): named by its index, never a TypeError."""
+EMPTY_TEXT = "is empty or whitespace-only; remove it or send some text"
 
-    def __init__(self, index: int, position: int, char: str):
-        self.index = index
-        self.reason = (f"holds a lone UTF-16 surrogate U+{ord(char):04X} at character {position}, which is not "
-                       "valid Unicode; fix or drop that text")
-        super().__init__(f"text {index} {self.reason}")
+
+class InvalidTextError(BertkitError):
+    """A text that cannot be encoded: not valid Unicode (a lone UTF-16 surrogate), or, where a vector is asked
+    for, empty (reason EMPTY_TEXT): named by its index, never a TypeError. `reason` follows "text N"."""
+
+    def __init__(self, index: int, reason: str):
+        self.index, self.reason = index, reason
+        super().__init__(f"text {index} {reason}")
 
 
 class Tokenizer:
@@ -288,7 +290,9 @@ def _check_texts(texts: Sequence[str]) -> list[str]:
         if not text.isascii():
             surrogate = _LONE_SURROGATE.search(text)
             if surrogate is not None:
-                raise InvalidTextError(index, surrogate.start(), surrogate.group())
+                raise InvalidTextError(index, f"holds a lone UTF-16 surrogate U+{ord(surrogate.group()):04X} at "
+                                       f"character {surrogate.start()}, which is not valid Unicode; fix or drop "
+                                       "that text")
     return texts
 
 

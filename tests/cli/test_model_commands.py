@@ -17,7 +17,7 @@ def run(args, capsys):
 
 
 def test_encode_txt_and_jsonl(tiny_model_dir, tmp_path, capsys):
-    (tmp_path / "in.txt").write_text("the cat\nhello world\n\ndog\n", encoding="utf-8")
+    (tmp_path / "in.txt").write_text("the cat\nhello world\na\ndog\n", encoding="utf-8")
     code, err = run(["encode", "--model", str(tiny_model_dir), "--input", str(tmp_path / "in.txt"),
                      "--output", str(tmp_path / "out.npy"), "--pooling", "cls", "--normalize"], capsys)
     assert code == 0, err
@@ -102,3 +102,13 @@ def test_encode_precision_flag_says_what_runs(tiny_model_dir, tmp_path, capsys, 
     for key in (("bf16", ()), ("auto", ("amx_bf16",))):
         assert (outputs[key] * fp32).sum(1).min() >= 0.999
         assert not np.array_equal(outputs[key], fp32)                 # really computed in bf16
+
+
+def test_encode_refuses_a_blank_line_naming_it(tiny_model_dir, tmp_path, capsys):
+    (tmp_path / "in.txt").write_text("the cat\n\nhello world\n", encoding="utf-8")
+    output = tmp_path / "o.npy"
+    code, err = run(["encode", "--model", str(tiny_model_dir), "--input", str(tmp_path / "in.txt"),
+                     "--output", str(output)], capsys)
+    assert code == 2 and not output.exists()
+    assert err.strip() == f"bertkit: error: {tmp_path / 'in.txt'}: line 2 is empty or whitespace-only; remove it " \
+                          "or send some text"

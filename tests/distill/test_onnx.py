@@ -40,13 +40,15 @@ def test_onnx_matches_pytorch_at_several_shapes(model_dir, tmp_path, pooling, no
 def test_onnx_model_encode_and_predict_match_bertkit(model_dir, tmp_path):
     path = export_onnx(model_dir, tmp_path / "onnx" / "model.onnx", "mean", True).path
     assert onnx_file_of(tmp_path / "onnx") == path and onnx_file_of(model_dir) is None
-    texts = ["sport goal team", "the bank profit market shares", "film", ""]
+    texts = ["sport goal team", "the bank profit market shares", "film", "a"]
     onnx = OnnxModel(path)
     expected = bertkit.load(model_dir).encode(texts, normalize=True)
     np.testing.assert_allclose(onnx.encode(texts, batch_size=2), expected, atol=1e-5)
     _assert_predictions_equal(onnx.predict(texts), bertkit.load(model_dir).predict(texts))
     with pytest.raises(bertkit.errors.BertkitError):
         onnx.encode(texts, pooling="cls")
+    with pytest.raises(bertkit.errors.BertkitError, match="text 1 is empty"):   # Model.encode's rule
+        onnx.encode(["film", " "])
 
 
 def _assert_predictions_equal(got: list[dict], expected: list[dict]) -> None:

@@ -45,3 +45,37 @@ def test_plot_embeddings_writes_a_png(tmp_path, tiny_model_dir, capsys, make_sen
     assert main(["plot-embeddings", "--model", str(tiny_model_dir), "--input", str(labeled), "--output", str(png),
                  "--method", "pca"]) == 0
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_plot_embeddings_uses_max_length(tmp_path, tiny_model_dir, make_sentences, monkeypatch):
+    """`plot-embeddings --max-length` was ignored: the texts were encoded at the model's full length (issue 17)."""
+    import numpy as np
+
+    import bertkit
+    import bertkit.embed.plot as plot
+
+    texts = [" ".join(make_sentences(3, seed=i)) for i in range(6)]   # ~18 words: well over 5 tokens
+    labeled = tmp_path / "labeled.jsonl"
+    labeled.write_text("\n".join(json.dumps({"text": t, "label": "ab"[i % 2]}) for i, t in enumerate(texts)),
+                       encoding="utf-8")
+    plotted = []
+    monkeypatch.setattr(plot, "plot_embeddings", lambda vectors, *a, **k: plotted.append(vectors) or
+                        plot.PlotResult(tmp_path / "p.png", ("pca",), len(vectors), ""))
+    assert main(["plot-embeddings", "--model", str(tiny_model_dir), "--input", str(labeled),
+                 "--output", str(tmp_path / "p.png"), "--method", "pca", "--max-length", "5"]) == 0
+    model = bertkit.load(tiny_model_dir)
+    short, full = model.encode(texts, max_length=5, normalize=True), model.encode(texts, normalize=True)
+    np.testing.assert_allclose(plotted[0], short, atol=1e-5)
+    assert np.abs(short - full).max() > 1e-3
+
+
+def test_max_length_over_the_position_limit_is_one_line(tmp_path, tiny_model_dir, make_sentences, capsys):
+    labeled = tmp_path / "labeled.jsonl"
+    rows = [json.dumps({"text": t, "label": "ab"[i % 2]}) for i, t in enumerate(make_sentences(6))]
+    labeled.write_text("\n".join(rows), encoding="utf-8")
+    png = tmp_path / "p.png"
+    assert main(["plot-embeddings", "--model", str(tiny_model_dir), "--input", str(labeled), "--output", str(png),
+                 "--method", "pca", "--max-length", "100000"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("bertkit: error: max_length 100000 > the model's limit") and "\n" not in err
+    assert not png.exists()

@@ -1,4 +1,5 @@
 import json
+from importlib import resources
 from pathlib import Path
 
 import pytest
@@ -7,7 +8,7 @@ import torch
 from bertkit.checkpoints.gpt2 import load_gpt2
 from bertkit.cli import main
 
-PRESETS = Path(__file__).resolve().parents[2] / "configs" / "pretrain"
+PRESETS = Path(str(resources.files("bertkit") / "presets" / "pretrain"))   # as files; by name in the others
 SENTENCES = ["the cat sat on the mat.", "the dog sat on the log.", "a cat and a dog met on a mat.",
              "the big dog ran to the small cat.", "a red log lay on the blue mat."]
 TINY = ["--encoder.hidden_size=32", "--encoder.num_layers=1", "--encoder.num_heads=2",
@@ -59,7 +60,8 @@ def test_pretrain_gpt_writes_a_gpt2_folder(tmp_path, corpus, capsys):
 @pytest.mark.parametrize("extra, message", [
     (["--objective", "mlm+nsp"], "--objective mlm+nsp is a masked-LM"),
     (["--masking", "whole-word"], "drop --masking"),
-    (["--config", str(PRESETS / "tiny.toml")], "gpt-tiny.toml"),
+    (["--config", str(PRESETS / "tiny.toml")], "presets such as gpt-tiny"),
+    (["--config", "tiny"], "presets such as gpt-tiny"),
     (["--data.masking=span"], "unknown key data.masking"),
     (["--data.block_size=64"], "block_size 64 > encoder.max_position_embeddings 32"),
 ])

@@ -8,7 +8,7 @@ from bertkit.cli import main
 from bertkit.pretrain import job as job_module
 from pretrain_corpus import write_corpus
 
-TINY_CONFIG = str(Path(__file__).parents[2] / "configs" / "pretrain" / "tiny.toml")
+TINY_CONFIG = "tiny"   # a preset shipped with bertkit
 
 TINY = ["--encoder.hidden_size=32", "--encoder.intermediate_size=64", "--encoder.num_layers=1",
         "--encoder.max_position_embeddings=64", "--data.max_length=32", "--data.batch_size=8",

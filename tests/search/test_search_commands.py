@@ -2,6 +2,11 @@
 from __future__ import annotations
 
 import json
+import os
+import re
+import subprocess
+import sys
+import warnings
 
 from bertkit.cli import main
 from bertkit.cli.search_commands import parse_filters
@@ -80,3 +85,68 @@ def test_index_records_its_precision_and_add_can_change_it(tmp_path, tiny_model_
     assert main(["index", "info", "--index", str(index)]) == 0
     info = json.loads(capsys.readouterr().out)
     assert info["documents"] == 5 and info["encoder"]["precision"] == "fp32"
+
+
+def test_index_info_into_a_closed_pipe_ends_quietly(tmp_path, tiny_model_dir):
+    """`bertkit index info | head` closed the pipe and ended in a BrokenPipeError traceback (issue 17)."""
+    index = tmp_path / "idx"
+    assert main(["index", "build", "--model", str(tiny_model_dir), "--input", str(_write(tmp_path / "d.jsonl", DOCS)),
+                 "--index", str(index)]) == 0
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # the reader is gone before the command writes, as `head` after its lines
+    try:
+        result = subprocess.run([sys.executable, "-m", "bertkit", "index", "info", "--index", str(index)],
+                                stdout=write_end, stderr=subprocess.PIPE, text=True, timeout=300)
+    finally:
+        os.close(write_end)
+    assert result.stderr == "" and result.returncode == 1
+
+
+def _build_options() -> set[str]:
+    from bertkit.cli import build_parser
+
+    index_parser = build_parser()._subparsers._group_actions[0].choices["index"]
+    build = index_parser._subparsers._group_actions[0].choices["build"]
+    return {flag for action in build._actions for flag in action.option_strings}
+
+
+def test_index_build_truncation_hint_names_flags_index_build_has(tmp_path, tiny_model_dir):
+    """The truncation hint on `index build` named --long-texts, which index build did not have (issue 17)."""
+    long_doc = [{"id": "long", "text": "the cat sat on the mat " * 40}]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert main(["index", "build", "--model", str(tiny_model_dir), "--index", str(tmp_path / "idx"),
+                     "--input", str(_write(tmp_path / "d.jsonl", long_doc))]) == 0
+    hints = [str(w.message) for w in caught if "truncated" in str(w.message)]
+    named = {flag for hint in hints for flag in re.findall(r"--[a-z][a-z-]+", hint)}
+    assert "--long-texts" in named and named <= _build_options()
+
+
+def test_index_build_long_texts_is_recorded_and_used_for_queries(tmp_path, tiny_model_dir):
+    import numpy as np
+
+    import bertkit
+    from bertkit.search import ModelTextEncoder
+    from bertkit.search.generations import read_manifest
+
+    text = "the cat sat on the mat " * 20 + "red apple and blue pear " * 20
+    index = tmp_path / "idx"
+    assert main(["index", "build", "--model", str(tiny_model_dir), "--index", str(index), "--long-texts",
+                 "sliding-window", "--stride", "16",
+                 "--input", str(_write(tmp_path / "d.jsonl", [{"id": 1, "text": text}]))]) == 0
+    spec = read_manifest(index)["encoder"]
+    assert spec["long_texts"] == "sliding-window" and spec["stride"] == 16
+    model = bertkit.load(tiny_model_dir)
+    windows = model.encode([text], long_texts="sliding-window", stride=16)
+    truncated = model.encode([text])
+    recorded = ModelTextEncoder.from_spec(spec).encode([text])
+    np.testing.assert_allclose(recorded, windows, atol=1e-5)
+    assert np.abs(windows - truncated).max() > 1e-3
+
+
+def test_index_build_refuses_an_empty_document_naming_its_line(tmp_path, tiny_model_dir, capsys):
+    docs = _write(tmp_path / "d.jsonl", [DOCS[0], {"id": "blank", "text": "  "}])
+    assert main(["index", "build", "--model", str(tiny_model_dir), "--input", str(docs),
+                 "--index", str(tmp_path / "idx")]) == 2
+    assert capsys.readouterr().err.strip() == (f"bertkit: error: {docs}:2: 'text' is empty or whitespace-only; "
+                                               "remove it or send some text")

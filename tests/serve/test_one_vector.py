@@ -10,7 +10,6 @@ those agree to 1e-6.
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -24,7 +23,7 @@ from bertkit.serve.app import create_app
 LONG = "the cat sat on the mat and the dog is on the mat " * 3          # ~40 tokens: over the 16 kept
 TEXTS = ["the cat sat on the mat", "hello world", LONG, "dog", "你好 世界", "is the cat on the mat ? hello"]
 WORDS = "the cat sat on mat dog is hello world".split()
-PRETRAIN_CONFIG = Path(__file__).parents[2] / "configs" / "pretrain" / "tiny.toml"
+PRETRAIN_CONFIG = "tiny"   # a preset shipped with bertkit
 
 
 def _sentences(n: int) -> list[str]:
@@ -71,7 +70,7 @@ def folders(tmp_path_factory, tiny_model_dir, make_sentence_transformers_folder)
                                       "--epochs", "1", "--batch-size", "8", "--max-length", "32", *fast),
         "pruned": lambda out: _run("prune-heads", "--model", str(built("finetuned")), "--output", str(out),
                                    "--dev", str(data), "--per-layer", "1"),
-        "pretrained": lambda out: _run("pretrain", "--config", str(PRETRAIN_CONFIG), "--corpus", str(corpus),
+        "pretrained": lambda out: _run("pretrain", "--config", PRETRAIN_CONFIG, "--corpus", str(corpus),
                                        "--output", str(out), "--init", str(built("sentence-transformers")),
                                        "--max-steps", "2", "--data.max_length=16", "--data.batch_size=8",
                                        "--data.heldout_fraction=0", "--train.progress_bar=false"),
