@@ -23,6 +23,8 @@ import warnings
 from pathlib import Path
 from typing import Callable
 
+from bertkit.errors import BertkitWarning
+
 # A temporary folder without a PID in its name (left by earlier versions of bertkit) counts as abandoned once
 # it is this old: no save takes an hour between creating its folder and renaming it.
 UNOWNED_STALE_S = 3600.0
@@ -146,7 +148,7 @@ def recover_folder(target: str | os.PathLike, never_carry: tuple[str, ...] = ())
                 shutil.rmtree(entry, ignore_errors=True)
         except OSError as err:   # a read-only parent, say: loading can still go on; say what was left
             warnings.warn(f"{entry}: left by an interrupted save of {target.name} and could not be put right "
-                          f"({err}); remove or rename it by hand", stacklevel=2)
+                          f"({err}); remove or rename it by hand", BertkitWarning, stacklevel=2)
 
 
 def _carry_over(old: Path, target: Path, never_carry: tuple[str, ...] = ()) -> None:

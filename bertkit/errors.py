@@ -24,3 +24,9 @@ class CheckpointError(BertkitError):
 
 class TimeLimitExceeded(BertkitError):
     """Work stopped because it ran past its time limit (a search query, say); retrying may succeed."""
+
+
+class BertkitWarning(UserWarning):
+    """A warning from bertkit (texts truncated, a high [UNK] rate, a model folder missing a part): the message
+    names the flag or argument that changes the behaviour. The CLI prints each as one line
+    (`bertkit: warning: ...`); Python callers can filter them with `warnings.simplefilter(..., BertkitWarning)`."""

@@ -18,7 +18,7 @@ from typing import Iterator, Literal, Optional, Sequence
 import numpy as np
 import torch
 
-from bertkit.errors import BertkitError
+from bertkit.errors import BertkitError, BertkitWarning
 from bertkit.model.encoder import Encoder
 from bertkit.model.pooling import check_options, normalize, select_layers
 from bertkit.model.sentence import SentenceEncoder
@@ -154,7 +154,7 @@ def _tokenize(encoder: Encoder, tokenizer: Tokenizer, texts: list[str], options:
     if batch.num_truncated:
         warnings.warn(f"{batch.num_truncated} of {len(texts)} texts were longer than {max_length} tokens and "
                       "were truncated; pass long_texts='sliding-window' (--long-texts sliding-window) to keep "
-                      "all of them", stacklevel=4)
+                      "all of them", BertkitWarning, stacklevel=4)
     return batch
 
 

@@ -3,6 +3,7 @@ import numpy as np
 import pytest
 
 import bertkit
+from bertkit.errors import BertkitWarning
 
 
 @pytest.fixture(scope="module")
@@ -27,7 +28,7 @@ def test_shapes_for_every_option(model):
 
 def test_long_texts_truncate_report_or_window(model):
     long_text = "the cat sat " * 30 + "dog is on the mat " * 30   # ~240 tokens, the model holds 64
-    with pytest.warns(UserWarning, match="truncated"):
+    with pytest.warns(BertkitWarning, match="truncated"):
         truncated = model.encode([long_text, "cat"])
     assert model.last_report.truncated == 1
     windows = model.encode([long_text, "cat"], long_texts="sliding-window", stride=16)

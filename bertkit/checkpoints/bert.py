@@ -13,7 +13,7 @@ import torch
 from torch import nn
 
 from bertkit.checkpoints import hf
-from bertkit.errors import CheckpointError
+from bertkit.errors import BertkitWarning, CheckpointError
 from bertkit.model.config import EncoderConfig
 from bertkit.model.encoder import Encoder
 from bertkit.model.heads import (MaskedLMHead, QuestionAnsweringHead, SentencePairHead, SequenceClassificationHead,
@@ -46,7 +46,7 @@ def load_tokenizer(folder: Path) -> Tokenizer | None:
     """WordPiece (vocab.txt or tokenizer.json) or RoBERTa's byte-level BPE, chosen by Tokenizer.from_folder."""
     if not any((folder / name).is_file() for name in TOKENIZER_FILES):
         warnings.warn(f"{folder}: no vocab.txt, tokenizer.json or vocab.json + merges.txt; the model loads "
-                      "without a tokenizer", stacklevel=3)
+                      "without a tokenizer", BertkitWarning, stacklevel=3)
         return None
     return Tokenizer.from_folder(folder)
 

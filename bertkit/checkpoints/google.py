@@ -15,7 +15,7 @@ import torch
 
 from bertkit.checkpoints import hf
 from bertkit.checkpoints.weights import INDEX_FILES, WEIGHT_FILES, read_weights
-from bertkit.errors import CheckpointError
+from bertkit.errors import BertkitWarning, CheckpointError
 from bertkit.model.config import EncoderConfig
 
 _OPTIMIZER = re.compile(r"(adam_[mv]|Adam(_\d+)?|global_step|bad_steps|good_steps|loss_scale)$")
@@ -48,7 +48,7 @@ def tf_variables_to_hf(variables: dict[str, np.ndarray]) -> dict[str, torch.Tens
     optimizer = [name for name in variables if _OPTIMIZER.search(name)]
     if optimizer:
         warnings.warn(f"skipped {len(optimizer)} optimizer variables (adam_m/adam_v/global_step); "
-                      "they are not model weights", stacklevel=3)
+                      "they are not model weights", BertkitWarning, stacklevel=3)
     for name, value in variables.items():
         if name in optimizer:
             continue

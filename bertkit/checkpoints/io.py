@@ -26,7 +26,7 @@ from bertkit.checkpoints.bert import build_head  # noqa: F401  (kept importable 
 from bertkit.checkpoints.json_files import read_json
 from bertkit.checkpoints.sentence import read_sentence_pipeline, write_sentence_pipeline
 from bertkit.checkpoints.weights import INDEX_FILES, INT8_WEIGHTS_FILE, WEIGHT_FILES, read_weight_file, read_weights
-from bertkit.errors import CheckpointError
+from bertkit.errors import BertkitWarning, CheckpointError
 from bertkit.model.config import EncoderConfig
 from bertkit.model.encoder import Encoder
 from bertkit.model.precision import apply_precision, has_int8, shape_int8
@@ -71,7 +71,7 @@ def load_checkpoint(path: str | os.PathLike, device: str | torch.device = "cpu",
     if (meta.get("quantization") or {}).get("scheme") == "dynamic-int8":
         warnings.warn(f"{folder}: written by an older `bertkit quantize` (fp32 weights + a per-tensor dynamic int8 "
                       "flag, min cosine to fp32 0.77 on real texts); it now loads as the fp32 model it holds. Run "
-                      "`bertkit quantize` again for a measured int8 folder", stacklevel=2)
+                      "`bertkit quantize` again for a measured int8 folder", BertkitWarning, stacklevel=2)
     model_folder = sentence_transformers.transformer_folder(folder)
     hf_config: dict[str, Any] = {}
     family = families.bert       # BERT / RoBERTa / ALBERT / bertkit's own: hf_form.py; ELECTRA, XLNet: their modules
@@ -119,7 +119,7 @@ def load_checkpoint(path: str | os.PathLike, device: str | torch.device = "cpu",
     sentence = read_sentence_pipeline(folder, meta, config, tokenizer.model_max_length if tokenizer else None)
     if split.skipped:
         warnings.warn(f"{folder}: skipped {len(split.skipped)} entries that are not model weights: "
-                      f"{', '.join(split.skipped[:5])}{' ...' if len(split.skipped) > 5 else ''}", stacklevel=2)
+                      f"{', '.join(split.skipped[:5])}{' ...' if len(split.skipped) > 5 else ''}", BertkitWarning, stacklevel=2)
     device = torch.device(device)
     encoder.to(device).eval()
     for module in (*heads.values(), *sentence.dense, sentence.whitening):

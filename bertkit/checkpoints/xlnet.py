@@ -18,7 +18,7 @@ import torch
 from torch import nn
 
 from bertkit.checkpoints.hf import SplitState, config_integer, config_number
-from bertkit.errors import CheckpointError
+from bertkit.errors import BertkitWarning, CheckpointError
 from bertkit.model.heads import SummaryClassificationHead, TiedLMHead, TokenClassificationHead
 from bertkit.model.xlnet import XLNetConfig, XLNetModel
 from bertkit.tokenizer.xlnet import SPIECE_FILE, XLNetTokenizer
@@ -243,5 +243,5 @@ def load_tokenizer(folder: Path) -> XLNetTokenizer | None:
     if settings:
         raise CheckpointError(f"{folder}: has {settings[0]} but no {SPIECE_FILE} (or tokenizer.json); copy the "
                               "SentencePiece model of the XLNet it came from into the folder")
-    warnings.warn(f"{folder}: no {SPIECE_FILE} or tokenizer.json; the model loads without a tokenizer", stacklevel=3)
+    warnings.warn(f"{folder}: no {SPIECE_FILE} or tokenizer.json; the model loads without a tokenizer", BertkitWarning, stacklevel=3)
     return None

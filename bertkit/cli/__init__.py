@@ -1,7 +1,8 @@
 """The `bertkit` command: argparse subcommands, each a thin shell over one API call.
 
 Each module listed in COMMAND_MODULES defines `register(subparsers)`, which adds its subcommands and sets
-`func` (args -> exit code) on them. User errors (BertkitError) print one line and exit 2, no traceback.
+`func` (args -> exit code) on them. User errors (BertkitError) print one line and exit 2, no traceback;
+bertkit's warnings (BertkitWarning) print one line each, `bertkit: warning: ...`, with no source path or line.
 """
 from __future__ import annotations
 
@@ -9,8 +10,9 @@ import argparse
 import importlib
 import os
 import sys
+import warnings
 
-from bertkit.errors import BertkitError
+from bertkit.errors import BertkitError, BertkitWarning
 
 COMMAND_MODULES = [
     "bertkit.cli.model_commands",    # encode, convert, quickstart
@@ -40,7 +42,9 @@ def main(argv: list[str] | None = None) -> int:
     flush cannot fail again, and the exit code is 1."""
     try:
         try:
-            return _run(argv)
+            with warnings.catch_warnings():    # the hook below is undone when the command returns
+                warnings.formatwarning = _one_line_warning(warnings.formatwarning)
+                return _run(argv)
         finally:
             sys.stdout.flush()  # inside the try: a closed pipe surfaces here, not at interpreter shutdown
     except BrokenPipeError:
@@ -69,6 +73,17 @@ def _run(argv: list[str] | None) -> int:
         return code
     finally:
         _leave_process_group(wait_for_others=code == 0)
+
+
+def _one_line_warning(format_other):
+    """A warnings.formatwarning that writes bertkit's own warnings as `bertkit: warning: <message>` (one line, no
+    source path or line: the message names the flag that changes the behaviour) and leaves others to
+    `format_other`. A formatter, not a showwarning, so that callers recording warnings still record them."""
+    def format(message, category, filename, lineno, line=None):
+        if not issubclass(category, BertkitWarning):
+            return format_other(message, category, filename, lineno, line)
+        return f"bertkit: warning: {' '.join(str(message).split())}\n"
+    return format
 
 
 def _leave_process_group(wait_for_others: bool) -> None:

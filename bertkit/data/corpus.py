@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Iterator, Sequence
 
 from bertkit.data.text import check_readable, iter_lines
-from bertkit.errors import InputFileError
+from bertkit.errors import BertkitWarning, InputFileError
 
 _CLOSERS = re.escape("\"'”’」』）)]")
 # A sentence ends after Chinese end punctuation (plus closing quotes), or after . ! ? (plus closers)
@@ -91,6 +91,6 @@ def iter_documents(paths: Sequence[str | Path], start: CorpusPosition = CorpusPo
         if lines_with_text > 1 and breaks == 0 and skip_to == 0:
             warnings.warn(f"{path}: no blank lines between documents, so the whole file is one document; "
                           "put a blank line between documents for next-sentence / sentence-order objectives",
-                          stacklevel=2)
+                          BertkitWarning, stacklevel=2)
     if not any_text:
         raise InputFileError(", ".join(map(str, files)), "the corpus is empty: no text lines to pre-train on")

@@ -17,6 +17,8 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any, Optional, Sequence
 
+from bertkit.errors import BertkitWarning
+
 UNKNOWN_WARN_RATE = 0.05
 SAMPLE_TEXTS = 2000        # texts tokenized to measure the rate when the caller has no ids at hand
 EXAMPLE_TEXTS = 200        # texts searched for examples of unknown words once the rate is over the line
@@ -84,7 +86,7 @@ def warn_unknown(tokenizer, texts: Sequence[str], where: str,
     message = (f"{where}: {coverage.rate:.0%} of the text tokens are {tokenizer.id_to_token(tokenizer.unk_id)} "
                f"(over {UNKNOWN_WARN_RATE:.0%}){f', e.g. {examples}' if examples else ''}; likely cause: "
                f"{coverage.cause}")
-    warnings.warn(message, stacklevel=3)
+    warnings.warn(message, BertkitWarning, stacklevel=3)
     return message
 
 
@@ -119,16 +121,16 @@ def _cause(tokenizer, spans: Counter) -> str:
         if script != "LATIN":
             pieces = sum(1 for piece in vocab if any(_script(c) == script for c in piece))
             return (f"the text is largely {script} script and the vocabulary holds {pieces} {script} pieces of "
-                    f"{len(vocab)}: a vocabulary for another language; use a model pre-trained on this language "
-                    "(or a multilingual one)")
+                    f"{len(vocab)}: a vocabulary for another language; pick a model (--model) pre-trained on this "
+                    "language, or a multilingual one")
     fixable = [s for s in spans if s != s.lower() and not _has_unknown(tokenizer, s.lower())]
     if fixable and len(fixable) * 2 >= len(spans):
         lowercase = getattr(tokenizer, "lowercase", None)
         return (f"casing: {fixable[0]!r} is known once lowercased; the tokenizer "
                 f"{'keeps' if lowercase is False else 'may keep'} case over a vocabulary that lacks it: set "
-                "do_lower_case=true in tokenizer_config.json (or use the cased model)")
+                "do_lower_case=true in tokenizer_config.json (or pick the cased model with --model)")
     return ("characters the vocabulary never saw (symbols, emoji, accented or rare letters): check the text's "
-            "encoding, and that the model was trained on text like this")
+            "encoding (--encoding), and that the model (--model) was trained on text like this")
 
 
 def _has_unknown(tokenizer, text: str) -> bool:

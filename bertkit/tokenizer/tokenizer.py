@@ -18,7 +18,7 @@ from typing import Iterable, Sequence
 import torch
 from tokenizers import Encoding, Tokenizer as RustTokenizer
 
-from bertkit.errors import BertkitError, CheckpointError
+from bertkit.errors import BertkitError, BertkitWarning, CheckpointError
 from bertkit.tokenizer import coverage, roberta, sentencepiece, wordpiece
 from bertkit.tokenizer.encoding import (TRUNCATION_STRATEGIES, BatchEncoding, Framing, Truncation, WindowedEncoding,
                                         frame_batch, frame_windows)
@@ -187,7 +187,7 @@ class Tokenizer:
             message = ("casing mismatch: the tokenizer lowercases (do_lower_case=true) but the vocab is cased, "
                        "so its uppercase pieces are never used; set do_lower_case=false (or lowercase=False)")
         if message:
-            warnings.warn(message, stacklevel=2)
+            warnings.warn(message, BertkitWarning, stacklevel=2)
         return message
 
     # ---- encoding -----------------------------------------------------------------------------------

@@ -150,3 +150,19 @@ def test_index_build_refuses_an_empty_document_naming_its_line(tmp_path, tiny_mo
                  "--index", str(tmp_path / "idx")]) == 2
     assert capsys.readouterr().err.strip() == (f"bertkit: error: {docs}:2: 'text' is empty or whitespace-only; "
                                                "remove it or send some text")
+
+
+def test_cli_warning_is_one_line_naming_the_flag(tmp_path, tiny_model_dir):
+    """A bertkit warning in the CLI prints as one `bertkit: warning:` line with no source path or source line
+    (it printed as a raw UserWarning, `.../features.py:NN: UserWarning: ...` and the warn() call under it:
+    issue 17)."""
+    docs = [{"id": "long", "text": "the cat sat on the mat " * 40}, {"id": "short", "text": "hello world"}]
+    result = subprocess.run([sys.executable, "-m", "bertkit", "index", "build", "--model", str(tiny_model_dir),
+                             "--index", str(tmp_path / "idx"), "--input", str(_write(tmp_path / "d.jsonl", docs)),
+                             "--max-length", "16"], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    lines = result.stderr.splitlines()
+    assert [line for line in lines if "truncated" in line] == [
+        "bertkit: warning: 1 of 2 texts were longer than 16 tokens and were truncated; pass "
+        "long_texts='sliding-window' (--long-texts sliding-window) to keep all of them"], lines
+    assert not [line for line in lines if ".py:" in line or "Warning" in line], lines
