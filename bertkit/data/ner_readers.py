@@ -80,6 +80,9 @@ def _jsonl_texts(path: Path, options: ReadOptions) -> Optional[list[RawText]]:
             log.add(line_no, "missing text", 'expected {"text": string} (or {"tokens": [strings]} on every row)',
                     line)
             continue
+        if not row["text"].strip():
+            log.add(line_no, "empty text", "empty or whitespace-only text", line)
+            continue
         texts.append(RawText(row["text"], line_no))
     log.finish()
     if not texts:

@@ -27,6 +27,7 @@ from bertkit.finetune.predictions import sequence_predictions
 from bertkit.finetune.tasks import TaskOptions, build_task, read_examples
 from bertkit.runtime import pick_device
 from bertkit.tokenizer.coverage import texts_of, warn_unknown
+from bertkit.tokenizer.tokenizer import EMPTY_TEXT, InvalidTextError
 
 
 def _checkpoint_of(model: Any):
@@ -85,6 +86,7 @@ def predict(model: Any, inputs: Sequence[Union[str, tuple, dict]], batch_size: i
     QA: (question, context) pairs or {"question", "context"} dicts -> answer spans with character offsets."""
     if isinstance(inputs, (str, tuple, dict)):
         raise TypeError("predict takes a list of inputs; wrap a single one in a list")
+    _check_inputs(inputs)
     linear = linear_predictor_of(model)
     if linear is not None:
         return linear.predict(inputs, batch_size)
@@ -104,6 +106,21 @@ def predict(model: Any, inputs: Sequence[Union[str, tuple, dict]], batch_size: i
     return task.predict(net, features, examples, batch_size)
 
 
+def _check_inputs(inputs: Sequence) -> None:
+    """The rule of encode and the server: an empty or whitespace-only text, or side of a pair (or QA question or
+    context), is refused with InvalidTextError naming its index, never given a label."""
+    for index, item in enumerate(inputs):
+        if isinstance(item, dict):
+            sides = [("question", item.get("question")), ("context", item.get("context"))]
+        elif isinstance(item, tuple):
+            sides = [("first text", side) for side in item[:1]] + [("second text", side) for side in item[1:]]
+        else:
+            sides = [("", item)]
+        for name, side in sides:
+            if isinstance(side, str) and not side.strip():
+                raise InvalidTextError(index, f"({name}) {EMPTY_TEXT}" if name else EMPTY_TEXT)
+
+
 def _predict_ner_texts(net: FinetuneModel, task, texts: list[str], batch_size: int) -> list[dict]:
     """Raw texts: split into words (split_words: CJK characters one word each, else runs of word characters
     and single punctuation marks), tagged, entities with character offsets into each text."""
@@ -114,11 +131,7 @@ def _predict_ner_texts(net: FinetuneModel, task, texts: list[str], batch_size: i
         sentences.append(TaggedSentence(words or [" "], None, i))
     features = task.encode(sentences)
     warn_unknown(task.tokenizer, texts, "predict", [f.input_ids for f in features])
-    results = task.predict(net, features, sentences, batch_size, spans, texts)
-    for result, text in zip(results, texts):
-        if not text.strip():
-            result.update(tokens=[], tags=[], entities=[])
-    return results
+    return task.predict(net, features, sentences, batch_size, spans, texts)
 
 
 def _predict_generate_job(task: str, folder: Path, device: Optional[str], inputs: Sequence,

@@ -123,3 +123,30 @@ def test_errors_name_the_generate_tasks(prompt_folder, tmp_path):
     plain = _save_mlm_folder(tmp_path / "pretrained", {"task": "pretraining"})
     with pytest.raises(CheckpointError, match="seq2seq"):
         bertkit.load(plain).predict(["a good movie"])
+
+
+def test_predict_refuses_empty_texts_as_the_server_does(finetune_model_dir, tmp_path, capsys):
+    """Model.predict([""]) returned a label while serve /predict refused the text (issue 17): empty or
+    whitespace-only texts, and pairs with an empty side, are refused naming the text; `bertkit predict` names
+    the line."""
+    from bertkit.cli import main
+    from bertkit.tokenizer.tokenizer import EMPTY_TEXT, InvalidTextError
+
+    model = bertkit.load(finetune_model_dir)
+    head = SequenceClassificationHead(model.config, 2)
+    folder = save_checkpoint(tmp_path / "cls", model.encoder, model.tokenizer, {"classifier": head},
+                             {"task": "pair-classification", "labels": ["a", "b"]})
+    classifier = bertkit.load(folder)
+    for inputs, index in ([["good", " \t"], 1], [[""], 0], [["good", ("a film", " ")], 1]):
+        with pytest.raises(InvalidTextError, match=f"^text {index} .*{EMPTY_TEXT}") as caught:
+            classifier.predict(inputs)
+        assert caught.value.index == index
+    with pytest.raises(InvalidTextError, match=f"text 0 {EMPTY_TEXT}"):
+        classifier.predict([""])
+    rows = [{"text": "a good film", "text_pair": "a film"}, {"text": "a film", "text_pair": " "}]
+    (tmp_path / "in.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
+    code = main(["predict", "--model", str(folder), "--input", str(tmp_path / "in.jsonl"),
+                 "--output", str(tmp_path / "out.jsonl")])
+    err = capsys.readouterr().err
+    assert code == 2 and "in.jsonl:2: " in err and "empty or whitespace-only text" in err, err
+    assert not (tmp_path / "out.jsonl").exists()
