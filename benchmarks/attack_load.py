@@ -27,7 +27,6 @@ import http.client
 import importlib.util
 import json
 import os
-import platform
 import random
 import select
 import socket
@@ -40,6 +39,7 @@ from collections import Counter, defaultdict
 from pathlib import Path
 
 import numpy as np
+from machine import cpu_description
 
 
 # benchmarks/serve.py (server start-up, client threads), loaded by path: imported as `serve` it would
@@ -247,9 +247,7 @@ def main() -> None:
     queries = [row["text"].split("\n", 1)[0] for row in dev]          # the titles
     rows = read_rows(args.data)
     labels = sorted({row["label"] for row in rows})
-    cpu = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name")),
-               platform.processor()) if os.path.exists("/proc/cpuinfo") else platform.processor()
-    report = {"machine": {"cpu": cpu, "cpus": os.cpu_count(), "load_average_at_start": os.getloadavg()},
+    report = {"machine": {"cpu": cpu_description(), "cpus": os.cpu_count(), "load_average_at_start": os.getloadavg()},
               "model": Path(model).name, "documents": len(rows), "clients": args.clients, "phases": {}}
     with tempfile.TemporaryDirectory() as scratch:
         index = args.index

@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import subprocess
 import sys
 import tempfile
@@ -30,22 +29,9 @@ import numpy as np
 import torch
 
 from encode import load_texts
+from machine import cpu_description
 
 CORE = ("bertkit fp32", "bertkit bf16", "bertkit int8", "sentence-transformers fp32")
-FLAGS = ("amx_bf16", "amx_int8", "avx512_bf16", "avx512_vnni", "avx512f", "avx2")
-
-
-def cpu_description() -> str:
-    name = platform.processor() or platform.machine()
-    cpuinfo = Path("/proc/cpuinfo")
-    if cpuinfo.is_file():
-        for line in cpuinfo.read_text().splitlines():
-            if line.startswith("model name"):
-                name = line.split(":", 1)[1].strip()
-                break
-    from bertkit.runtime import cpu_capabilities
-    flags = cpu_capabilities()
-    return f"{name}; flags: {', '.join(f for f in FLAGS if flags.get(f)) or 'none of ' + ', '.join(FLAGS)}"
 
 
 class Subprocess:

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import platform
 import statistics
 import tempfile
 import time
@@ -25,17 +24,7 @@ import warnings
 from pathlib import Path
 
 import torch
-
-
-def cpu_name() -> str:
-    """The CPU model, with the matrix-unit flags torch may use (AMX, AVX-512 bf16)."""
-    try:
-        info = Path("/proc/cpuinfo").read_text()
-    except OSError:
-        return platform.processor() or platform.machine()
-    name = next((line.split(":", 1)[1].strip() for line in info.splitlines() if line.startswith("model name")), "?")
-    flags = sorted({flag for flag in info.split() if flag.startswith(("amx", "avx512_bf16"))})
-    return f"{name} ({' '.join(flags) or 'no amx'})"
+from machine import cpu_description
 
 
 def make_batch(vocab: int, batch: int, length: int, left: bool, seed: int = 0):
@@ -159,7 +148,7 @@ def main() -> None:
     args = parser.parse_args()
     warnings.filterwarnings("ignore", message=".*loads without a tokenizer")   # weights-only folders
     torch.set_num_threads(args.threads)
-    print(f"CPU: {cpu_name()}; torch {torch.__version__}; threads {torch.get_num_threads()}; "
+    print(f"CPU: {cpu_description()}; torch {torch.__version__}; threads {torch.get_num_threads()}; "
           f"batch {args.batch} x {args.length}; load at start {os.getloadavg()[0]:.2f}")
     with tempfile.TemporaryDirectory() as tmp:
         cases = {name: build(Path(tmp), args) for name, build in CASES.items()}

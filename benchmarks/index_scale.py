@@ -21,7 +21,6 @@ import argparse
 import gzip
 import json
 import os
-import platform
 import resource
 import subprocess
 import sys
@@ -30,6 +29,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from machine import cpu_description
 
 CHUNK = 100_000
 NOISE = 0.038
@@ -164,10 +164,7 @@ def main() -> None:
         return
     import torch
     torch.set_num_threads(args.threads)
-    flags = [f for f in ("avx512f", "avx512_bf16", "amx_bf16") if f in Path("/proc/cpuinfo").read_text()]
-    cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
-                if line.startswith("model name")), platform.processor())
-    print(f"# {cpu}; flags {' '.join(flags)}; {args.threads} threads; load {os.getloadavg()}", flush=True)
+    print(f"# {cpu_description()}; {args.threads} threads; load {os.getloadavg()}", flush=True)
     with tempfile.TemporaryDirectory() as tmp:
         workdir = Path(tmp)
         if args.vectors == "real":

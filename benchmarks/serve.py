@@ -36,6 +36,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from machine import cpu_description
 
 
 def load_texts(path: str, count: int, seed: int) -> list[str]:
@@ -196,15 +197,11 @@ def main() -> None:
     texts = load_texts(args.data, args.texts, args.seed)
     model = bertkit.load(model_dir, device="cpu", **({"precision": args.precision} if args.precision else {}))
     server_args = args.server_args.split() + (["--precision", args.precision] if args.precision else [])
-    cpuinfo = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").exists() else ""
-    cpu = next((line.split(":", 1)[1].strip() for line in cpuinfo.splitlines() if line.startswith("model name")),
-               platform.processor())
-    flags = [f for f in ("avx512f", "avx512_bf16", "amx_bf16", "amx_int8") if f" {f}" in cpuinfo]
-    print(f"# {cpu}; flags {' '.join(flags) or 'none of avx512f/avx512_bf16/amx'}; "
+    print(f"# {cpu_description()}; "
           f"precision {getattr(model, 'precision', 'fp32')}; load {os.getloadavg()}", flush=True)
     tokens = sum(len(ids) for ids in model.tokenizer.encode_batch(texts, max_length=512,
                                                                    truncation="longest_first").input_ids)
-    report = {"machine": {"cpu": cpu, "flags": flags, "cpus": os.cpu_count(), "torch_threads": torch.get_num_threads(),
+    report = {"machine": {"cpu": cpu_description(), "cpus": os.cpu_count(), "torch_threads": torch.get_num_threads(),
                           "load_average_at_start": os.getloadavg()[0],
                           "python": platform.python_version(), "torch": torch.__version__},
               "model": Path(model_dir).name, "precision": getattr(model, "precision", "fp32"), "data": Path(args.data).name, "texts": len(texts),
