@@ -15,17 +15,16 @@ from __future__ import annotations
 
 import importlib.util
 import os
-import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
-from bertkit.atomic_write import recover_folder, replace_folder, temp_folder
 from bertkit.checkpoints import load_checkpoint, save_checkpoint
 from bertkit.checkpoints.gpt2 import is_gpt2_folder, load_gpt2, save_gpt2
 from bertkit.checkpoints.hf_check import check_structure, compare_with_transformers
 from bertkit.checkpoints.hf_check_family import compare_family_with_transformers
 from bertkit.checkpoints.hf_form import choose_form, head_keys_of
+from bertkit.checkpoints.io import save_folder
 from bertkit.checkpoints.json_files import read_json
 from bertkit.distill.onnx_model import onnx_file_of
 from bertkit.distill.prune import full_shape_copy
@@ -103,7 +102,7 @@ def convert(source: str | os.PathLike, target: str | os.PathLike) -> ConvertRepo
     found: dict = {}
 
     def check(folder: Path) -> None:
-        found["architecture"] = check_structure(folder)
+        found["architecture"] = form.architecture    # save_checkpoint has held the folder to its loading rules
         if importlib.util.find_spec("transformers") is not None:
             found["architecture"], found["difference"] = compare_with_transformers(folder, checkpoint)
 
@@ -136,15 +135,12 @@ def _convert_family(checkpoint, target: Path) -> ConvertReport:
 
 def _convert_gpt2(source: Path, target: Path) -> ConvertReport:
     loaded = load_gpt2(source)
-    recover_folder(target)
-    tmp = temp_folder(target)
-    try:
+    found: dict = {}
+
+    def write(tmp: Path) -> None:
         save_gpt2(tmp, loaded.model, loaded.tokenizer)
-        architecture, difference = check_structure(tmp), None
+        found["architecture"], found["difference"] = check_structure(tmp), None
         if importlib.util.find_spec("transformers") is not None:
-            architecture, difference = compare_with_transformers(tmp, loaded.model)
-        replace_folder(tmp, target)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    return ConvertReport(target, architecture, difference)
+            found["architecture"], found["difference"] = compare_with_transformers(tmp, loaded.model)
+
+    return ConvertReport(save_folder(target, write), found["architecture"], found["difference"])

@@ -67,7 +67,8 @@ def shape_int8(encoder: nn.Module, names: Iterable[str]) -> None:
 
 def _replace(root: nn.Module, replacements: Mapping[str, nn.Module]) -> None:
     """Swap modules by name; every other place the same module object appears gets the same new one."""
-    by_identity = {id(dict(root.named_modules())[name]): new for name, new in replacements.items()}
+    modules = dict(root.named_modules())
+    by_identity = {id(modules[name]): new for name, new in replacements.items()}
     for parent in list(root.modules()):
         for attribute, child in list(parent.named_children()):
             if id(child) in by_identity:
