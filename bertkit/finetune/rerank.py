@@ -23,6 +23,7 @@ import torch.nn.functional as F
 from bertkit.checkpoints import load_checkpoint, save_checkpoint
 from bertkit.data.text import iter_jsonl
 from bertkit.errors import BertkitError, CheckpointError, InputFileError
+from bertkit.finetune.saved_score import METRICS_FILE
 from bertkit.finetune.batching import pad_rows
 from bertkit.finetune.job import FinetuneResult
 from bertkit.finetune.model import FinetuneModel, hf_config_extra, model_from_checkpoint, model_meta
@@ -184,7 +185,7 @@ def run_rerank_finetune(config: RerankConfig) -> FinetuneResult:
         save_checkpoint(output, net.encoder, tokenizer, {net.head_key: net.head},
                         model_meta(net, {**extra, "dev_metrics": metrics}), hf_config_extra(net),
                         sentence=checkpoint.sentence.after_training())
-        write_json(output / "metrics.json", {"dev": metrics, "metric_for_best": "mrr"})
+        write_json(output / METRICS_FILE, {"dev": metrics, "metric_for_best": "mrr"})
 
     evaluate = None
     if dev_triples is not None:

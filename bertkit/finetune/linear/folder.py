@@ -22,6 +22,7 @@ import numpy as np
 from safetensors import SafetensorError
 from safetensors.numpy import load_file, save_file
 
+from bertkit.checkpoints.json_files import read_json
 from bertkit.checkpoints.weights import check_not_pointer
 from bertkit.errors import CheckpointError
 from bertkit.finetune.linear.features import FeatureSpec, VectorBlock
@@ -41,10 +42,7 @@ def linear_section(folder: str | Path) -> Optional[dict]:
     meta_path = Path(folder) / META_FILE
     if not meta_path.is_file():
         return None
-    try:
-        meta = json.loads(meta_path.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise CheckpointError(f"{meta_path}: not valid JSON ({err})") from None
+    meta = read_json(meta_path, expect=None)
     section = meta.get("linear") if isinstance(meta, dict) else None
     return section if isinstance(section, dict) else None
 
@@ -101,13 +99,7 @@ def write_meta(folder: Path, meta: dict) -> None:
 
 
 def read_meta(folder: Path) -> dict:
-    try:
-        meta = json.loads((folder / META_FILE).read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise CheckpointError(f"{folder / META_FILE}: cannot read ({err})") from None
-    if not isinstance(meta, dict):
-        raise CheckpointError(f"{folder / META_FILE}: expected a JSON object")
-    return meta
+    return read_json(folder / META_FILE)
 
 
 def load_linear_model(folder: Path, meta: dict) -> LinearModel:

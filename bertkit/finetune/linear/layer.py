@@ -19,6 +19,7 @@ import numpy as np
 
 from bertkit.errors import BertkitError
 from bertkit.finetune.metrics import classification_metrics, regression_metrics
+from bertkit.finetune.predictions import softmax
 
 C_GRID = (1.0, 3.0, 10.0, 30.0, 100.0)          # inverse L2 strength of LogisticRegression
 ALPHA_GRID = (0.1, 0.3, 1.0, 3.0, 10.0)         # L2 strength of Ridge
@@ -49,11 +50,6 @@ class LinearLayer:
 
 def _rows(block) -> int:
     return len(block.indptr) - 1 if hasattr(block, "indptr") else block.shape[0]
-
-
-def softmax(logits: np.ndarray) -> np.ndarray:
-    shifted = np.exp(logits - logits.max(axis=-1, keepdims=True))
-    return shifted / shifted.sum(axis=-1, keepdims=True)
 
 
 def to_scipy(blocks: Sequence):
