@@ -23,7 +23,7 @@ import torch.nn.functional as F
 from bertkit.checkpoints import load_checkpoint, save_checkpoint
 from bertkit.data.text import iter_jsonl
 from bertkit.errors import BertkitError, CheckpointError, InputFileError
-from bertkit.finetune.saved_score import METRICS_FILE
+from bertkit.train.saved_score import METRICS_FILE
 from bertkit.finetune.batching import pad_rows
 from bertkit.finetune.job import FinetuneResult
 from bertkit.finetune.model import FinetuneModel, hf_config_extra, model_from_checkpoint, model_meta
