@@ -81,6 +81,14 @@ def check_resume(resume: bool, output: str | Path) -> None:
         raise BertkitError(f"--resume: no training state at {saved}; start without --resume")
 
 
+def record_run(config: Any, run_dir: Path, files: Optional[dict[str, Any]] = None) -> None:
+    """The run record: the effective config, package versions and the job's own JSON files, in run_dir."""
+    save_config(config, run_dir)
+    write_json(run_dir / "versions.json", package_versions())
+    for name, value in (files or {}).items():
+        write_json(run_dir / name, value)
+
+
 def fit(job: Job, train_config: TrainConfig, output: str | Path, config: Any) -> JobResult:
     """Train `job` with `train_config`, keep the best (or last) model in `output`, record the run. `config` is the
     job's effective config, written to output/run/config.effective.json."""
@@ -94,10 +102,7 @@ def fit(job: Job, train_config: TrainConfig, output: str | Path, config: Any) ->
                            best_to_beat=job.best_to_beat if has_dev else None)
     main = distributed_env()[0] == 0
     if main:
-        save_config(config, run_dir)
-        write_json(run_dir / "versions.json", package_versions())
-        for name, value in job.run_files.items():
-            write_json(run_dir / name, value)
+        record_run(config, run_dir, job.run_files)
     evaluations: list[dict] = []
 
     def evaluate(model) -> dict:
