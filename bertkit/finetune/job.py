@@ -38,8 +38,7 @@ from bertkit.finetune.recipe import ModelProfile, Recipe, Requested, choose_reci
 from bertkit.finetune.tasks import TaskOptions, build_task, check_training_labels, label_names_from, read_examples
 from bertkit.runtime import fast_bf16, pick_device, seed_everything
 from bertkit.tokenizer.coverage import texts_of, warn_unknown
-from bertkit.train import TrainConfig
-from bertkit.train.fit import Job, JobResult, check_resume, fit
+from bertkit.train.fit import Job, JobResult, check_resume, fit, loop_settings
 from bertkit.train.loop import say
 from bertkit.train.saved_score import METRICS_FILE, dev_fingerprint, saved_score
 
@@ -186,14 +185,9 @@ def run_finetune(config: FinetuneConfig) -> FinetuneResult:
     # With a time budget the run ends after `epochs` or at the budget, whichever comes first; the lr schedule
     # follows whichever is further along (the loop's time-budget schedule).
     max_steps = -(-config.epochs * len(batches) // config.grad_accum) if config.time_budget else None
-    train_config = TrainConfig(
-        lr=config.lr, weight_decay=config.weight_decay, warmup_ratio=config.warmup_ratio, max_steps=max_steps,
-        time_budget=config.time_budget, schedule=config.schedule, epochs=config.epochs, grad_accum=config.grad_accum,
-        clip_norm=config.clip_norm, eval_every=config.eval_every, save_every=config.save_every, seed=config.seed,
-        device=config.device, bf16=config.precision != "fp32", cpu_bf16=config.precision == "bf16",
-        head_lr=config.head_lr, layerwise_lr_decay=config.layerwise_lr_decay, resume=config.resume,
-        checkpoint_on_eval=evaluate is not None, early_stopping_patience=config.early_stopping_patience or None,
-        early_stopping_start=recipe.early_stopping_start, progress_bar=config.progress_bar, log_every=10)
+    train_config = loop_settings(config, max_steps=max_steps, checkpoint_on_eval=evaluate is not None,
+                                 early_stopping_patience=config.early_stopping_patience or None,
+                                 early_stopping_start=recipe.early_stopping_start, log_every=10)
     trained = AuxMlmModel(model, mlm_head) if mlm_head is not None else model
     job = Job(trained, loss_fn, batches, save, evaluate, metric, to_beat,
               on_epoch_start=_gradual_unfreezing if config.gradual_unfreezing else None, is_head=_is_head,

@@ -27,11 +27,11 @@ from bertkit.errors import BertkitError, CheckpointError, InputFileError
 from bertkit.finetune.batching import pad_rows
 from bertkit.finetune.model import FinetuneModel, hf_config_extra, model_from_checkpoint, model_meta
 from bertkit.finetune.tasks import TaskOptions
-from bertkit.generate.finetune_config import LoopJobConfig, loop_config, max_length_for
+from bertkit.generate.finetune_config import LoopJobConfig, max_length_for
 from bertkit.runtime import seed_everything
 from bertkit.tokenizer.coverage import warn_unknown
 from bertkit.train import IndexedBatches
-from bertkit.train.fit import Job, JobResult, check_resume, fit
+from bertkit.train.fit import Job, JobResult, check_resume, fit, loop_settings
 from bertkit.train.saved_score import METRICS_FILE
 
 TASK = "rerank"
@@ -194,4 +194,4 @@ def run_rerank_finetune(config: RerankConfig) -> JobResult:
 
     job = Job(model, loss_fn, batches, save, evaluate, "mrr" if evaluate is not None else None,
               record={"train_queries": len(train_triples)})
-    return fit(job, loop_config(config), output, config)
+    return fit(job, loop_settings(config, log_every=10), output, config)

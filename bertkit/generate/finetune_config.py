@@ -1,5 +1,5 @@
 """What the prompt-classification (PET / P-tuning) and UniLM seq2seq fine-tuning jobs share: the config
-fields `bertkit finetune` sets for every task, the mapping onto the training loop and the MLM-head check (the
+fields `bertkit finetune` sets for every task, and the MLM-head check (the
 run record and the closing steps are train/fit.py's)."""
 from __future__ import annotations
 
@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Literal, Optional
 
 from bertkit.errors import BertkitError, CheckpointError
-from bertkit.train import TrainConfig
 
 
 @dataclass
@@ -40,17 +39,6 @@ class LoopJobConfig:
     grad_accum: int = 1                   # micro-batches per optimizer step
     save_every: int = 0                   # steps between training states, which resume continues from
     resume: bool = False                  # continue an interrupted run from output/run/checkpoint
-
-
-def loop_config(config: LoopJobConfig) -> TrainConfig:
-    """The shared loop's settings (fit adds the run folder and the metric that picks the best model)."""
-    return TrainConfig(lr=config.lr, weight_decay=config.weight_decay, warmup_ratio=config.warmup_ratio,
-                       schedule=config.schedule, epochs=config.epochs, grad_accum=config.grad_accum,
-                       clip_norm=config.clip_norm, eval_every=config.eval_every, save_every=config.save_every,
-                       seed=config.seed, device=config.device, bf16=config.precision != "fp32",
-                       cpu_bf16=config.precision == "bf16", resume=config.resume,
-                       early_stopping_patience=config.early_stopping_patience, progress_bar=config.progress_bar,
-                       log_every=10)
 
 
 def max_length_for(config: LoopJobConfig, checkpoint) -> int:

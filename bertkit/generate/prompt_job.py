@@ -27,13 +27,13 @@ from bertkit.errors import BertkitError, CheckpointError
 from bertkit.finetune.metrics import classification_metrics
 from bertkit.finetune.predictions import sequence_predictions
 from bertkit.finetune.recipe import prompt_recipe
-from bertkit.generate.finetune_config import LoopJobConfig, loop_config, max_length_for, mlm_head_of
+from bertkit.generate.finetune_config import LoopJobConfig, max_length_for, mlm_head_of
 from bertkit.generate.pet import PROMPT_SLOT, Pattern, PETClassifier, Verbalizer, pet_loss
 from bertkit.generate.ptuning import PTuningClassifier
 from bertkit.runtime import pick_device, seed_everything
 from bertkit.tokenizer.coverage import texts_of, warn_unknown
 from bertkit.train import IndexedBatches
-from bertkit.train.fit import Job, JobResult, check_resume, fit, record_run, run_folder
+from bertkit.train.fit import Job, JobResult, check_resume, fit, loop_settings, record_run, run_folder
 from bertkit.train.loop import say
 from bertkit.train.saved_score import METRICS_FILE
 
@@ -173,7 +173,7 @@ def run_prompt_finetune(config: PromptConfig) -> JobResult:
     batches = IndexedBatches(len(rows), config.batch_size, make_batch, seed=config.seed)
     job = Job(model, pet_loss, batches, save, evaluate, METRIC if evaluate is not None else None,
               record={"train_examples": len(train_examples), "lr": config.lr, "epochs_planned": config.epochs})
-    return fit(job, loop_config(config), output, config)
+    return fit(job, loop_settings(config, log_every=10), output, config)
 
 
 def load_prompt_classifier(folder: str | Path, device: Optional[str] = None) -> PETClassifier:

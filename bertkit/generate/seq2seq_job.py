@@ -20,13 +20,13 @@ from bertkit.atomic_write import write_json
 from bertkit.checkpoints import load_checkpoint, save_checkpoint
 from bertkit.data.text import iter_jsonl
 from bertkit.errors import BertkitError, CheckpointError, InputFileError
-from bertkit.generate.finetune_config import LoopJobConfig, loop_config, max_length_for, mlm_head_of
+from bertkit.generate.finetune_config import LoopJobConfig, max_length_for, mlm_head_of
 from bertkit.generate.unilm import Seq2SeqLM, seq2seq_decode, seq2seq_inputs, seq2seq_loss
 from bertkit.runtime import pick_device, seed_everything
 from bertkit.tokenizer.coverage import warn_unknown
 from bertkit.tokenizer.spacing import tidy_spacing
 from bertkit.train import IndexedBatches
-from bertkit.train.fit import Job, JobResult, check_resume, fit
+from bertkit.train.fit import Job, JobResult, check_resume, fit, loop_settings
 from bertkit.train.saved_score import METRICS_FILE
 
 TASK = "seq2seq"
@@ -131,7 +131,7 @@ def run_seq2seq_finetune(config: Seq2SeqConfig) -> JobResult:
 
     job = Job(model, seq2seq_loss, batches, save, evaluate, "loss" if evaluate is not None else None,
               record={"train_pairs": len(train_pairs)})
-    return fit(job, loop_config(config), output, config)
+    return fit(job, loop_settings(config, log_every=10), output, config)
 
 
 class Seq2SeqGenerator:

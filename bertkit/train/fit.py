@@ -9,8 +9,9 @@ and `save(model, metrics)`, which writes the model folder `output`. fit owns the
 - the loop (train/loop.py) with its seeding, DDP, NaN roll-back and the training state in
   `output/run/checkpoint/`, saved every `save_every` steps (and after evaluations with `checkpoint_on_eval`), which
   `resume` continues from exactly;
-- best-or-last save: with `evaluate`, `save` runs each time the metric improves, else once at the end; a model
-  already in `output` that scored better on the same dev data (`best_to_beat`, train/saved_score.py) is kept;
+- best-or-last save: with `evaluate` and a `metric`, `save` runs each time the metric improves, else once at the
+  end (evaluations without a metric are only logged); a model already in `output` that scored better on the same
+  dev data (`best_to_beat`, train/saved_score.py) is kept;
 - the close: output/metrics.json written atomically, and the training state deleted. A finished run leaves no
   training state: only the model files, metrics.json and the run record (run/: config, versions, log) remain.
 """
@@ -20,7 +21,7 @@ import platform
 import shutil
 import sys
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from importlib.metadata import version
 from pathlib import Path
 from typing import Any, Callable, Optional
@@ -48,7 +49,8 @@ class Job:
     batches: BatchSource
     save: Callable[[Any, dict], None]        # (trained model, its dev metrics or {}) -> writes the folder `output`
     evaluate: Optional[Callable[[Any], dict[str, float]]] = None
-    metric: Optional[str] = None             # the evaluate() key that picks the best model (needs evaluate)
+    metric: Optional[str] = None             # the evaluate() key that picks the best model; None: evaluations are
+                                             # only logged and the last model is saved
     best_to_beat: Optional[float] = None     # `metric` of the model already in output, on the same dev data
     on_epoch_start: Optional[Callable[[Any, int], None]] = None
     is_head: Optional[Callable[[str], bool]] = None
@@ -68,6 +70,18 @@ class JobResult:
     kept_earlier_model: bool = False         # this run did not beat the model already in `output`, which stays
                                              # (then `metrics` are that model's)
     loop: Optional[TrainResult] = None       # the loop's own result (losses per step, last evaluation)
+
+
+def loop_settings(config: Any, **settings) -> TrainConfig:
+    """The loop's settings from a job config: each of its fields that TrainConfig has too (lr, epochs, seed,
+    grad_accum, save_every, resume, ...), `precision` ("auto" | "fp32" | "bf16") as the loop's bf16 switches, then
+    `settings`. fit adds the run folder and the metric that picks the best model."""
+    names = {f.name for f in fields(TrainConfig)}
+    values = {f.name: getattr(config, f.name) for f in fields(config) if f.name in names}
+    precision = getattr(config, "precision", None)
+    if precision is not None:          # auto: bf16 autocast on CUDA only; bf16: on CPU too
+        values.update(bf16=precision != "fp32", cpu_bf16=precision == "bf16")
+    return TrainConfig(**{**values, **settings})
 
 
 def run_folder(output: str | Path) -> Path:
@@ -96,10 +110,9 @@ def fit(job: Job, train_config: TrainConfig, output: str | Path, config: Any) ->
     run_dir = run_folder(output)
     check_resume(train_config.resume, output)
     has_dev = job.evaluate is not None
-    if has_dev and job.metric is None:
-        raise BertkitError("a job with an evaluation needs the metric that picks the best model")
-    train_config = replace(train_config, output_dir=str(run_dir), metric_for_best=job.metric if has_dev else None,
-                           best_to_beat=job.best_to_beat if has_dev else None)
+    picks = has_dev and job.metric is not None          # the best evaluation picks the model, else the last one
+    train_config = replace(train_config, output_dir=str(run_dir), metric_for_best=job.metric if picks else None,
+                           best_to_beat=job.best_to_beat if picks else None)
     main = distributed_env()[0] == 0
     if main:
         record_run(config, run_dir, job.run_files)
@@ -111,7 +124,7 @@ def fit(job: Job, train_config: TrainConfig, output: str | Path, config: Any) ->
 
     started = time.perf_counter()
     result = train(job.model, job.loss_fn, job.batches, train_config, evaluate=evaluate if has_dev else None,
-                   on_best=job.save if has_dev else None, on_epoch_start=job.on_epoch_start,
+                   on_best=job.save if picks else None, on_epoch_start=job.on_epoch_start,
                    **({"is_head": job.is_head} if job.is_head is not None else {}))
     wall = time.perf_counter() - started
     metrics = result.best_eval or result.last_eval
@@ -119,10 +132,10 @@ def fit(job: Job, train_config: TrainConfig, output: str | Path, config: Any) ->
     if job.epoch_batches:                    # the epochs were counted in steps
         epochs = result.steps * train_config.grad_accum // job.epoch_batches
         stop_reason = "epochs" if stop_reason == "max_steps" else stop_reason
-    kept = has_dev and job.best_to_beat is not None and not result.best_eval   # nothing beat the saved model
+    kept = picks and job.best_to_beat is not None and not result.best_eval   # nothing beat the saved model
     if main:
-        if not has_dev:
-            job.save(job.model, {})          # no dev data: the last model is the one saved
+        if not picks:
+            job.save(job.model, result.last_eval)     # the last model is the one saved
         record = {"dev": metrics, "metric_for_best": job.metric,
                   "train_seconds": result.elapsed_s, "wall_seconds": wall, "epochs": epochs, "steps": result.steps,
                   "stop_reason": stop_reason, **job.record}
