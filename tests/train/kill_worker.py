@@ -13,7 +13,7 @@ JOBS = {
     "finetune": ("bertkit.finetune.job", "FinetuneConfig", "run_finetune"),
     "distill": ("bertkit.distill.job", "DistillConfig", "run_distill"),
     "simcse": ("bertkit.embed.simcse", "SimCSEConfig", "run_simcse"),
-    "seq2seq": ("bertkit.generate.seq2seq_job", "Seq2SeqConfig", "run_seq2seq_finetune"),
+    "seq2seq": ("bertkit.finetune.seq2seq.job", "Seq2SeqConfig", "run_seq2seq_finetune"),
 }
 
 

@@ -1,6 +1,6 @@
 """What the prompt-classification (PET / P-tuning) and UniLM seq2seq fine-tuning jobs share: the config
-fields `bertkit finetune` sets for every task, and the MLM-head check (the
-run record and the closing steps are train/fit.py's)."""
+fields `bertkit finetune` sets for every task and the MLM-head check (the run record and the closing steps are
+train/fit.py's)."""
 from __future__ import annotations
 
 import json
