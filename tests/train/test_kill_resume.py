@@ -163,3 +163,22 @@ def test_seq2seq_resumes_after_kill_9(tmp_path):
                     dev=write_jsonl(tmp_path / "dev.jsonl", pairs[:8]), epochs=24, lr=1e-3, batch_size=4,
                     max_length=16, precision="fp32", device="cpu", save_every=5, progress_bar=False)
     kill_and_resume("seq2seq", settings, tmp_path)
+
+
+@pytest.mark.parametrize("command", ["finetune", "seq2seq", "distill", "simcse"])
+def test_resume_without_a_saved_state_is_one_line_and_exit_2(tmp_path, capsys, command):
+    from bertkit.cli import main
+
+    out = tmp_path / "out"
+    data = write_jsonl(tmp_path / "train.jsonl", rows(8, 0))
+    pairs = write_jsonl(tmp_path / "pairs.jsonl", [{"source": "the film", "target": "good"}] * 4)
+    argv = {"finetune": ["finetune", "--model", model_folder(tmp_path / "m"), "--train", data],
+            "seq2seq": ["finetune", "--task", "seq2seq", "--model", model_folder(tmp_path / "m", "mlm"),
+                        "--train", pairs],
+            "distill": ["distill", "--teacher", model_folder(tmp_path / "m", "classifier"), "--student-layers", "1",
+                        "--train", data],
+            "simcse": ["simcse", "--model", model_folder(tmp_path / "m"), "--train", data]}[command]
+    assert main([*argv, "--output", str(out), "--save-every", "2", "--resume"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"bertkit: error: --resume: no training state at {state_path(out / 'run')}; start without --resume"]
+    assert not out.exists()                   # nothing was written before the error
