@@ -119,7 +119,7 @@ def _from_dict(cls: type[T], data: dict[str, Any], where: str = "") -> T:
 
 
 def apply_overrides(config: T, overrides: list[str]) -> T:
-    """Apply `section.key=value` strings (a leading `--` is allowed) to a dataclass config.
+    """Apply `section.key=value` strings (a leading `--` is allowed; `-` and `_` alike in keys) to a dataclass config.
 
     All overrides of a section are applied together, so checks that tie fields together (hidden_size
     divisible by num_heads) see the final values.
@@ -130,7 +130,7 @@ def apply_overrides(config: T, overrides: list[str]) -> T:
         if "=" not in text:
             raise ConfigError(f"override {item!r} must look like --section.key=value")
         dotted, raw = text.split("=", 1)
-        _collect(config, dotted.split("."), raw, dotted, changes)
+        _collect(config, dotted.replace("-", "_").split("."), raw, dotted, changes)
     return _rebuild(config, changes, "")
 
 

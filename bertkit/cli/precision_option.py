@@ -6,11 +6,12 @@ import sys
 from bertkit.runtime import PRECISIONS
 
 
+PRECISION_HELP = ("weights stored and computed in fp32, bf16 or int8 (a folder from bertkit quantize); auto: bf16 "
+                  "where this CPU has AMX or avx512_bf16 (or on a GPU), else fp32; none: what the folder holds")
+
+
 def add_precision_flag(parser) -> None:
-    parser.add_argument("--precision", choices=PRECISIONS, default=None,
-                        help="weights stored and computed in fp32, bf16 or int8 (a folder from bertkit quantize); "
-                             "auto: bf16 where this CPU has AMX or avx512_bf16 (or on a GPU), else fp32; "
-                             "default: what the folder holds")
+    parser.add_argument("--precision", choices=PRECISIONS, default=None, help=PRECISION_HELP)
 
 
 def say_precision(model, requested: str | None) -> None:

@@ -1,66 +1,65 @@
-"""`bertkit serve`: the HTTP server for embeddings, predictions and search."""
+"""`bertkit serve`: the HTTP server for embeddings, predictions and search.
+
+Its flags are generated from ServeConfig (bertkit/cli/flags.py): one per field, `--config FILE.toml` with
+ServeConfig keys, and `--key=value` overrides, all through bertkit/config.py's loader.
+"""
 from __future__ import annotations
 
 import argparse
 
-from bertkit.cli.precision_option import add_precision_flag
+from bertkit.cli.flags import add_config_flags, config_from_args
+from bertkit.cli.precision_option import PRECISION_HELP
+from bertkit.errors import BertkitError
+from bertkit.runtime import PRECISIONS
 from bertkit.serve.batching import CPU_BATCH_OVERHEAD_TOKENS, GPU_BATCH_OVERHEAD_TOKENS
 from bertkit.serve.config import ServeConfig, api_key_from_env
 
+# the seconds fields keep their short spellings (--request-timeout, ...) beside the generated --request-timeout-s
+_ALIASES = {"request-timeout": "request_timeout_s", "header-timeout": "header_timeout_s",
+            "body-timeout": "body_timeout_s", "keep-alive-timeout": "keep_alive_timeout_s"}
+_HELP = {
+    "model": "model folder (any format bertkit.load reads); required, here or in --config",
+    "index": "search index folder (built with the same model)",
+    "host": "address to bind (localhost only unless asked: the API has no TLS of its own)",
+    "workers": "model worker threads sharing the loaded model",
+    "max_batch_tokens": "padded tokens per forward pass",
+    "max_batch_size": "rows per forward pass, taken length-sorted from the queue",
+    "batch_overhead_tokens": "cost of one forward pass in tokens' worth, for cutting batches (none: "
+                             f"{CPU_BATCH_OVERHEAD_TOKENS} on CPU, {GPU_BATCH_OVERHEAD_TOKENS} on GPU)",
+    "max_request_texts": "texts per request; more gets 413",
+    "max_request_bytes": "bytes per request body; more gets 413",
+    "max_queued_texts": "texts waiting over all clients; more gets 503 busy",
+    "request_timeout_s": "longest wait for the model in seconds before 503",
+    "header_timeout_s": "a request's headers must arrive within this many seconds, else 408",
+    "body_timeout_s": "a request's body must arrive within this many seconds of its headers, else 408",
+    "keep_alive_timeout_s": "idle keep-alive connections close after this many seconds",
+    "max_connections": "open connections; more get 503 at once",
+    "api_key": "require this key (Authorization: Bearer KEY) on every endpoint but /health; none: the "
+               "BERTKIT_API_KEY environment variable, else no key",
+    "precision": PRECISION_HELP,
+}
+
 
 def register(subparsers) -> None:
-    defaults = ServeConfig()
     parser = subparsers.add_parser(
         "serve", help="serve a model over HTTP (embeddings, predictions, search)",
         description="Serve a model folder over HTTP: /encode (bert-as-service), /v1/embeddings (OpenAI), "
-                    "/tokenize, /predict, /search, /status, /health and a page at /. Needs the `serve` extra.")
-    parser.add_argument("--model", required=True, metavar="DIR", help="model folder (any format bertkit.load reads)")
-    parser.add_argument("--index", metavar="DIR", help="search index folder (built with the same model)")
-    parser.add_argument("--host", default=defaults.host,
-                        help="address to bind (default %(default)s: this machine only)")
-    parser.add_argument("--port", type=int, default=defaults.port, help="default %(default)s")
-    parser.add_argument("--workers", type=int, default=defaults.workers,
-                        help="model worker threads sharing the loaded model (default %(default)s)")
-    parser.add_argument("--max-batch-tokens", type=int, default=defaults.max_batch_tokens,
-                        help="padded tokens per forward pass (default %(default)s)")
-    parser.add_argument("--max-batch-size", type=int, default=defaults.max_batch_size,
-                        help="rows per forward pass, taken length-sorted from the queue (default %(default)s)")
-    parser.add_argument("--batch-overhead-tokens", type=int, default=None, metavar="N",
-                        help="cost of one forward pass in tokens' worth, for cutting batches (default: "
-                             f"{CPU_BATCH_OVERHEAD_TOKENS} on CPU, {GPU_BATCH_OVERHEAD_TOKENS} on GPU)")
-    parser.add_argument("--max-request-texts", type=int, default=defaults.max_request_texts,
-                        help="texts per request; more gets 413 (default %(default)s)")
-    parser.add_argument("--max-queued-texts", type=int, default=defaults.max_queued_texts,
-                        help="texts waiting over all clients; more gets 503 busy (default %(default)s)")
-    parser.add_argument("--request-timeout", type=float, default=defaults.request_timeout_s, metavar="SECONDS",
-                        help="longest wait for the model before 503 (default %(default)s)")
-    parser.add_argument("--header-timeout", type=float, default=defaults.header_timeout_s, metavar="SECONDS",
-                        help="a request's headers must arrive within this long, else 408 (default %(default)s)")
-    parser.add_argument("--body-timeout", type=float, default=defaults.body_timeout_s, metavar="SECONDS",
-                        help="a request's body must arrive within this long of its headers, else 408 "
-                             "(default %(default)s)")
-    parser.add_argument("--keep-alive-timeout", type=float, default=defaults.keep_alive_timeout_s,
-                        metavar="SECONDS", help="idle keep-alive connections close after this long "
-                                                "(default %(default)s)")
-    parser.add_argument("--max-connections", type=int, default=defaults.max_connections,
-                        help="open connections; more get 503 at once (default %(default)s)")
-    parser.add_argument("--api-key", default=None,
-                        help="require this key (Authorization: Bearer KEY) on every endpoint but /health; "
-                             "default: the BERTKIT_API_KEY environment variable, else no key")
-    add_precision_flag(parser)
-    parser.set_defaults(func=run_serve)
+                    "/tokenize, /predict, /search, /status, /health and a page at /. Needs the `serve` extra. "
+                    "Settings: ServeConfig defaults, then --config FILE.toml, then the flags, then --key=value.")
+    add_config_flags(parser, ServeConfig, aliases=_ALIASES, help=_HELP, choices={"precision": PRECISIONS})
+    parser.set_defaults(func=run_serve, accepts_overrides=True)
+
+
+def serve_config(args: argparse.Namespace) -> ServeConfig:
+    config = config_from_args(ServeConfig, args)
+    if not config.model:
+        raise BertkitError("serve needs --model (or model = \"DIR\" in the --config file)")
+    key = api_key_from_env(config.api_key)
+    return config if key == config.api_key else ServeConfig(**{**config.__dict__, "api_key": key})
 
 
 def run_serve(args: argparse.Namespace) -> int:
     from bertkit.serve.server import serve
 
-    config = ServeConfig(model=args.model, index=args.index, host=args.host, port=args.port, workers=args.workers,
-                         max_batch_tokens=args.max_batch_tokens, max_batch_size=args.max_batch_size,
-                         batch_overhead_tokens=args.batch_overhead_tokens,
-                         max_request_texts=args.max_request_texts,
-                         max_queued_texts=args.max_queued_texts, request_timeout_s=args.request_timeout,
-                         header_timeout_s=args.header_timeout, body_timeout_s=args.body_timeout,
-                         keep_alive_timeout_s=args.keep_alive_timeout, max_connections=args.max_connections,
-                         api_key=api_key_from_env(args.api_key), precision=args.precision)
-    serve(config)
+    serve(serve_config(args))
     return 0

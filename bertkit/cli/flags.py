@@ -1,0 +1,178 @@
+"""Command-line flags generated from a config dataclass, and the parsed flags turned back into the config.
+
+`add_config_flags(parser, Config)` adds one flag per field: `--field-name` (a nested section's field:
+`--section.field-name`), bool fields as `--x / --no-x`, Literal fields with their choices, every default shown,
+help taken from the comment on (or just above) the field. `config_from_args(Config, args)` builds the config
+through the one loader, bertkit/config.py: defaults, then `--config FILE.toml`, then the flags given, then
+`--section.key=value` overrides; so every command types, checks and reports its settings the same way (a bad
+value is one line naming the field, exit 2). Flags not given leave the file's (or the default's) value.
+
+`aliases` adds short spellings beside the generated one (`{"lr": "train.lr"}`); `deprecated` keeps an old
+spelling working with one warning line, `bertkit: warning: --old is deprecated; use --new`.
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import functools
+import inspect
+import re
+import types
+import typing
+import warnings
+from typing import Any, Iterable, Optional
+
+from bertkit.config import find_config, load_config
+from bertkit.errors import BertkitWarning
+
+FIELDS_KEY = "config_flags"      # the namespace attribute listing (dest, dotted field) of the generated flags
+
+
+def flag_name(dotted: str) -> str:
+    """`options.doc_stride` -> `--options.doc-stride`."""
+    return "--" + dotted.replace("_", "-")
+
+
+def _dest(dotted: str) -> str:
+    return "cfg__" + dotted.replace(".", "__")
+
+
+def config_fields(cls: type, prefix: str = "") -> list[tuple[str, Any, Any]]:
+    """(dotted name, annotation, default) for every leaf field of `cls`, nested sections flattened."""
+    hints = typing.get_type_hints(cls)
+    defaults = cls()  # type: ignore[call-arg]
+    rows = []
+    for field in dataclasses.fields(cls):
+        annotation, default = hints[field.name], getattr(defaults, field.name)
+        if dataclasses.is_dataclass(annotation):
+            rows += config_fields(annotation, f"{prefix}{field.name}.")
+        else:
+            rows.append((f"{prefix}{field.name}", annotation, default))
+    return rows
+
+
+@functools.lru_cache(maxsize=None)
+def field_comments(cls: type) -> dict[str, str]:
+    """Field name -> its source comment: the trailing `# ...` on its line, else the `# ...` lines just above."""
+    try:
+        source = inspect.getsource(cls)
+    except (OSError, TypeError):
+        return {}
+    comments, above = {}, []
+    for line in source.splitlines():
+        stripped = line.strip()
+        if stripped.startswith("#"):
+            above.append(stripped.lstrip("# ").strip())
+            continue
+        match = re.match(r"\s+(\w+)\s*:[^#]*?(?:#\s*(.*))?$", line)
+        if match and not stripped.startswith(("def ", "class ", "return", "@")):
+            text = match.group(2) or " ".join(above)
+            if text:
+                comments.setdefault(match.group(1), text)
+        above = []
+    return comments
+
+
+def _choices(annotation: Any) -> Optional[tuple]:
+    inner = _without_none(annotation)
+    return typing.get_args(inner) if typing.get_origin(inner) is typing.Literal else None
+
+
+def _without_none(annotation: Any) -> Any:
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
+        rest = [arg for arg in typing.get_args(annotation) if arg is not type(None)]
+        if len(rest) == 1:
+            return rest[0]
+    return annotation
+
+
+def _metavar(annotation: Any) -> str:
+    inner = _without_none(annotation)
+    origin = typing.get_origin(inner)
+    if origin in (list, tuple):
+        return "A,B,..."
+    return {int: "N", float: "X"}.get(inner, "TEXT")
+
+
+class _Deprecated(argparse.Action):
+    """An old spelling: stores like the new flag, and says once that it is deprecated."""
+
+    def __init__(self, option_strings, dest, new_flag: str, const=None, **kwargs):
+        self.new_flag = new_flag
+        super().__init__(option_strings, dest, const=const, **kwargs)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        warnings.warn(f"{option_string} is deprecated; use {self.new_flag}", BertkitWarning, stacklevel=2)
+        setattr(namespace, self.dest, self.const if self.nargs == 0 else values)
+
+
+def add_config_flags(parser: argparse.ArgumentParser, cls: type, *, skip: Iterable[str] = (),
+                     aliases: dict[str, str] | None = None, deprecated: dict[str, str] | None = None,
+                     help: dict[str, str] | None = None, choices: dict[str, tuple] | None = None,
+                     group_of: dict[str, Any] | None = None, config_flag: bool = True) -> None:
+    """One flag per field of `cls` (nested sections flattened), except the dotted names in `skip`.
+
+    aliases: {alias: dotted field}, extra spellings shown beside the generated flag (`{"lr": "train.lr"}`).
+    deprecated: {old spelling: dotted field}, accepted with a one-line deprecation warning.
+    help / choices: per dotted field, replacing the source comment / the Literal's choices.
+    group_of: per dotted field, the argparse group to put the flag in (default: the parser).
+    config_flag: also add `--config FILE.toml` (a file, or a preset name).
+    """
+    skip, aliases, deprecated = set(skip), aliases or {}, deprecated or {}
+    help, choices, group_of = help or {}, choices or {}, group_of or {}
+    fields = []
+    if config_flag:
+        parser.add_argument("--config", metavar="FILE.toml",
+                            help=f"TOML file with {cls.__name__} keys (sections as [tables]); the flags below "
+                                 "and --section.key=value overrides win over it")
+    for dotted, annotation, default in config_fields(cls):
+        if dotted in skip:
+            continue
+        name, dest = flag_name(dotted), _dest(dotted)
+        section, _, leaf = dotted.rpartition(".")
+        owner = _section_class(cls, section)
+        text = help.get(dotted) or field_comments(owner).get(leaf, "")
+        shown = "none" if default is None else str(default).lower() if isinstance(default, bool) else default
+        if default != "":
+            text = f"{text} (default: {shown})" if text else f"default: {shown}"
+        names = [name] + [f"--{alias}" for alias, target in aliases.items() if target == dotted]
+        target = group_of.get(dotted, parser)
+        is_bool = _without_none(annotation) is bool
+        if is_bool:
+            target.add_argument(*names, dest=dest, action="store_const", const="true", default=argparse.SUPPRESS,
+                                help=text.replace("%", "%%"))
+            negative = "--no-" + name[2:] if "." not in name else name.rsplit(".", 1)[0] + ".no-" + name.rsplit(".", 1)[1]
+            target.add_argument(negative, dest=dest, action="store_const", const="false",
+                                default=argparse.SUPPRESS, help=argparse.SUPPRESS)
+        else:
+            target.add_argument(*names, dest=dest, default=argparse.SUPPRESS, choices=choices.get(dotted) or
+                                _choices(annotation), metavar=None if _choices(annotation) or dotted in choices
+                                else _metavar(annotation), help=text.replace("%", "%%"))
+        for old, new_target in deprecated.items():
+            if new_target == dotted:
+                parser.add_argument(f"--{old}", dest=dest, action=_Deprecated, new_flag=name,
+                                    nargs=0 if is_bool else None, const="true" if is_bool else None,
+                                    default=argparse.SUPPRESS, help=argparse.SUPPRESS)
+        fields.append((dest, dotted))
+    parser.set_defaults(**{FIELDS_KEY: tuple(fields)})
+
+
+def _section_class(cls: type, section: str) -> type:
+    for part in filter(None, section.split(".")):
+        cls = typing.get_type_hints(cls)[part]
+    return cls
+
+
+def given_flags(args: argparse.Namespace) -> dict[str, str]:
+    """Dotted field -> the raw value of each generated flag given on the command line."""
+    return {dotted: getattr(args, dest) for dest, dotted in getattr(args, FIELDS_KEY, ()) if hasattr(args, dest)}
+
+
+def config_from_args(cls: type, args: argparse.Namespace, kind: str = "", given: dict[str, str] | None = None):
+    """`cls` from its defaults, `--config` (a file, or a preset of `kind`), the flags given, then the command's
+    `--section.key=value` overrides (args.overrides), all through bertkit.config.load_config."""
+    given = given_flags(args) if given is None else given
+    flags = [f"{dotted}={'' if value is None else value}" for dotted, value in given.items()]
+    path = getattr(args, "config", None)
+    source = find_config(path, kind) if path is not None and kind else path
+    return load_config(cls, source, flags + list(getattr(args, "overrides", None) or []))
