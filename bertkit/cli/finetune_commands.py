@@ -1,7 +1,7 @@
 """`bertkit finetune`, `bertkit baseline`, `bertkit evaluate`, `bertkit predict`: thin shells over bertkit.finetune.
 
 finetune settings come from FinetuneConfig defaults, then `--config FILE.toml`, then the flags below, then
-`--key=value` / `--options.key=value` overrides for everything else (e.g. --options.doc_stride=64).
+`--key=value` / `--options.key=value` overrides; the flags are generated from FinetuneConfig (cli/flags.py).
 `--task seq2seq` (UniLM) and `--template` (PET / P-tuning) run the jobs in bertkit.generate, with their own
 configs (Seq2SeqConfig, PromptConfig); evaluate / predict recognise their folders by bertkit.json's task.
 """
@@ -11,75 +11,57 @@ import argparse
 import json
 import sys
 
+from bertkit.cli.flags import add_config_flags, config_from_args, given_flags
 from bertkit.cli.precision_option import add_precision_flag, say_precision
 from bertkit.errors import BertkitError
+from bertkit.finetune.config import FinetuneConfig
 from bertkit.finetune.model import TASKS
 
 SEQ2SEQ, PROMPT = "seq2seq", "prompt-classification"   # tasks of the bertkit.generate jobs
 RERANK = "rerank"                                       # bertkit.finetune.rerank: a cross-encoder
 
-# flag -> FinetuneConfig field, for the flags every user needs; the rest go through --key=value overrides.
-_FLAGS = {"task": str, "model": str, "train": str, "dev": str, "output": str, "epochs": int, "lr": float,
-          "batch_size": int, "max_length": int, "seed": int, "warmup_ratio": float, "eval_every": int,
-          "early_stopping_patience": int, "layerwise_lr_decay": float, "schedule": str, "metric": str,
-          "encoding": str, "device": str, "max_train_examples": int, "max_dev_examples": int,
-          "aux_mlm_weight": float, "head_lr": float, "class_weights": str, "time_budget": str, "method": str, "save_every": int}
+_HELP = {  # per FinetuneConfig field, where the source comment is not the whole story
+    "task": "seq2seq: UniLM sequence-to-sequence on {source, target} (or text_a, text_b) JSONL pairs, from a folder "
+            "with an MLM head; rerank: a cross-encoder for /rerank from {query, positive, negative} JSONL "
+            "(--loss=listwise|pairwise, --negatives=N, --in-batch-negatives=N), saved as a pair-classification "
+            "folder",
+    "train": "training file: .jsonl/.tsv/.csv (classification), .jsonl/.conll (ner), SQuAD .json (qa), pairs .jsonl "
+             "(seq2seq); .gz allowed",
+    "dev": "dev file, evaluated every epoch (or --eval-every steps); picks the best model",
+    "output": "folder for the best model",
+    "head_lr": "lr of a newly initialized task head (default 20 x lr)",
+    "max_length": "tokens per row; longer NER/QA inputs are windowed, longer texts keep their head and tail",
+    "class_weights": "loss weights per label (auto: sqrt-balanced when the labels are skewed)",
+    "time_budget": "wall-clock cap, e.g. 20m (off: none; none: 30m when the recipe picks the epochs)",
+    "eval_every": "evaluate every N steps (none or 0: every epoch)",
+    "early_stopping_patience": "stop after N evaluations without improvement",
+    "layerwise_lr_decay": "lr x d per layer below the top (e.g. 0.9)",
+    "aux_mlm_weight": "SiATL: add G x MLM loss on masked copies of the training texts (needs a folder with an MLM "
+                      "head, e.g. from bertkit pretrain; --aux-mlm-decay=D multiplies G by D each epoch)",
+    "skip_bad_rows": "write bad rows to OUTPUT.rejects.jsonl and go on instead of stopping",
+    "encoding": "input encoding, e.g. gb18030",
+    "device": "cpu, cuda or auto",
+    "resume": "continue the interrupted run in --output from its last saved state (saved after each evaluation "
+              "and every --save-every steps)",
+    "save_every": "also save the training state every N steps (for --resume); 0: only after evaluations",
+    "method": "linear-probe: logistic regression on the frozen model's vectors (minutes on a CPU); hybrid: that "
+              "stacked with the TF-IDF baseline; finetune: the whole model",
+    "baseline": "fit the TF-IDF baseline on the same split and report it beside the result (classification, "
+                "pairs, regression); --no-baseline skips it",
+}
+_RECIPE = ("epochs", "lr", "head_lr", "batch_size", "max_length", "class_weights", "time_budget", "warmup_ratio")
 
 
 def register(subparsers) -> None:
     p = subparsers.add_parser("finetune", help="fine-tune a model on labeled data (classification, NER, QA...)",
                               description="Train a task head (and the encoder) on a labeled file; writes the best "
-                                          "model folder to --output, with metrics.json and run/ (config, versions, log).")
-    p.add_argument("--task", choices=TASKS + (SEQ2SEQ, RERANK),
-                   help="seq2seq: UniLM sequence-to-sequence on {source, target} (or text_a, text_b) JSONL pairs, "
-                        "from a folder with an MLM head; rerank: a cross-encoder for /rerank from {query, positive, "
-                        "negative} JSONL (--loss=listwise|pairwise, --negatives=N, --in-batch-negatives=N), saved "
-                        "as a pair-classification folder")
-    p.add_argument("--model", help="model folder to start from")
-    p.add_argument("--train", help="training file: .jsonl/.tsv/.csv (classification), .jsonl/.conll (ner), "
-                                   "SQuAD .json (qa), pairs .jsonl (seq2seq); .gz allowed")
-    p.add_argument("--dev", help="dev file, evaluated every epoch (or --eval-every steps); picks the best model")
-    p.add_argument("--output", help="folder for the best model")
-    p.add_argument("--config", help="TOML file with FinetuneConfig keys")
-    recipe = p.add_argument_group("training settings (default: the recipe picks each from the data and the model, "
+                                          "model folder to --output, with metrics.json and run/ (config, versions, "
+                                          "log). Settings: FinetuneConfig defaults, then --config FILE.toml, then "
+                                          "the flags, then --key=value / --options.key=value overrides.")
+    recipe = p.add_argument_group("training settings (none: the recipe picks each from the data and the model, "
                                   "prints its choice and writes run/recipe.json)")
-    recipe.add_argument("--epochs", type=int)
-    recipe.add_argument("--lr", type=float)
-    recipe.add_argument("--head-lr", type=float, help="lr of a newly initialized task head (default 20 x lr)")
-    recipe.add_argument("--batch-size", type=int)
-    recipe.add_argument("--max-length", type=int, help="tokens per row; longer NER/QA inputs are windowed, longer "
-                                                       "texts keep their head and tail")
-    recipe.add_argument("--class-weights", choices=("auto", "none", "balanced", "sqrt"),
-                        help="loss weights per label (auto: sqrt-balanced when the labels are skewed)")
-    recipe.add_argument("--time-budget", help="wall-clock cap, e.g. 20m (off: none; default 30m when the recipe "
-                                              "picks the epochs)")
-    p.add_argument("--seed", type=int)
-    p.add_argument("--warmup-ratio", type=float)
-    p.add_argument("--schedule", choices=("linear", "cosine", "constant", "slanted_triangular"))
-    p.add_argument("--eval-every", type=int, help="evaluate every N steps (default: every epoch)")
-    p.add_argument("--metric", help="dev metric that picks the best model (default: the task's main metric)")
-    p.add_argument("--early-stopping-patience", type=int, help="stop after N evaluations without improvement")
-    p.add_argument("--layerwise-lr-decay", type=float, help="lr x d per layer below the top (e.g. 0.9)")
-    p.add_argument("--gradual-unfreezing", action="store_true", default=None)
-    p.add_argument("--aux-mlm-weight", type=float, metavar="G",
-                   help="SiATL: add G x MLM loss on masked copies of the training texts (needs a folder with "
-                        "an MLM head, e.g. from bertkit pretrain; --aux_mlm_decay=D multiplies G by D each epoch)")
-    p.add_argument("--skip-bad-rows", action="store_true", default=None,
-                   help="write bad rows to OUTPUT.rejects.jsonl and go on instead of stopping")
-    p.add_argument("--encoding", help="input encoding, e.g. gb18030 (default utf-8)")
-    p.add_argument("--max-train-examples", type=int, help="use only the first N training rows")
-    p.add_argument("--max-dev-examples", type=int, help="use only the first N dev rows")
-    p.add_argument("--device", help="cpu, cuda or auto")
-    p.add_argument("--resume", action="store_true", default=None,
-                   help="continue the interrupted run in --output from its last saved state (saved after each "
-                        "evaluation and every --save-every steps)")
-    p.add_argument("--save-every", type=int, help="also save the training state every N steps (for --resume)")
-    p.add_argument("--method", choices=("finetune", "linear-probe", "hybrid"),
-                   help="linear-probe: logistic regression on the frozen model's vectors (minutes on a CPU); "
-                        "hybrid: that stacked with the TF-IDF baseline; default: fine-tune the whole model")
-    p.add_argument("--no-baseline", action="store_true", default=None,
-                   help="skip the TF-IDF baseline that is otherwise fitted on the same split and reported beside "
-                        "the result (classification, pairs, regression)")
+    add_config_flags(p, FinetuneConfig, help=_HELP, choices={"task": TASKS + (SEQ2SEQ, RERANK)},
+                     group_of=dict.fromkeys(_RECIPE, recipe))
     prompt = p.add_argument_group("prompt-based classification (PET / P-tuning; --task classification, a model "
                                   "with an MLM head; --epochs 0 = zero-shot: evaluate on --dev and save)")
     prompt.add_argument("--template", help='cloze pattern with {text} and [MASK] once each, e.g. "{text} It was '
@@ -136,16 +118,13 @@ def register(subparsers) -> None:
     p.set_defaults(func=run_predict_command)
 
 
+_PROMPT_FLAGS = ("template", "verbalizer", "ptuning", "freeze_encoder")
+
+
 def _given_flags(args: argparse.Namespace) -> dict:
-    given = {name: getattr(args, name) for name in _FLAGS if getattr(args, name) is not None}
-    for flag in ("gradual_unfreezing", "skip_bad_rows", "ptuning", "freeze_encoder", "resume"):
-        if getattr(args, flag):
-            given[flag] = True
-    for flag in ("template", "verbalizer"):
-        if getattr(args, flag) is not None:
-            given[flag] = getattr(args, flag)
-    if args.no_baseline:
-        given["baseline"] = False
+    """Dotted field -> raw value of every setting given as a flag (FinetuneConfig's and the prompt group's)."""
+    given = given_flags(args)
+    given.update({name: getattr(args, name) for name in _PROMPT_FLAGS if getattr(args, name) is not None})
     return given
 
 
@@ -174,22 +153,25 @@ def _job(given: dict):
     return FinetuneConfig, run_finetune, None
 
 
-def run_finetune_command(args: argparse.Namespace) -> int:
+def finetune_config(args: argparse.Namespace):
+    """The job's config (FinetuneConfig, or the config of the --task seq2seq / rerank / prompt job) and its runner:
+    defaults, then --config, then the flags given, then overrides, through bertkit.config's loader."""
     import dataclasses
-
-    from bertkit.config import apply_overrides, load_config
 
     given = _given_flags(args)
     cls, run, job_name = _job(given)
     if job_name is not None:
         given.pop("task", None)
         fields = {f.name for f in dataclasses.fields(cls)}
-        unsupported = [name for name in given if name not in fields]
+        unsupported = [name for name in given if name.split(".")[0] not in fields]
         if unsupported:
             raise BertkitError(f"--{unsupported[0].replace('_', '-')} is not supported with {job_name}")
-    config = load_config(cls, args.config, [])
-    config = dataclasses.replace(config, **given)
-    config = apply_overrides(config, args.overrides)
+    given = {name: str(value).lower() if isinstance(value, bool) else value for name, value in given.items()}
+    return config_from_args(cls, args, given=given), run
+
+
+def run_finetune_command(args: argparse.Namespace) -> int:
+    config, run = finetune_config(args)
     result = run(config)
     print(json.dumps({"output": str(result.output), "dev": result.metrics, "epochs": result.epochs,
                       "steps": result.steps, "train_seconds": round(result.train_seconds, 1)}, indent=2))

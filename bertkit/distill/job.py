@@ -30,7 +30,8 @@ from bertkit.model.sentence import SentencePipeline
 from bertkit.errors import BertkitError
 from bertkit.finetune.batching import BucketedBatches, collate
 from bertkit.finetune.model import FinetuneModel, hf_config_extra, model_from_checkpoint, model_meta, new_head
-from bertkit.finetune.tasks import TaskOptions, build_task, read_examples
+from bertkit.finetune.config import TaskOptions
+from bertkit.finetune.tasks import build_task, read_examples
 from bertkit.runtime import seed_everything
 from bertkit.train.fit import Job, check_resume, fit, loop_settings
 

@@ -19,7 +19,8 @@ import torch
 from bertkit.data.labels import LabelMap
 from bertkit.data.readers import ReadOptions
 from bertkit.finetune.inference import forward_features, stack
-from bertkit.finetune.tasks import TaskOptions, build_task, read_examples
+from bertkit.finetune.config import TaskOptions
+from bertkit.finetune.tasks import build_task, read_examples
 
 
 @dataclass

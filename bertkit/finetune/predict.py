@@ -24,7 +24,8 @@ from bertkit.finetune.linear.predictor import linear_predictor_of
 from bertkit.finetune.model import TASKS, FinetuneModel, model_from_checkpoint
 from bertkit.finetune.ner import split_words
 from bertkit.finetune.predictions import sequence_predictions
-from bertkit.finetune.tasks import TaskOptions, build_task, read_examples
+from bertkit.finetune.config import TaskOptions
+from bertkit.finetune.tasks import build_task, read_examples
 from bertkit.runtime import pick_device
 from bertkit.tokenizer.coverage import texts_of, warn_unknown
 from bertkit.tokenizer.tokenizer import EMPTY_TEXT, InvalidTextError

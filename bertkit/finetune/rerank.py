@@ -26,7 +26,7 @@ from bertkit.data.text import iter_jsonl
 from bertkit.errors import BertkitError, CheckpointError, InputFileError
 from bertkit.finetune.batching import pad_rows
 from bertkit.finetune.model import FinetuneModel, hf_config_extra, model_from_checkpoint, model_meta
-from bertkit.finetune.tasks import TaskOptions
+from bertkit.finetune.config import TaskOptions
 from bertkit.finetune.loop_job import LoopJobConfig, max_length_for
 from bertkit.runtime import seed_everything
 from bertkit.tokenizer.coverage import warn_unknown

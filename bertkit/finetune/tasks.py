@@ -6,33 +6,19 @@ predict(model, features, examples) -> one dict per example, label_names, main_me
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal, Optional, Sequence
+from typing import Optional, Sequence
 
 from bertkit.data.labels import LabelMap
 from bertkit.data.ner_readers import read_tagged_sentences
 from bertkit.data.readers import ReadOptions, label_map_for, read_text_examples
 from bertkit.data.squad import read_squad
+from bertkit.finetune.config import TaskOptions
 from bertkit.finetune.classification import SequenceTask, label_kind_for
 from bertkit.finetune.model import TASKS
 from bertkit.finetune.ner import NERTask
 from bertkit.finetune.qa import QATask
 from bertkit.errors import BertkitError, InputFileError
-
-
-@dataclass(frozen=True)
-class TaskOptions:
-    """Task settings that shape encoding and decoding (saved in bertkit.json so predict uses the same)."""
-    max_length: int = 128
-    long_texts: Literal["truncate", "head+tail"] = "head+tail"  # single texts over max_length: keep both ends
-    ner_stride: Optional[int] = None       # NER window overlap in sub-tokens (None: a quarter of the window)
-    doc_stride: int = 128                  # QA: tokens between the starts of consecutive context windows
-    max_question_length: int = 64
-    max_answer_length: int = 30
-    n_best: int = 20
-    null_threshold: float = 0.0
-    with_negative: Optional[bool] = None   # QA v2.0 no-answer; None: on when the training data has any
 
 
 def check_task(task: str) -> None:

@@ -12,7 +12,8 @@ from bertkit.data.squad import QAExample
 from bertkit.finetune.ner import first_piece_words, split_words
 from bertkit.finetune.predictions import entity_prediction, label_names_for, sequence_predictions, softmax
 from bertkit.finetune.qa import QAFeature, QATask
-from bertkit.finetune.tasks import TaskOptions, build_task
+from bertkit.finetune.config import TaskOptions
+from bertkit.finetune.tasks import build_task
 from bertkit.runtime import autocast
 from bertkit.serve.inputs import MAX_ERRORS_SHOWN, PAIR_SEPARATOR, InputRejected, TokenSequence
 from bertkit.serve.runner import NonFiniteResult, pad_batch

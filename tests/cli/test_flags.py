@@ -4,7 +4,6 @@ loader (bertkit/config.py): round trip, choices, bool negation, nested sections,
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import warnings
 from dataclasses import dataclass, field
 from typing import Literal, Optional

@@ -1,0 +1,91 @@
+"""`bertkit finetune`'s flags, generated from FinetuneConfig: every command line of the hand-written flag table
+(before the flags were generated) gives the same config object as it did then."""
+from __future__ import annotations
+
+import importlib
+
+import pytest
+
+from bertkit.cli import build_parser, main
+from bertkit.cli.finetune_commands import finetune_config
+from bertkit.finetune.config import FinetuneConfig, TaskOptions
+
+# (argv, FinetuneConfig fields besides model=M, train, output=O): checked against the hand-written table's code
+OLD_FINETUNE = [
+    (["--model", "M", "--train", "t.jsonl", "--output", "O"], dict()),
+    (["--task", "ner", "--model", "M", "--train", "t.conll", "--dev", "d.conll", "--output", "O", "--epochs", "3",
+      "--lr", "2e-5", "--head-lr", "1e-3", "--batch-size", "16", "--max-length", "64", "--seed", "7"],
+     dict(task="ner", dev="d.conll", epochs=3, lr=2e-5, head_lr=1e-3, batch_size=16, max_length=64, seed=7)),
+    (["--model", "M", "--train", "t.jsonl", "--output", "O", "--warmup-ratio", "0.1", "--schedule", "cosine",
+      "--eval-every", "50", "--metric", "f1", "--early-stopping-patience", "2", "--layerwise-lr-decay", "0.9",
+      "--gradual-unfreezing", "--class-weights", "balanced", "--time-budget", "20m"],
+     dict(warmup_ratio=0.1, schedule="cosine", eval_every=50, metric="f1", early_stopping_patience=2,
+          layerwise_lr_decay=0.9, gradual_unfreezing=True, class_weights="balanced", time_budget="20m")),
+    (["--model", "M", "--train", "t.jsonl", "--output", "O", "--aux-mlm-weight", "0.5", "--skip-bad-rows",
+      "--encoding", "gb18030", "--max-train-examples", "100", "--max-dev-examples", "20", "--device", "cpu",
+      "--resume", "--save-every", "10", "--method", "linear-probe", "--no-baseline"],
+     dict(aux_mlm_weight=0.5, skip_bad_rows=True, encoding="gb18030", max_train_examples=100, max_dev_examples=20,
+          device="cpu", resume=True, save_every=10, method="linear-probe", baseline=False)),
+    (["--model", "M", "--train", "t.jsonl", "--output", "O", "--aux_mlm_decay=0.5", "--options.doc_stride=64",
+      "--weight_decay=0", "--lr", "1e-4", "--lr=3e-4"],
+     dict(aux_mlm_decay=0.5, options=dict(doc_stride=64), weight_decay=0.0, lr=3e-4)),
+]
+
+OLD_OTHER_JOBS = [  # (argv, job config class path, fields)
+    (["--task", "seq2seq", "--model", "M", "--train", "p.jsonl", "--output", "O", "--epochs", "2", "--lr", "1e-4"],
+     "bertkit.finetune.seq2seq.job:Seq2SeqConfig", dict(model="M", train="p.jsonl", output="O", epochs=2, lr=1e-4)),
+    (["--task", "rerank", "--model", "M", "--train", "q.jsonl", "--output", "O", "--batch-size", "4"],
+     "bertkit.finetune.rerank:RerankConfig", dict(model="M", train="q.jsonl", output="O", batch_size=4)),
+    (["--model", "M", "--train", "t.jsonl", "--output", "O", "--template", "{text} It was [MASK].",
+      "--verbalizer", "pos=great,neg=bad", "--ptuning", "--freeze-encoder", "--epochs", "0"],
+     "bertkit.finetune.prompt.job:PromptConfig",
+     dict(model="M", train="t.jsonl", output="O", template="{text} It was [MASK].", verbalizer="pos=great,neg=bad",
+          ptuning=True, freeze_encoder=True, epochs=0)),
+]
+
+
+def _config(argv):
+    args, extra = build_parser().parse_known_args(["finetune", *argv])
+    args.overrides = extra
+    return finetune_config(args)[0]
+
+
+@pytest.mark.parametrize("argv,changes", OLD_FINETUNE)
+def test_old_finetune_command_lines_give_the_same_config(argv, changes):
+    changes = dict(changes)
+    if "options" in changes:
+        changes["options"] = TaskOptions(**changes["options"])
+    train = argv[argv.index("--train") + 1]
+    assert _config(argv) == FinetuneConfig(model="M", train=train, output="O", **changes)
+
+
+@pytest.mark.parametrize("argv,where,fields", OLD_OTHER_JOBS)
+def test_old_command_lines_of_the_other_jobs_give_the_same_config(argv, where, fields):
+    module, name = where.split(":")
+    assert _config(argv) == getattr(importlib.import_module(module), name)(**fields)
+
+
+def test_every_finetune_config_field_has_a_flag():
+    text = build_parser()._subparsers._group_actions[0].choices["finetune"].format_help()
+    for flag in ("--grad-accum", "--weight-decay", "--clip-norm", "--precision", "--options.doc-stride",
+                 "--options.long-texts", "--bucket-by-length", "--aux-mlm-decay", "--eval-batch-size"):
+        assert flag in text
+    assert _config(["--model", "M", "--train", "t", "--output", "O", "--grad-accum", "4", "--options.doc-stride",
+                    "32", "--no-progress-bar"]) == FinetuneConfig(model="M", train="t", output="O", grad_accum=4,
+                                                                   options=TaskOptions(doc_stride=32),
+                                                                   progress_bar=False)
+
+
+def test_config_file_then_flags(tmp_path):
+    path = tmp_path / "ft.toml"
+    path.write_text('model = "M"\ntrain = "t"\noutput = "O"\nepochs = 5\n[options]\ndoc_stride = 16\n')
+    assert _config(["--config", str(path), "--epochs", "2"]) == FinetuneConfig(
+        model="M", train="t", output="O", epochs=2, options=TaskOptions(doc_stride=16))
+
+
+def test_flag_of_another_job_and_bad_values_are_one_line_exit_2(capsys):
+    assert main(["finetune", "--task", "seq2seq", "--model", "M", "--train", "t", "--output", "O",
+                 "--class-weights", "sqrt"]) == 2
+    assert capsys.readouterr().err.strip() == "bertkit: error: --class-weights is not supported with --task seq2seq"
+    assert main(["finetune", "--model", "M", "--train", "t", "--output", "O", "--epochs", "two"]) == 2
+    assert capsys.readouterr().err.strip() == "bertkit: error: epochs: expected an integer, got 'two'"
