@@ -70,7 +70,7 @@ def run_set(name: str, data_dir: Path, work: Path, model: Path, methods: list[st
             raise SystemExit(f"{out} exists: give a fresh --work (a kept earlier model would be reported)")
         frozen = finetuned if method == "hybrid-finetuned" else model
         _, wall, cpu, load = timed(train_args(method, splits.task, frozen, paths, out))
-        printed, eval_wall, eval_cpu, _ = timed(["evaluate", "--model", str(out), "--data", str(paths["test"])])
+        printed, eval_wall, eval_cpu, _ = timed(["evaluate", "--model", str(out), "--input", str(paths["test"])])
         test = json.loads(printed)
         row = {"set": name, "method": method, "sizes": splits.sizes(), "accuracy": test.get("accuracy"),
                "macro_f1": test.get("macro_f1"), "train_wall_s": round(wall, 1), "train_cpu_s": round(cpu, 1),

@@ -87,7 +87,7 @@ def scores(task: str, metrics: dict) -> tuple[float, float]:
 def run_finetune(task: str, model: Path, paths: dict, out: Path, extra: tuple[str, ...] = ()) -> dict:
     printed = bertkit("finetune", "--task", task, "--model", str(model), "--train", str(paths["train"]), "--dev",
                       str(paths["dev"]), "--output", str(out), *extra)
-    test = json.loads(bertkit("evaluate", "--model", str(out), "--data", str(paths["test"])))
+    test = json.loads(bertkit("evaluate", "--model", str(out), "--input", str(paths["test"])))
     record = json.loads((out / "metrics.json").read_text(encoding="utf-8"))
     return {"test": test, "summary": json.loads(printed), "recipe": record.get("recipe")}
 
@@ -207,7 +207,7 @@ def run_method(method: str, splits: datasets.Splits, model: Path, paths: dict, w
         if cli_has("baseline"):
             bertkit("baseline", "--task", splits.task, "--train", str(paths["train"]), "--dev", str(paths["dev"]),
                     "--output", str(out))
-            return {"test": json.loads(bertkit("evaluate", "--model", str(out), "--data", str(paths["test"])))}
+            return {"test": json.loads(bertkit("evaluate", "--model", str(out), "--input", str(paths["test"])))}
         return {**sklearn_baseline(splits), "how": "sklearn"}
     if splits.task not in CLASSIFICATION:
         return {}

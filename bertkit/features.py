@@ -18,6 +18,7 @@ from typing import Iterator, Literal, Optional, Sequence
 import numpy as np
 import torch
 
+from bertkit.console import show_progress
 from bertkit.errors import BertkitError, BertkitWarning
 from bertkit.model.encoder import Encoder
 from bertkit.model.pooling import check_options, normalize, select_layers
@@ -191,7 +192,7 @@ def _average_windows(vectors: np.ndarray, text_index: list[int], count: int, nor
 
 
 def _progress(total: int, enabled: bool):
-    if not enabled or total < 1000:
+    if not show_progress(enabled) or total < 1000:
         return None
     from tqdm import tqdm
     return tqdm(total=total, unit="text", file=sys.stderr, desc="encoding")

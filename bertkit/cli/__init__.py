@@ -12,6 +12,7 @@ import os
 import sys
 import warnings
 
+from bertkit import console
 from bertkit.errors import BertkitError, BertkitWarning
 
 COMMAND_MODULES = [
@@ -27,13 +28,41 @@ COMMAND_MODULES = [
 ]
 
 
+EPILOG = """\
+every command also takes --quiet (no progress bars or progress lines), --progress / --no-progress (progress
+bars on or off; default: each command's own) and, where it reads a config, --config FILE.toml plus
+--section.key=value overrides. Exit codes: 0 ok; 2 bad input (a file, flag or value: one line naming it, nothing
+already saved is lost); 1 internal error (a bug: please report it with the traceback); 130 interrupted."""
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="bertkit", description="Tools for BERT-family language models.")
+    parser = argparse.ArgumentParser(prog="bertkit", description="Tools for BERT-family language models.",
+                                     epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     subparsers.required = True
     for name in COMMAND_MODULES:
         importlib.import_module(name).register(subparsers)
+    for command in _leaf_parsers(parser):
+        _add_console_flags(command)
     return parser
+
+
+def _leaf_parsers(parser: argparse.ArgumentParser) -> list[argparse.ArgumentParser]:
+    groups = [action for action in parser._actions if isinstance(action, argparse._SubParsersAction)]
+    if not groups:
+        return [parser]
+    return [leaf for group in groups for child in dict.fromkeys(group.choices.values()) for leaf in _leaf_parsers(child)]
+
+
+def _add_console_flags(parser: argparse.ArgumentParser) -> None:
+    """The one set of output flags, on every command (bertkit/console.py)."""
+    console = parser.add_argument_group("output")
+    console.add_argument("--quiet", action="store_true", help="no progress bars or progress lines; results, "
+                                                              "warnings and errors still print")
+    console.add_argument("--progress", dest="progress", action="store_const", const=True, default=None,
+                         help="draw progress bars even when stderr is not a terminal")
+    console.add_argument("--no-progress", dest="progress", action="store_const", const=False,
+                         help="no progress bars")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -59,6 +88,7 @@ def _run(argv: list[str] | None) -> int:
     if extra and not getattr(args, "accepts_overrides", False):
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
     args.overrides = extra
+    console.configure(progress=args.progress, quiet=args.quiet)
     code = 1
     try:
         code = int(args.func(args) or 0)

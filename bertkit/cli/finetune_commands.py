@@ -11,7 +11,7 @@ import argparse
 import json
 import sys
 
-from bertkit.cli.flags import add_config_flags, config_from_args, given_flags
+from bertkit.cli.flags import add_config_flags, add_deprecated_flag, config_from_args, given_flags
 from bertkit.cli.precision_option import add_precision_flag, say_precision
 from bertkit.errors import BertkitError
 from bertkit.finetune.config import FinetuneConfig
@@ -93,7 +93,8 @@ def register(subparsers) -> None:
 
     p = subparsers.add_parser("evaluate", help="score a fine-tuned model on a labeled file (JSON metrics)")
     p.add_argument("--model", required=True)
-    p.add_argument("--data", required=True)
+    p.add_argument("--input", metavar="FILE", help="labeled .jsonl/.tsv/.csv, .conll, or SQuAD .json (required)")
+    add_deprecated_flag(p, "--data", "--input")
     p.add_argument("--task", choices=TASKS + (SEQ2SEQ, PROMPT),
                    help="fail unless the model was fine-tuned for this task")
     p.add_argument("--encoding", default="utf-8")
@@ -226,16 +227,18 @@ def _check_precision_for_generate_job(args: argparse.Namespace, task) -> None:
 def run_evaluate_command(args: argparse.Namespace) -> int:
     from bertkit.finetune.predict import evaluate_file
 
+    if not args.input:
+        raise BertkitError("evaluate needs --input FILE (the labeled file to score)")
     task = _generate_job_task(args)
     _check_precision_for_generate_job(args, task)
     if task == SEQ2SEQ:
         from bertkit.finetune.seq2seq.job import evaluate_seq2seq_file
-        metrics = evaluate_seq2seq_file(args.model, args.data, args.encoding, args.batch_size)
+        metrics = evaluate_seq2seq_file(args.model, args.input, args.encoding, args.batch_size)
     elif task == PROMPT:
         from bertkit.finetune.prompt.job import evaluate_prompt_file
-        metrics = evaluate_prompt_file(args.model, args.data, args.encoding, args.batch_size)
+        metrics = evaluate_prompt_file(args.model, args.input, args.encoding, args.batch_size)
     else:
-        metrics = evaluate_file(_model_in_precision(args), args.data, args.encoding, args.batch_size, args.task)
+        metrics = evaluate_file(_model_in_precision(args), args.input, args.encoding, args.batch_size, args.task)
     print(json.dumps(metrics, indent=2, ensure_ascii=False))
     return 0
 

@@ -106,6 +106,14 @@ class _Deprecated(argparse.Action):
         setattr(namespace, self.dest, self.const if self.nargs == 0 else values)
 
 
+def add_deprecated_flag(parser: argparse.ArgumentParser, old: str, new: str, nargs=None) -> None:
+    """Keep `old` (e.g. "--data") working as a hidden spelling of the flag `new` (e.g. "--input"), with one
+    deprecation line. `new` must be added first; it cannot be required=True (argparse would not see it given)."""
+    action = next(a for a in parser._actions if new in a.option_strings)
+    parser.add_argument(old, dest=action.dest, action=_Deprecated, new_flag=new, nargs=action.nargs if nargs is None
+                        else nargs, const=action.const, default=argparse.SUPPRESS, help=argparse.SUPPRESS)
+
+
 def add_config_flags(parser: argparse.ArgumentParser, cls: type, *, skip: Iterable[str] = (),
                      aliases: dict[str, str] | None = None, deprecated: dict[str, str] | None = None,
                      help: dict[str, str] | None = None, choices: dict[str, tuple] | None = None,

@@ -5,6 +5,9 @@ from __future__ import annotations
 import argparse
 import sys
 
+from bertkit.cli.flags import add_deprecated_flag
+from bertkit.errors import BertkitError
+
 
 def register(subparsers) -> None:
     p = subparsers.add_parser("generate", help="continue a prompt with a GPT-2-style causal LM (or --source: seq2seq)",
@@ -37,7 +40,8 @@ def register(subparsers) -> None:
                               description="Train a byte-level BPE vocabulary (GPT-2 style, <|endoftext|> last) "
                                           "on text files (UTF-8, .gz accepted) and write vocab.json, merges.txt, "
                                           "tokenizer.json and tokenizer_config.json, as HF GPT-2 folders hold.")
-    v.add_argument("--input", nargs="+", required=True, metavar="FILE", help="text files")
+    v.add_argument("--corpus", nargs="+", metavar="FILE", help="text files (required)")
+    add_deprecated_flag(v, "--input", "--corpus")
     v.add_argument("--output", required=True, metavar="DIR", help="folder to write the tokenizer files into")
     v.add_argument("--vocab-size", type=int, default=50257, help="tokens incl. <|endoftext|> (default 50257)")
     v.add_argument("--min-frequency", type=int, default=2, help="least count for a merge (default 2)")
@@ -47,7 +51,6 @@ def register(subparsers) -> None:
 
 def run_generate(args: argparse.Namespace) -> int:
     from bertkit.checkpoints.gpt2 import load_gpt2
-    from bertkit.errors import BertkitError
     from bertkit.generate import SamplingConfig, TextStream, generate
     from bertkit.runtime import pick_device
 
@@ -92,7 +95,6 @@ def run_generate(args: argparse.Namespace) -> int:
 
 
 def run_seq2seq_generate(args: argparse.Namespace) -> int:
-    from bertkit.errors import BertkitError
     from bertkit.finetune.seq2seq.job import Seq2SeqGenerator
 
     if args.prompt is not None:
@@ -110,9 +112,11 @@ def run_seq2seq_generate(args: argparse.Namespace) -> int:
 def run_vocab_bpe(args: argparse.Namespace) -> int:
     from bertkit.tokenizer.bpe import train_bpe
 
-    tokenizer = train_bpe(args.input, vocab_size=args.vocab_size, min_frequency=args.min_frequency,
+    if not args.corpus:
+        raise BertkitError("vocab-bpe needs --corpus FILE [FILE ...]")
+    tokenizer = train_bpe(args.corpus, vocab_size=args.vocab_size, min_frequency=args.min_frequency,
                           encoding=args.encoding)
     tokenizer.save(args.output)
-    print(f"trained a byte-level BPE vocab of {tokenizer.vocab_size} tokens on {len(args.input)} file(s) -> "
+    print(f"trained a byte-level BPE vocab of {tokenizer.vocab_size} tokens on {len(args.corpus)} file(s) -> "
           f"{args.output} (vocab.json, merges.txt, tokenizer.json, tokenizer_config.json)", file=sys.stderr)
     return 0

@@ -4,6 +4,9 @@ from __future__ import annotations
 import argparse
 import sys
 
+from bertkit.cli.flags import add_deprecated_flag
+from bertkit.errors import BertkitError
+
 
 def register(subparsers) -> None:
     vocab = subparsers.add_parser("vocab", help="vocabulary tools (train a WordPiece vocab)")
@@ -13,7 +16,8 @@ def register(subparsers) -> None:
                            description="Train a BERT WordPiece vocabulary on text files (UTF-8, .gz accepted, "
                                        "one sentence or paragraph per line) and write vocab.txt, tokenizer.json "
                                        "and tokenizer_config.json, which bertkit and Hugging Face load.")
-    p.add_argument("--input", nargs="+", required=True, metavar="FILE", help="text files")
+    p.add_argument("--corpus", nargs="+", metavar="FILE", help="text files (required)")
+    add_deprecated_flag(p, "--input", "--corpus")
     p.add_argument("--output", required=True, metavar="DIR", help="folder to write the tokenizer files into")
     p.add_argument("--vocab-size", type=int, default=30522, help="tokens in the vocab (default: BERT's 30522)")
     casing = p.add_mutually_exclusive_group()
@@ -31,11 +35,13 @@ def register(subparsers) -> None:
 def run_train(args: argparse.Namespace) -> int:
     from bertkit.tokenizer.train import train_wordpiece
 
-    tokenizer = train_wordpiece(args.input, vocab_size=args.vocab_size, lowercase=args.lowercase,
+    if not args.corpus:
+        raise BertkitError("vocab train needs --corpus FILE [FILE ...]")
+    tokenizer = train_wordpiece(args.corpus, vocab_size=args.vocab_size, lowercase=args.lowercase,
                                 min_frequency=args.min_frequency, num_unused=args.unused,
                                 limit_alphabet=args.limit_alphabet, encoding=args.encoding)
     tokenizer.save(args.output)
     casing = "uncased" if tokenizer.lowercase else "cased"
-    print(f"trained a WordPiece vocab ({casing}) of {tokenizer.vocab_size} tokens on {len(args.input)} file(s) "
+    print(f"trained a WordPiece vocab ({casing}) of {tokenizer.vocab_size} tokens on {len(args.corpus)} file(s) "
           f"-> {args.output} (vocab.txt, tokenizer.json, tokenizer_config.json)", file=sys.stderr)
     return 0

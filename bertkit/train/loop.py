@@ -20,6 +20,7 @@ import torch
 from torch import nn
 from tqdm.auto import tqdm
 
+from bertkit.console import quiet, show_progress
 from bertkit.errors import BertkitError
 from bertkit.model.precision import inference_only
 from bertkit.runtime import autocast, distributed_env, init_distributed, pick_device, rng_state, seed_everything, set_rng_state
@@ -87,7 +88,8 @@ class TrainResult:
 
 
 def say(message: str) -> None:
-    tqdm.write(f"bertkit: {message}", file=sys.stderr)
+    if not quiet():
+        tqdm.write(f"bertkit: {message}", file=sys.stderr)
 
 
 def train(model: nn.Module, loss_fn: LossFn, batches: BatchSource, config: TrainConfig,
@@ -161,7 +163,7 @@ def train(model: nn.Module, loss_fn: LossFn, batches: BatchSource, config: Train
         checkpoint()                                      # the step-0 state a NaN can roll back to
 
     log = JsonlLog(out, enabled=main)
-    bar = tqdm(total=total, initial=schedule.step, disable=not (main and config.progress_bar),
+    bar = tqdm(total=total, initial=schedule.step, disable=not (main and show_progress(config.progress_bar)),
                unit="step", dynamic_ncols=True, file=sys.stderr)
     result = TrainResult(steps=schedule.step, epochs=run["epoch"], elapsed_s=schedule.elapsed_s, stop_reason="")
     net.train()

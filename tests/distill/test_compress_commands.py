@@ -17,7 +17,7 @@ def test_distill_command_with_student_layers(model_dir, tmp_path, capsys):
     assert code == 0
     printed = json.loads(capsys.readouterr().out)
     # the reported dev accuracy is the saved student's, measured again through `bertkit evaluate`
-    assert main(["evaluate", "--model", str(tmp_path / "s"), "--data", str(data)]) == 0
+    assert main(["evaluate", "--model", str(tmp_path / "s"), "--input", str(data)]) == 0
     assert printed["dev"]["accuracy"] == json.loads(capsys.readouterr().out)["accuracy"]
     assert printed["dev"] == json.loads((tmp_path / "s" / "metrics.json").read_text(encoding="utf-8"))["dev"]
     meta = load_checkpoint(tmp_path / "s").meta

@@ -95,7 +95,7 @@ def test_predict_and_evaluate_commands_run_an_onnx_export_as_its_source_folder(m
     data = write_examples(tmp_path / "dev.jsonl")
     assert main(["export-onnx", "--model", str(model_dir), "--output", str(tmp_path / "onnx" / "model.onnx")]) == 0
     assert main(["predict", "--model", str(model_dir), "--input", str(data), "--output", str(tmp_path / "ref.jsonl")]) == 0
-    assert main(["evaluate", "--model", str(model_dir), "--data", str(data)]) == 0
+    assert main(["evaluate", "--model", str(model_dir), "--input", str(data)]) == 0
     capsys.readouterr()
     expected = [json.loads(line) for line in (tmp_path / "ref.jsonl").read_text().splitlines()]
     for target in (tmp_path / "onnx", tmp_path / "onnx" / "model.onnx"):
@@ -104,7 +104,7 @@ def test_predict_and_evaluate_commands_run_an_onnx_export_as_its_source_folder(m
         assert [(r["line"], r["text"]) for r in got] == [(r["line"], r["text"]) for r in expected]
         _assert_predictions_equal(got, expected)
         capsys.readouterr()
-        assert main(["evaluate", "--model", str(target), "--data", str(data)]) == 0
+        assert main(["evaluate", "--model", str(target), "--input", str(data)]) == 0
     ref_metrics = evaluate_file(model_dir, data)
     onnx_metrics = json.loads(capsys.readouterr().out)
     assert onnx_metrics.keys() == ref_metrics.keys()

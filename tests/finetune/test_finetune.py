@@ -108,7 +108,7 @@ def test_cli_finetune_evaluate_predict_for_regression_pairs(finetune_model_dir, 
                      "--precision=fp32"])
     assert code == 0
     dev = json.loads(capsys.readouterr().out)["dev"]
-    assert cli_main(["evaluate", "--model", str(tmp_path / "reg"), "--data", str(train)]) == 0
+    assert cli_main(["evaluate", "--model", str(tmp_path / "reg"), "--input", str(train)]) == 0
     evaluated = json.loads(capsys.readouterr().out)
     assert cli_main(["predict", "--model", str(tmp_path / "reg"), "--input", str(train),
                      "--output", str(tmp_path / "p.jsonl")]) == 0

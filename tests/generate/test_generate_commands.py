@@ -4,7 +4,7 @@ from bertkit.tokenizer.bpe import BPETokenizer
 
 
 def test_vocab_bpe_then_generate_streams_text(tmp_path, corpus_file, tiny_model, capsys):
-    assert main(["vocab-bpe", "--input", str(corpus_file), "--output", str(tmp_path / "tok"),
+    assert main(["vocab-bpe", "--corpus", str(corpus_file), "--output", str(tmp_path / "tok"),
                  "--vocab-size", "300", "--min-frequency", "1"]) == 0
     tokenizer = BPETokenizer.from_folder(tmp_path / "tok")
     assert tokenizer.vocab_size == 300

@@ -46,7 +46,7 @@ def test_zero_shot_then_evaluate_and_predict(files, tmp_path, capsys):
     predicted = [["pos", "neg"][i] for i in reference.argmax(-1)]
     assert report["steps"] == 0
     assert report["dev"]["accuracy"] == pytest.approx(np.mean([p == g for p, g in zip(predicted, gold)]))
-    assert main(["evaluate", "--model", str(out), "--data", str(dev)]) == 0
+    assert main(["evaluate", "--model", str(out), "--input", str(dev)]) == 0
     assert json.loads(capsys.readouterr().out)["accuracy"] == report["dev"]["accuracy"]
     assert main(["predict", "--model", str(out), "--input", str(dev), "--output", str(tmp_path / "p.jsonl"),
                  "--task", "classification"]) == 0
@@ -63,7 +63,7 @@ def test_pet_few_shot_training_fits_and_reloads(files, tmp_path, capsys):
                  "--epochs", "30", "--lr", "3e-3", "--batch-size", "4", "--warmup-ratio", "0", "--eval-every", "1000",
                  "--progress_bar=false", *PET]) == 0
     assert json.loads(capsys.readouterr().out)["dev"]["accuracy"] == 1.0
-    assert main(["evaluate", "--model", str(out), "--data", str(dev), "--task", "prompt-classification"]) == 0
+    assert main(["evaluate", "--model", str(out), "--input", str(dev), "--task", "prompt-classification"]) == 0
     assert json.loads(capsys.readouterr().out)["accuracy"] == 1.0
 
 

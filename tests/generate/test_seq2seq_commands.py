@@ -58,7 +58,7 @@ def test_finetune_seq2seq_then_generate_predict_evaluate(tmp_path, capsys, make_
     beams = [json.loads(line)["generated"] for line in (tmp_path / "b.jsonl").read_text().splitlines()]
     assert beams == generator.decode([s for s, _ in PAIRS[:4]], 64, num_beams=3, no_repeat_ngram_size=2)
     capsys.readouterr()
-    assert main(["evaluate", "--model", str(out), "--data", str(dev)]) == 0
+    assert main(["evaluate", "--model", str(out), "--input", str(dev)]) == 0
     assert json.loads(capsys.readouterr().out)["loss"] < 1.5
 
 

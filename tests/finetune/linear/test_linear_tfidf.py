@@ -162,7 +162,7 @@ def test_cli_baseline_evaluate_and_predict_agree(keyword_files, tmp_path, capsys
     assert main(["baseline", "--train", str(keyword_files["train"]), "--dev", str(keyword_files["dev"]),
                  "--test", str(keyword_files["test"]), "--output", str(folder)]) == 0
     printed = json.loads(capsys.readouterr().out)
-    assert main(["evaluate", "--model", str(folder), "--data", str(keyword_files["test"])]) == 0
+    assert main(["evaluate", "--model", str(folder), "--input", str(keyword_files["test"])]) == 0
     assert json.loads(capsys.readouterr().out) == printed["test"]
     assert main(["predict", "--model", str(folder), "--input", str(keyword_files["test"]), "--output",
                  str(tmp_path / "p.jsonl")]) == 0
@@ -200,6 +200,6 @@ def test_damaged_folders_are_named_in_one_line(keyword_files, tmp_path, capsys, 
         meta["linear"]["method"] = "pickle"
         (folder / "bertkit.json").write_text(json.dumps(meta), encoding="utf-8")
     capsys.readouterr()
-    assert main(["evaluate", "--model", str(folder), "--data", str(keyword_files["dev"])]) == 2
+    assert main(["evaluate", "--model", str(folder), "--input", str(keyword_files["dev"])]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and message in err[0], err
