@@ -112,7 +112,7 @@ def folders(tmp_path_factory, tiny_model_dir, make_sentence_transformers_folder,
 
     recipes = {
         "pre-trained BERT": lambda out: _run("pretrain", "--config", "tiny", "--corpus",
-                                             str(corpus), "--output", str(out), "--init", str(tiny_model_dir),
+                                             str(corpus), "--output", str(out), "--model", str(tiny_model_dir),
                                              "--max-steps", "2", "--data.max_length=16", "--data.batch_size=8",
                                              "--data.heldout_fraction=0", "--train.progress_bar=false"),
         "prompt/PET": lambda out: prompted(out, "--template", "{text} is [MASK] ."),

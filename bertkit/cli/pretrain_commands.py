@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import json
 
+from bertkit.cli.flags import add_deprecated_flag
+
 
 def register(subparsers) -> None:
     p = subparsers.add_parser(
@@ -23,7 +25,9 @@ def register(subparsers) -> None:
     p.add_argument("--config", metavar="TOML",
                    help="a TOML file, or a preset shipped with bertkit: tiny, tiny-zh, base, base-zh, large "
                         "(bert) or gpt-tiny (gpt)")
-    p.add_argument("--init", metavar="DIR", help="continue pre-training this checkpoint, keeping its tokenizer")
+    p.add_argument("--model", dest="init", metavar="DIR",
+                   help="continue pre-training this model folder, keeping its tokenizer")
+    add_deprecated_flag(p, "--init", "--model")
     vocab = p.add_mutually_exclusive_group()
     vocab.add_argument("--vocab", metavar="DIR|FILE",
                        help="tokenizer folder or vocab.txt to use (gpt: a folder with a byte-level BPE tokenizer)")

@@ -73,7 +73,7 @@ def _tokenizer(config: GPTPretrainConfig, corpus: Sequence[str], output: Path, v
     if vocab is not None:
         given = BPETokenizer.from_folder(vocab)
         if init_tokenizer is not None and given.backend.get_vocab() != init_tokenizer.backend.get_vocab():
-            raise BertkitError(f"--vocab {vocab} differs from the vocabulary of --init; drop --vocab to keep the "
+            raise BertkitError(f"--vocab {vocab} differs from the vocabulary of --model; drop --vocab to keep the "
                                "checkpoint's tokenizer")
         return given
     if init_tokenizer is not None:
@@ -91,7 +91,7 @@ def check_shape(config: GPTPretrainConfig, init_positions: Optional[int]) -> Non
     """Settings that cannot work, refused before the (slow) vocabulary training and tokenization."""
     block, shape = config.data.block_size, config.encoder
     if init_positions is not None and block > init_positions:
-        raise BertkitError(f"--data.block_size {block} > the {init_positions} positions of --init; lower it")
+        raise BertkitError(f"--data.block_size {block} > the {init_positions} positions of --model; lower it")
     if init_positions is None and block > shape.max_position_embeddings:
         raise BertkitError(f"--data.block_size {block} > encoder.max_position_embeddings "
                            f"{shape.max_position_embeddings}; raise the latter or lower the former")
@@ -128,7 +128,7 @@ def run_gpt_pretraining(config: GPTPretrainConfig, corpus: Sequence[str], output
     checkpoint = load_gpt2(init) if init is not None else None
     check_shape(config, checkpoint.config.max_position_embeddings if checkpoint else None)
     if checkpoint is not None and checkpoint.tokenizer is None:
-        raise BertkitError(f"--init {init}: the folder has no tokenizer files (tokenizer.json or vocab.json + "
+        raise BertkitError(f"--model {init}: the folder has no tokenizer files (tokenizer.json or vocab.json + "
                            "merges.txt) to keep")
     tokenizer = _tokenizer(config, corpus, output, vocab, checkpoint.tokenizer if checkpoint else None)
     docs = tokenize_documents(tokenizer, corpus, config.data.max_documents)

@@ -38,7 +38,7 @@ class VocabConfig:
 
 @dataclass
 class HeadsConfig:
-    # Freeze the encoder and train the heads alone. Fits a new MLM head to an --init checkpoint that ships
+    # Freeze the encoder and train the heads alone. Fits a new MLM head to a --model checkpoint that ships
     # without one (all-MiniLM-L6-v2, sentence-transformers models) so that its MLM loss means something
     # before continued pre-training changes the encoder.
     train_only: bool = False

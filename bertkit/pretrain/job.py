@@ -46,9 +46,9 @@ def _tokenizer(config: PretrainConfig, corpus: Sequence[str], output: Path, init
         given = Tokenizer.from_folder(path) if path.is_dir() else Tokenizer.from_vocab_file(path)
     if init is not None:
         if init.tokenizer is None:
-            raise BertkitError(f"--init {init.path}: the checkpoint has no vocab.txt/tokenizer.json to keep")
+            raise BertkitError(f"--model {init.path}: the checkpoint has no vocab.txt/tokenizer.json to keep")
         if given is not None and tokenizer_fingerprint(given) != tokenizer_fingerprint(init.tokenizer):
-            raise BertkitError(f"--vocab {vocab} ({given.vocab_size} tokens) does not match the vocabulary of --init "
+            raise BertkitError(f"--vocab {vocab} ({given.vocab_size} tokens) does not match the vocabulary of --model "
                                f"{init.path} ({init.tokenizer.vocab_size} tokens); drop --vocab to keep the "
                                "checkpoint's tokenizer")
         return init.tokenizer
@@ -85,7 +85,7 @@ def _model(config: PretrainConfig, tokenizer: Tokenizer, init) -> PretrainingMod
     if init is not None:
         if config.data.max_length > init.config.max_length:
             raise BertkitError(f"--data.max_length {config.data.max_length} > the {init.config.max_length} positions "
-                               f"of --init {init.path}; lower --data.max_length")
+                               f"of --model {init.path}; lower --data.max_length")
         model = PretrainingModel(init.config, with_pair, init.encoder, init.heads.get("mlm"), init.heads.get("pair"))
         for key, head in model.heads().items():
             if key not in init.heads:       # a new head starts as BERT initializes its heads
@@ -141,7 +141,7 @@ def run_pretraining(config: PretrainConfig, corpus: Sequence[str], output: str |
     meta = {"task": "pretraining", "objective": config.data.objective, "masking": config.data.masking,
             "max_length": config.data.max_length, "init": str(init) if init else None}
 
-    # continued pre-training keeps the --init folder's sentence settings (length, pooling, dense layers)
+    # continued pre-training keeps the --model folder's sentence settings (length, pooling, dense layers)
     sentence = checkpoint.sentence.after_training() if checkpoint is not None else None
 
     def save_model(m: PretrainingModel, step: int) -> None:

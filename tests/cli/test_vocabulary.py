@@ -25,6 +25,8 @@ DEPRECATED = [
      "--input"),
     (["vocab", "train", "--input", "a.txt", "b.txt", "--output", "O"],
      ["vocab", "train", "--corpus", "a.txt", "b.txt", "--output", "O"], "--input", "--corpus"),
+    (["pretrain", "--corpus", "c.txt", "--output", "O", "--init", "M"],
+     ["pretrain", "--corpus", "c.txt", "--output", "O", "--model", "M"], "--init", "--model"),
     (["vocab-bpe", "--input", "a.txt", "--output", "O"], ["vocab-bpe", "--corpus", "a.txt", "--output", "O"],
      "--input", "--corpus"),
 ]

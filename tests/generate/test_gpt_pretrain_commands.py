@@ -48,7 +48,7 @@ def test_pretrain_gpt_writes_a_gpt2_folder(tmp_path, corpus, capsys):
 
     # Continue from the folder, keeping its tokenizer; a given BPE folder is used as is.
     again = tmp_path / "again"
-    assert main(["pretrain", "--arch", "gpt", "--corpus", str(corpus), "--output", str(again), "--init", str(out),
+    assert main(["pretrain", "--arch", "gpt", "--corpus", str(corpus), "--output", str(again), "--model", str(out),
                  "--max-steps", "2", *TINY]) == 0
     assert load_gpt2(again).tokenizer.backend.get_vocab() == checkpoint.tokenizer.backend.get_vocab()
     fresh = tmp_path / "fresh"

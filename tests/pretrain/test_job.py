@@ -41,7 +41,7 @@ def test_pretrain_cli_end_to_end_then_evaluate_and_continue(tmp_path, corpus, vo
 
     # continued pre-training keeps the checkpoint's tokenizer (no --vocab) and lowers the domain loss
     more = tmp_path / "more"
-    assert pretrain(["--corpus", str(corpus), "--output", str(more), "--init", str(out), "--max-steps", "20",
+    assert pretrain(["--corpus", str(corpus), "--output", str(more), "--model", str(out), "--max-steps", "20",
                      "--train.lr=3e-3"]) == 0
     capsys.readouterr()
     assert (more / "vocab.txt").read_text() == (out / "vocab.txt").read_text()
@@ -87,7 +87,7 @@ def test_bad_input_gives_one_line_errors(tmp_path, corpus, vocab_dir, capsys):
     cases = [
         (["--corpus", str(empty), "--vocab", str(vocab_dir)], "empty"),
         (["--corpus", str(binary), "--vocab", str(vocab_dir)], "binary"),
-        (["--corpus", str(corpus), "--init", str(model), "--vocab", str(other_vocab)], "does not match the vocabulary"),
+        (["--corpus", str(corpus), "--model", str(model), "--vocab", str(other_vocab)], "does not match the vocabulary"),
         (["--corpus", str(tmp_path / "nope.txt"), "--vocab", str(vocab_dir)], "file not found"),
     ]
     for i, (args, message) in enumerate(cases):
@@ -122,7 +122,7 @@ def test_heads_train_only_fits_an_mlm_head_to_an_encoder_without_one(tmp_path, c
     assert "no MLM head" in capsys.readouterr().err
 
     fitted = tmp_path / "fitted"
-    assert pretrain(["--corpus", str(corpus), "--output", str(fitted), "--init", str(bare), "--max-steps", "6",
+    assert pretrain(["--corpus", str(corpus), "--output", str(fitted), "--model", str(bare), "--max-steps", "6",
                      "--heads.train_only=true"]) == 0
     before, after = load_checkpoint(bare).encoder.state_dict(), load_checkpoint(fitted)
     assert "mlm" in after.heads

@@ -71,7 +71,7 @@ def folders(tmp_path_factory, tiny_model_dir, make_sentence_transformers_folder)
         "pruned": lambda out: _run("prune-heads", "--model", str(built("finetuned")), "--output", str(out),
                                    "--dev", str(data), "--per-layer", "1"),
         "pretrained": lambda out: _run("pretrain", "--config", PRETRAIN_CONFIG, "--corpus", str(corpus),
-                                       "--output", str(out), "--init", str(built("sentence-transformers")),
+                                       "--output", str(out), "--model", str(built("sentence-transformers")),
                                        "--max-steps", "2", "--data.max_length=16", "--data.batch_size=8",
                                        "--data.heldout_fraction=0", "--train.progress_bar=false"),
     }
