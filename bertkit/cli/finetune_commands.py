@@ -61,7 +61,8 @@ def register(subparsers) -> None:
     recipe = p.add_argument_group("training settings (none: the recipe picks each from the data and the model, "
                                   "prints its choice and writes run/recipe.json)")
     add_config_flags(p, FinetuneConfig, help=_HELP, choices={"task": TASKS + (SEQ2SEQ, RERANK)},
-                     group_of=dict.fromkeys(_RECIPE, recipe))
+                     group_of=dict.fromkeys(_RECIPE, recipe),
+                     metavars={"model": "DIR", "output": "DIR", "train": "FILE", "dev": "FILE"})
     prompt = p.add_argument_group("prompt-based classification (PET / P-tuning; --task classification, a model "
                                   "with an MLM head; --epochs 0 = zero-shot: evaluate on --dev and save)")
     prompt.add_argument("--template", help='cloze pattern with {text} and [MASK] once each, e.g. "{text} It was '
@@ -167,7 +168,6 @@ def finetune_config(args: argparse.Namespace):
         unsupported = [name for name in given if name.split(".")[0] not in fields]
         if unsupported:
             raise BertkitError(f"--{unsupported[0].replace('_', '-')} is not supported with {job_name}")
-    given = {name: str(value).lower() if isinstance(value, bool) else value for name, value in given.items()}
     return config_from_args(cls, args, given=given), run
 
 

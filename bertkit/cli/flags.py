@@ -94,6 +94,26 @@ def _metavar(annotation: Any) -> str:
     return {int: "N", float: "X"}.get(inner, "TEXT")
 
 
+def _negative(option: str) -> str:
+    """`--verbose` -> `--no-verbose`; `--train.shuffle` -> `--train.no-shuffle`."""
+    head, dot, leaf = option[2:].rpartition(".")
+    return f"--{head}{dot}no-{leaf}"
+
+
+class _Switch(argparse.Action):
+    """A bool field: `--x` stores "true", `--no-x` "false" (strings, typed by the config loader like any value)."""
+
+    def __init__(self, option_strings, dest, negatives=(), **kwargs):
+        self.negatives = set(negatives)
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kwargs)
+
+    def format_usage(self) -> str:
+        return " | ".join(self.option_strings)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        setattr(namespace, self.dest, "false" if option_string in self.negatives else "true")
+
+
 class _Deprecated(argparse.Action):
     """An old spelling: stores like the new flag, and says once that it is deprecated."""
 
@@ -111,23 +131,26 @@ def add_deprecated_flag(parser: argparse.ArgumentParser, old: str, new: str, nar
     deprecation line. `new` must be added first; it cannot be required=True (argparse would not see it given)."""
     action = next(a for a in parser._actions if new in a.option_strings)
     parser.add_argument(old, dest=action.dest, action=_Deprecated, new_flag=new, nargs=action.nargs if nargs is None
-                        else nargs, const=action.const, default=argparse.SUPPRESS, help=argparse.SUPPRESS)
+                        else nargs, const=action.const, default=argparse.SUPPRESS, metavar=action.metavar,
+                        help=f"deprecated: use {new}")
 
 
 def add_config_flags(parser: argparse.ArgumentParser, cls: type, *, skip: Iterable[str] = (),
                      aliases: dict[str, str] | None = None, deprecated: dict[str, str] | None = None,
                      help: dict[str, str] | None = None, choices: dict[str, tuple] | None = None,
-                     group_of: dict[str, Any] | None = None, config_flag: bool = True) -> None:
+                     group_of: dict[str, Any] | None = None, metavars: dict[str, str] | None = None,
+                     config_flag: bool = True) -> None:
     """One flag per field of `cls` (nested sections flattened), except the dotted names in `skip`.
 
     aliases: {alias: dotted field}, extra spellings shown beside the generated flag (`{"lr": "train.lr"}`).
     deprecated: {old spelling: dotted field}, accepted with a one-line deprecation warning.
     help / choices: per dotted field, replacing the source comment / the Literal's choices.
     group_of: per dotted field, the argparse group to put the flag in (default: the parser).
+    metavars: per dotted field, the placeholder shown in --help (default: N, X, TEXT or A,B,... by type).
     config_flag: also add `--config FILE.toml` (a file, or a preset name).
     """
     skip, aliases, deprecated = set(skip), aliases or {}, deprecated or {}
-    help, choices, group_of = help or {}, choices or {}, group_of or {}
+    help, choices, group_of, metavars = help or {}, choices or {}, group_of or {}, metavars or {}
     fields = []
     if config_flag:
         parser.add_argument("--config", metavar="FILE.toml",
@@ -147,20 +170,18 @@ def add_config_flags(parser: argparse.ArgumentParser, cls: type, *, skip: Iterab
         target = group_of.get(dotted, parser)
         is_bool = _without_none(annotation) is bool
         if is_bool:
-            target.add_argument(*names, dest=dest, action="store_const", const="true", default=argparse.SUPPRESS,
+            negatives = [_negative(option) for option in names]
+            target.add_argument(*names, *negatives, dest=dest, action=_Switch, negatives=negatives,
                                 help=text.replace("%", "%%"))
-            negative = "--no-" + name[2:] if "." not in name else name.rsplit(".", 1)[0] + ".no-" + name.rsplit(".", 1)[1]
-            target.add_argument(negative, dest=dest, action="store_const", const="false",
-                                default=argparse.SUPPRESS, help=argparse.SUPPRESS)
         else:
             target.add_argument(*names, dest=dest, default=argparse.SUPPRESS, choices=choices.get(dotted) or
                                 _choices(annotation), metavar=None if _choices(annotation) or dotted in choices
-                                else _metavar(annotation), help=text.replace("%", "%%"))
+                                else metavars.get(dotted) or _metavar(annotation), help=text.replace("%", "%%"))
         for old, new_target in deprecated.items():
             if new_target == dotted:
                 parser.add_argument(f"--{old}", dest=dest, action=_Deprecated, new_flag=name,
                                     nargs=0 if is_bool else None, const="true" if is_bool else None,
-                                    default=argparse.SUPPRESS, help=argparse.SUPPRESS)
+                                    default=argparse.SUPPRESS, help=f"deprecated: use {name}")
         fields.append((dest, dotted))
     parser.set_defaults(**{FIELDS_KEY: tuple(fields)})
 
@@ -180,7 +201,14 @@ def config_from_args(cls: type, args: argparse.Namespace, kind: str = "", given:
     """`cls` from its defaults, `--config` (a file, or a preset of `kind`), the flags given, then the command's
     `--section.key=value` overrides (args.overrides), all through bertkit.config.load_config."""
     given = given_flags(args) if given is None else given
-    flags = [f"{dotted}={'' if value is None else value}" for dotted, value in given.items()]
+    flags = [f"{dotted}={_raw(value)}" for dotted, value in given.items()]
     path = getattr(args, "config", None)
     source = find_config(path, kind) if path is not None and kind else path
     return load_config(cls, source, flags + list(getattr(args, "overrides", None) or []))
+
+
+def _raw(value: Any) -> str:
+    """A flag's value as the loader's override text: bools as true/false, None as none."""
+    if value is None:
+        return "none"
+    return str(value).lower() if isinstance(value, bool) else str(value)

@@ -46,7 +46,8 @@ def register(subparsers) -> None:
         description="Serve a model folder over HTTP: /encode (bert-as-service), /v1/embeddings (OpenAI), "
                     "/tokenize, /predict, /search, /status, /health and a page at /. Needs the `serve` extra. "
                     "Settings: ServeConfig defaults, then --config FILE.toml, then the flags, then --key=value.")
-    add_config_flags(parser, ServeConfig, aliases=_ALIASES, help=_HELP, choices={"precision": PRECISIONS})
+    add_config_flags(parser, ServeConfig, aliases=_ALIASES, help=_HELP, choices={"precision": PRECISIONS},
+                     metavars={"model": "DIR", "index": "DIR", "host": "ADDRESS", "api_key": "KEY"})
     parser.set_defaults(func=run_serve, accepts_overrides=True)
 
 
