@@ -71,9 +71,16 @@ def write_file(path: str | os.PathLike, write: Callable[[Path], None]) -> None:
     fsync_dir(path.parent)
 
 
-def write_json(path: str | os.PathLike, value) -> None:
-    """`value` as indented UTF-8 JSON at `path`, atomically and durably."""
-    text = json.dumps(value, indent=2, ensure_ascii=False) + "\n"
+def json_text(value, indent: int | None = 2) -> str:
+    """The one JSON form bertkit writes: not ASCII-escaped (the file is UTF-8), indented unless `indent` is None,
+    ending in a newline. Files inside a folder that is swapped in whole (save_folder) are written with it
+    directly; every other JSON file goes through write_json."""
+    return json.dumps(value, indent=indent, ensure_ascii=False) + "\n"
+
+
+def write_json(path: str | os.PathLike, value, indent: int | None = 2) -> None:
+    """`value` as UTF-8 JSON (json_text) at `path`, atomically and durably."""
+    text = json_text(value, indent)
     write_file(path, lambda tmp: tmp.write_text(text, encoding="utf-8"))
 
 

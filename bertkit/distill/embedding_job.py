@@ -6,7 +6,6 @@ cosine between student and teacher vectors (through the map), higher is better.
 """
 from __future__ import annotations
 
-import json
 import shutil
 from pathlib import Path
 from typing import NamedTuple
@@ -15,6 +14,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from bertkit.atomic_write import write_json
 from bertkit.checkpoints import save_checkpoint
 from bertkit.config import save_config
 from bertkit.data.text import read_texts
@@ -116,5 +116,5 @@ def run_embedding_distill(config, teacher_ckpt) -> dict:
         save(model, {})
     shutil.rmtree(run_dir / "checkpoint", ignore_errors=True)
     record = {"dev": result.best_eval or result.last_eval, "steps": result.steps, "train_seconds": result.elapsed_s}
-    (output / "metrics.json").write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+    write_json(output / "metrics.json", record)
     return record

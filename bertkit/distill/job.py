@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import json
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,6 +19,7 @@ from typing import Literal, Optional
 import torch
 from torch import nn
 
+from bertkit.atomic_write import write_json
 from bertkit.checkpoints import load_checkpoint, save_checkpoint
 from bertkit.checkpoints.families import require_bert_encoder
 from bertkit.config import save_config
@@ -27,7 +27,9 @@ from bertkit.data.labels import LabelMap
 from bertkit.data.readers import ReadOptions
 from bertkit.distill import losses
 from bertkit.distill.augment import UNLABELED, masked_copies
+from bertkit.distill.embedding_job import run_embedding_distill
 from bertkit.distill.student import build_student
+from bertkit.model.pooling import pooled_or_cls
 from bertkit.model.sentence import SentencePipeline
 from bertkit.errors import BertkitError
 from bertkit.finetune.batching import BucketedBatches, collate
@@ -92,7 +94,6 @@ def run_distill(config: DistillConfig) -> dict:
         if config.augment_copies or config.transfer:
             raise BertkitError("--augment-copies and --transfer are for --task classification (the teacher labels "
                                "the extra texts)")
-        from bertkit.distill.embedding_job import run_embedding_distill
         return run_embedding_distill(config, teacher_ckpt)
     if teacher_ckpt.meta.get("task") != "classification" or "classifier" not in teacher_ckpt.heads:
         raise BertkitError(f"--teacher {config.teacher} is not a fine-tuned classifier; run bertkit finetune first")
@@ -148,7 +149,7 @@ def run_distill(config: DistillConfig) -> dict:
         with torch.no_grad():
             t_out = teacher.encoder(batch.input_ids, batch.attention_mask, batch.token_type_ids,
                                     output_hidden_states=need_hidden, output_attentions=need_attn, cls_only=logits_only)
-            t_logits = teacher.head(_pooled(t_out))
+            t_logits = teacher.head(pooled_or_cls(t_out))
         if logits_only:
             teacher_logits.update(zip(batch.indices, t_logits.cpu()))
         return t_out, t_logits
@@ -157,7 +158,7 @@ def run_distill(config: DistillConfig) -> dict:
         t_out, t_logits = teacher_outputs(batch)
         s_out = net.student.encoder(batch.input_ids, batch.attention_mask, batch.token_type_ids,
                                     output_hidden_states=need_hidden, output_attentions=need_attn, cls_only=logits_only)
-        s_logits = net.student.head(_pooled(s_out))
+        s_logits = net.student.head(pooled_or_cls(s_out))
         gold = batch.targets != UNLABELED                 # augmented copies learn from the teacher only
         hard = task.loss(s_logits[gold], batch.targets[gold]) if gold.any() else s_logits.sum() * 0.0
         loss = losses.mixed_logit_loss(s_logits, t_logits, hard, config.alpha, config.temperature, config.logit_loss)
@@ -201,9 +202,5 @@ def run_distill(config: DistillConfig) -> dict:
         save(model, {})
     shutil.rmtree(run_dir / "checkpoint", ignore_errors=True)
     record = {"dev": result.best_eval or result.last_eval, "steps": result.steps, "train_seconds": result.elapsed_s}
-    (output / "metrics.json").write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+    write_json(output / "metrics.json", record)
     return record
-
-
-def _pooled(out) -> torch.Tensor:
-    return out.pooled_output if out.pooled_output is not None else out.last_hidden_state[:, 0]

@@ -12,7 +12,6 @@ for pairs. Output: a model folder whose bertkit.json records the pooling trained
 """
 from __future__ import annotations
 
-import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Literal, Optional
@@ -21,9 +20,16 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from bertkit.atomic_write import write_json
+from bertkit.checkpoints import load_checkpoint, save_checkpoint
+from bertkit.config import save_config
+from bertkit.data.text import check_readable, iter_lines
+from bertkit.embed.evaluation import pair_similarities, read_jsonl, read_pairs, retrieval_metrics, spearman
 from bertkit.errors import BertkitError, InputFileError
 from bertkit.model.sentence import SentenceEncoder, SentencePipeline
+from bertkit.runtime import seed_everything
 from bertkit.tokenizer.padding import pad_to_tensors
+from bertkit.train import IndexedBatches, TrainConfig, train
 
 Mode = Literal["auto", "unsupervised", "pairs"]
 
@@ -67,9 +73,6 @@ class ContrastiveData:
 
 
 def read_training_file(path: str | Path, mode: Mode = "auto", max_examples: Optional[int] = None) -> ContrastiveData:
-    from bertkit.data.text import check_readable, iter_lines
-    from bertkit.embed.evaluation import read_jsonl
-
     path = check_readable(path, (".txt", ".jsonl"))
     is_jsonl = path.name.removesuffix(".gz").endswith(".jsonl")
     if mode == "auto":
@@ -111,12 +114,6 @@ def embed(net: SentenceEncoder, tokenizer, texts: list[str], max_length: int, ba
 
 def run_simcse(config: SimCSEConfig):
     """Train and save to config.output; returns the loop's TrainResult."""
-    from bertkit.checkpoints import load_checkpoint, save_checkpoint
-    from bertkit.config import save_config
-    from bertkit.embed.evaluation import pair_similarities, read_pairs, retrieval_metrics, spearman
-    from bertkit.runtime import seed_everything
-    from bertkit.train import IndexedBatches, TrainConfig, train
-
     for name in ("model", "train", "output"):
         if not getattr(config, name):
             raise BertkitError(f"simcse needs --{name}")
@@ -186,6 +183,5 @@ def run_simcse(config: SimCSEConfig):
     net.cpu().eval()
     sentence = SentencePipeline(settings.replace(normalize=source.config.normalize), list(net.dense))
     save_checkpoint(output, net.encoder, tokenizer, meta=meta, sentence=sentence)
-    (output / "simcse.json").write_text(json.dumps({"config": asdict(config), **meta["simcse"]}, indent=2) + "\n",
-                                        encoding="utf-8")
+    write_json(output / "simcse.json", {"config": asdict(config), **meta["simcse"]})
     return result

@@ -17,7 +17,6 @@ data (saved_score.py).
 from __future__ import annotations
 
 import dataclasses
-import json
 import platform
 import re
 import shutil
@@ -29,6 +28,7 @@ from typing import Literal, Optional
 
 import torch
 
+from bertkit.atomic_write import write_json
 from bertkit.checkpoints import load_checkpoint, save_checkpoint
 from bertkit.config import save_config
 from bertkit.data.labels import LabelMap
@@ -194,7 +194,7 @@ def run_finetune(config: FinetuneConfig) -> FinetuneResult:
         save_checkpoint(output, net.encoder, checkpoint.tokenizer, {net.head_key: net.head},
                         model_meta(net, {**meta_extra, "dev_metrics": metrics}), hf_config_extra(net),
                         sentence=checkpoint.sentence.after_training())
-        _write_json(output / METRICS_FILE, {"dev": metrics, "metric_for_best": metric, "dev_data": dev_data})
+        write_json(output / METRICS_FILE, {"dev": metrics, "metric_for_best": metric, "dev_data": dev_data})
 
     evaluate, evaluations = None, []
     if dev_features is not None:
@@ -218,8 +218,8 @@ def run_finetune(config: FinetuneConfig) -> FinetuneResult:
         log_every=10)
     run_dir.mkdir(parents=True, exist_ok=True)
     save_config(config, run_dir)
-    _write_json(run_dir / "recipe.json", recipe.to_dict())
-    _write_json(run_dir / "versions.json", package_versions())
+    write_json(run_dir / "recipe.json", recipe.to_dict())
+    write_json(run_dir / "versions.json", package_versions())
     unfreeze = _gradual_unfreezing if config.gradual_unfreezing else None
     started = time.perf_counter()
     trained = AuxMlmModel(model, mlm_head) if mlm_head is not None else model
@@ -249,7 +249,7 @@ def run_finetune(config: FinetuneConfig) -> FinetuneResult:
         earlier = read_saved_metrics(output) or {}
         metrics = earlier.get("dev", {})
         record = {**earlier, "last_run_not_saved": record}
-    _write_json(output / METRICS_FILE, record)
+    write_json(output / METRICS_FILE, record)
     if config.baseline and config.task in LINEAR_TASKS and evaluate is not None and not kept:
         predicted = None if config.task == "regression" else best_dev_predictions(
             output, config.task, label_names, dev_features, checkpoint.tokenizer.pad_id, config.eval_batch_size)
@@ -329,9 +329,3 @@ def package_versions() -> dict[str, str]:
             continue
     return versions
 
-
-def _write_json(path: Path, value: dict) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(value, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-    tmp.replace(path)

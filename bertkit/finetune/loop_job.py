@@ -10,9 +10,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, Optional
 
+from bertkit.atomic_write import write_json
 from bertkit.config import save_config
 from bertkit.errors import BertkitError, CheckpointError
-from bertkit.train import TrainConfig
+from bertkit.finetune.job import FinetuneResult, package_versions
+from bertkit.train import TrainConfig, train
 
 
 @dataclass
@@ -57,9 +59,6 @@ def train_and_record(model, loss_fn, batches, train_config: TrainConfig, evaluat
                      run_dir: Path, extra: dict):
     """Run the shared loop, keep the best model (by `train_config.metric_for_best`; the last one without a dev
     set), drop the resume state and write output/metrics.json. -> FinetuneResult."""
-    from bertkit.finetune.job import FinetuneResult
-    from bertkit.train import train
-
     started = time.perf_counter()
     result = train(model, loss_fn, batches, train_config, evaluate=evaluate,
                    on_best=save if evaluate is not None else None)
@@ -111,15 +110,7 @@ def saved_task(folder) -> Optional[str]:
 
 
 def start_run_record(config: LoopJobConfig, run_dir: Path) -> None:
-    from bertkit.finetune.job import package_versions
-
     run_dir.mkdir(parents=True, exist_ok=True)
     save_config(config, run_dir)
     write_json(run_dir / "versions.json", package_versions())
 
-
-def write_json(path: Path, value: dict) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(value, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-    tmp.replace(path)

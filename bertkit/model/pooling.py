@@ -29,6 +29,12 @@ def check_options(pooling: str, layers: str) -> None:
         raise ValueError("pooling 'pooler' reads the pooler over the last layer; use layers='last'")
 
 
+def pooled_or_cls(out) -> torch.Tensor:
+    """What a sequence head reads from an EncoderOutput: the pooler's tanh(W h_[CLS]) (B, C) where the encoder has
+    a pooler, else the [CLS] hidden state (B, C)."""
+    return out.pooled_output if out.pooled_output is not None else out.last_hidden_state[:, 0]
+
+
 def needs_all_layers(pooling: str, layers: str) -> bool:
     return layers != "last" or pooling == "first-last-avg"
 

@@ -19,6 +19,7 @@ from typing import Optional, Sequence
 import numpy as np
 import torch
 
+from bertkit.atomic_write import write_json
 from bertkit.checkpoints import load_checkpoint, save_checkpoint
 from bertkit.data.labels import LabelMap
 from bertkit.data.readers import ReadOptions, TextExample, read_text_examples
@@ -28,11 +29,12 @@ from bertkit.finetune.metrics import classification_metrics
 from bertkit.finetune.predictions import sequence_predictions
 from bertkit.finetune.recipe import prompt_recipe
 from bertkit.finetune.loop_job import (LoopJobConfig, loop_config, max_length_for, mlm_head_of,
-                                              start_run_record, train_and_record, write_json)
+                                              start_run_record, train_and_record)
 from bertkit.finetune.prompt.pet import PROMPT_SLOT, Pattern, PETClassifier, Verbalizer, pet_loss
 from bertkit.finetune.prompt.ptuning import PTuningClassifier
 from bertkit.runtime import pick_device, seed_everything
 from bertkit.tokenizer.coverage import texts_of, warn_unknown
+from bertkit.tokenizer.padding import pad_to_tensors
 from bertkit.train import IndexedBatches
 from bertkit.train.loop import say
 
@@ -52,13 +54,8 @@ class PromptConfig(LoopJobConfig):
 
 
 def _padded(rows: Sequence[Sequence[int]], pad_id: int) -> dict[str, torch.Tensor]:
-    width = max(map(len, rows))
-    input_ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
-    attention_mask = torch.zeros_like(input_ids)
-    for i, row in enumerate(rows):
-        input_ids[i, :len(row)] = torch.tensor(row)
-        attention_mask[i, :len(row)] = 1
-    return {"input_ids": input_ids, "attention_mask": attention_mask}
+    padded = pad_to_tensors(rows, pad_id)
+    return {"input_ids": padded["input_ids"], "attention_mask": padded["attention_mask"]}   # PET reads no segments
 
 
 @torch.no_grad()

@@ -16,12 +16,13 @@ from typing import NamedTuple, Optional, Sequence
 
 import torch
 
+from bertkit.atomic_write import write_json
 from bertkit.checkpoints import load_checkpoint, save_checkpoint
 from bertkit.data.text import iter_jsonl
 from bertkit.errors import BertkitError, CheckpointError, InputFileError
 from bertkit.finetune.job import FinetuneResult
 from bertkit.finetune.loop_job import (LoopJobConfig, loop_config, max_length_for, mlm_head_of,
-                                              start_run_record, train_and_record, write_json)
+                                              start_run_record, train_and_record)
 from bertkit.finetune.seq2seq.unilm import Seq2SeqLM, seq2seq_decode, seq2seq_inputs, seq2seq_loss
 from bertkit.runtime import pick_device, seed_everything
 from bertkit.tokenizer.coverage import warn_unknown
