@@ -21,7 +21,7 @@ import shutil
 import time
 import warnings
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterable
 
 from bertkit.errors import BertkitWarning
 
@@ -76,6 +76,22 @@ def json_text(value, indent: int | None = 2) -> str:
     ending in a newline. Files inside a folder that is swapped in whole (save_folder) are written with it
     directly; every other JSON file goes through write_json."""
     return json.dumps(value, indent=indent, ensure_ascii=False) + "\n"
+
+
+def write_jsonl(path: str | os.PathLike, rows: Iterable[dict]) -> int:
+    """One json_text line (not indented) per row at `path`, atomically and durably (a crash leaves the previous
+    file, never half of the new one); returns the number of rows."""
+    count = 0
+
+    def write(tmp: Path) -> None:
+        nonlocal count
+        with open(tmp, "w", encoding="utf-8") as out:
+            for row in rows:
+                out.write(json_text(row, indent=None))
+                count += 1
+
+    write_file(path, write)
+    return count
 
 
 def write_json(path: str | os.PathLike, value, indent: int | None = 2) -> None:

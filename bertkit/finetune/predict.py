@@ -7,12 +7,12 @@ models' folders (TF-IDF baseline, linear probe, hybrid) to bertkit.finetune.line
 """
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any, Optional, Sequence, Union
 
 import numpy as np
 
+from bertkit.atomic_write import write_jsonl
 from bertkit.checkpoints import load_checkpoint
 from bertkit.data.labels import LabelMap
 from bertkit.data.ner_readers import RawText, TaggedSentence, read_raw_texts
@@ -214,12 +214,8 @@ def _rows_predictor(model: Any):
 
 
 def _write_predictions(output_path: str | Path, examples: Sequence, predictions: Sequence[dict]) -> int:
-    output_path = Path(output_path)
-    output_path.parent.mkdir(parents=True, exist_ok=True)
-    with open(output_path, "w", encoding="utf-8") as out:
-        for example, prediction in zip(examples, predictions):
-            out.write(json.dumps({**_input_fields(example), **prediction}, ensure_ascii=False) + "\n")
-    return len(predictions)
+    return write_jsonl(output_path, ({**_input_fields(example), **prediction}
+                                     for example, prediction in zip(examples, predictions)))
 
 
 def _check_linear_task(task: Optional[str], linear) -> None:

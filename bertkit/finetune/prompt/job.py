@@ -11,7 +11,6 @@ reloads as a plain PETClassifier (bertkit evaluate / predict).
 from __future__ import annotations
 
 import dataclasses
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional, Sequence
@@ -19,7 +18,7 @@ from typing import Optional, Sequence
 import numpy as np
 import torch
 
-from bertkit.atomic_write import write_json
+from bertkit.atomic_write import write_json, write_jsonl
 from bertkit.checkpoints import load_checkpoint, save_checkpoint
 from bertkit.data.labels import LabelMap
 from bertkit.data.readers import ReadOptions, TextExample, read_text_examples
@@ -199,13 +198,8 @@ def predict_prompt_file(folder: str | Path, input_path: str | Path, output_path:
     examples = read_text_examples(input_path, "class", None, False, ReadOptions(encoding))
     scores = label_scores(model, [ex.text for ex in examples], batch_size)
     predictions = sequence_predictions(scores, TASK, model.verbalizer.labels)
-    output_path = Path(output_path)
-    output_path.parent.mkdir(parents=True, exist_ok=True)
-    with open(output_path, "w", encoding="utf-8") as out:
-        for example, prediction in zip(examples, predictions):
-            out.write(json.dumps({"line": example.line, "text": example.text, **prediction}, ensure_ascii=False)
-                      + "\n")
-    return len(examples)
+    return write_jsonl(output_path, ({"line": example.line, "text": example.text, **prediction}
+                                     for example, prediction in zip(examples, predictions)))
 
 
 __all__ = ["PromptConfig", "TASK", "evaluate_prompt_file", "label_scores", "load_prompt_classifier",
