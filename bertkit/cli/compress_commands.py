@@ -9,7 +9,7 @@ from pathlib import Path
 
 from bertkit.config import load_config
 from bertkit.errors import BertkitError
-from bertkit.model.pooling import POOLINGS
+from bertkit.options import POOLINGS
 
 _DISTILL_FLAGS = {"teacher": str, "student": str, "student_layers": int, "task": str, "train": str, "dev": str,
                   "output": str, "temperature": float, "alpha": float, "logit_loss": str, "hidden_weight": float,

@@ -7,7 +7,7 @@ import json
 import sys
 
 from bertkit.config import apply_overrides, load_config
-from bertkit.model.pooling import LAYER_STRATEGIES, POOLINGS
+from bertkit.options import LAYER_STRATEGIES, POOLINGS
 
 # flag -> SimCSEConfig field for the common flags; everything else via --key=value overrides.
 SIMCSE_FLAGS = {"model": "model", "train": "train", "output": "output", "mode": "mode", "dev": "dev",

@@ -15,7 +15,7 @@ import sys
 from bertkit.cli.precision_option import add_precision_flag, say_precision
 from bertkit.config import apply_overrides, load_config
 from bertkit.errors import BertkitError
-from bertkit.finetune.model import TASKS
+from bertkit.options import FINETUNE_TASKS as TASKS
 
 SEQ2SEQ, PROMPT = "seq2seq", "prompt-classification"   # tasks of the bertkit.generate jobs
 RERANK = "rerank"                                       # bertkit.finetune.rerank: a cross-encoder

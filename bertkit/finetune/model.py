@@ -16,8 +16,9 @@ from bertkit.errors import CheckpointError
 from bertkit.model.encoder import Encoder
 from bertkit.model.heads import QuestionAnsweringHead, TokenClassificationHead, sequence_classification_head
 from bertkit.model.pooling import pooled_or_cls
+from bertkit.options import FINETUNE_TASKS
 
-TASKS = ("classification", "pair-classification", "multi-label", "regression", "ner", "qa")
+TASKS = FINETUNE_TASKS
 HEAD_KEYS = {"classification": "classifier", "pair-classification": "classifier", "multi-label": "classifier",
              "regression": "classifier", "ner": "token_classifier", "qa": "qa"}
 

@@ -12,12 +12,11 @@ from typing import Literal, Sequence
 
 import torch
 
+from bertkit.options import LAYER_STRATEGIES, POOLINGS  # noqa: F401  (importable from here)
+
 LayerStrategy = Literal["last", "second-to-last", "first", "sum-all", "sum-last-4", "concat-last-4"]
 Pooling = Literal["cls", "pooler", "mean", "max", "first-last-avg", "mean-sqrt-len", "weighted-mean", "last-token",
                   "none"]
-LAYER_STRATEGIES: tuple[str, ...] = ("last", "second-to-last", "first", "sum-all", "sum-last-4", "concat-last-4")
-POOLINGS: tuple[str, ...] = ("cls", "pooler", "mean", "max", "first-last-avg", "mean-sqrt-len", "weighted-mean",
-                             "last-token", "none")
 
 
 def check_options(pooling: str, layers: str) -> None:
