@@ -8,12 +8,14 @@ configs (Seq2SeqConfig, PromptConfig); evaluate / predict recognise their folder
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 
 from bertkit.cli.precision_option import add_precision_flag, say_precision
+from bertkit.config import apply_overrides, load_config
 from bertkit.errors import BertkitError
-from bertkit.finetune.model import TASKS
+from bertkit.options import FINETUNE_TASKS as TASKS
 
 SEQ2SEQ, PROMPT = "seq2seq", "prompt-classification"   # tasks of the bertkit.generate jobs
 RERANK = "rerank"                                       # bertkit.finetune.rerank: a cross-encoder
@@ -175,9 +177,7 @@ def _job(given: dict):
 
 
 def run_finetune_command(args: argparse.Namespace) -> int:
-    import dataclasses
 
-    from bertkit.config import apply_overrides, load_config
 
     given = _given_flags(args)
     cls, run, job_name = _job(given)

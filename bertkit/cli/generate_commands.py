@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from bertkit.errors import BertkitError
+
 
 def register(subparsers) -> None:
     p = subparsers.add_parser("generate", help="continue a prompt with a GPT-2-style causal LM (or --source: seq2seq)",
@@ -47,7 +49,6 @@ def register(subparsers) -> None:
 
 def run_generate(args: argparse.Namespace) -> int:
     from bertkit.checkpoints.gpt2 import load_gpt2
-    from bertkit.errors import BertkitError
     from bertkit.generate import SamplingConfig, TextStream, generate
     from bertkit.runtime import pick_device
 
@@ -92,7 +93,6 @@ def run_generate(args: argparse.Namespace) -> int:
 
 
 def run_seq2seq_generate(args: argparse.Namespace) -> int:
-    from bertkit.errors import BertkitError
     from bertkit.finetune.seq2seq.job import Seq2SeqGenerator
 
     if args.prompt is not None:

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import sys
 
-from bertkit.runtime import PRECISIONS
+from bertkit.options import PRECISIONS
 
 
 def add_precision_flag(parser) -> None:

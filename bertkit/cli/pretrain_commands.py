@@ -5,6 +5,9 @@ from __future__ import annotations
 import argparse
 import json
 
+from bertkit.config import ConfigError, find_config, load_config
+from bertkit.errors import BertkitError
+
 
 def register(subparsers) -> None:
     p = subparsers.add_parser(
@@ -65,7 +68,6 @@ def _limit_flags(args: argparse.Namespace) -> list[str]:
 
 def _load(cls, args: argparse.Namespace, flags: list[str]):
     """The job config; a --config preset written for the other --arch gets a hint instead of a bare key error."""
-    from bertkit.config import ConfigError, find_config, load_config
 
     path = find_config(args.config, "pretrain") if args.config else None
     try:
@@ -102,7 +104,6 @@ def run_pretrain(args: argparse.Namespace) -> int:
 
 
 def run_pretrain_gpt(args: argparse.Namespace) -> int:
-    from bertkit.errors import BertkitError
     from bertkit.generate.pretrain_job import GPTPretrainConfig, run_gpt_pretraining
     from bertkit.train.distributed import rank
 
