@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import json
 
+from bertkit.pretrain.objectives import OBJECTIVES
+
 
 def register(subparsers) -> None:
     p = subparsers.add_parser(
@@ -29,7 +31,9 @@ def register(subparsers) -> None:
                        help="tokenizer folder or vocab.txt to use (gpt: a folder with a byte-level BPE tokenizer)")
     vocab.add_argument("--vocab-size", type=int,
                        help="train a vocab of this size on the corpus (WordPiece; byte-level BPE for gpt)")
-    p.add_argument("--objective", choices=["mlm", "mlm+nsp", "mlm+sop"], help="bert only")
+    p.add_argument("--objective", choices=list(OBJECTIVES),
+                   help="bert only; electra saves the discriminator as the model folder and the generator in "
+                        "<output>/generator")
     p.add_argument("--masking", choices=["token", "whole-word", "span"], help="bert only")
     limit = p.add_mutually_exclusive_group()
     limit.add_argument("--max-steps", type=int)

@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from bertkit.cli import main
-from bertkit.pretrain import job as job_module
+from bertkit.pretrain.objectives.mlm import MaskedLM
 from pretrain_corpus import write_corpus
 
 TINY_CONFIG = "tiny"   # a preset shipped with bertkit
@@ -55,17 +55,17 @@ def test_kill_and_resume_continues_the_loss_curve(tmp_path, corpus, vocab_dir, m
               "--train.warmup_steps=4"]
     assert pretrain([*common, "--output", str(tmp_path / "full")]) == 0
 
-    real_loss, calls = job_module.pretraining_loss, {"n": 0}
+    real_loss, calls = MaskedLM.loss, {"n": 0}
 
-    def killed_at_step_27(model, batch):
+    def killed_at_step_27(self, model, batch):
         calls["n"] += 1
         if calls["n"] == 27:
             raise KeyboardInterrupt
-        return real_loss(model, batch)
+        return real_loss(self, model, batch)
 
-    monkeypatch.setattr(job_module, "pretraining_loss", killed_at_step_27)
+    monkeypatch.setattr(MaskedLM, "loss", killed_at_step_27)
     assert pretrain([*common, "--output", str(tmp_path / "cut")]) == 130     # the CLI's "interrupted"
-    monkeypatch.setattr(job_module, "pretraining_loss", real_loss)
+    monkeypatch.setattr(MaskedLM, "loss", real_loss)
     assert pretrain([*common, "--output", str(tmp_path / "cut"), "--resume"]) == 0
     full, cut = losses(tmp_path / "full"), losses(tmp_path / "cut")
     assert len(full) == 40

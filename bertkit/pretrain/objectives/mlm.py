@@ -1,4 +1,6 @@
-"""The pre-training model (encoder + MLM head + optional NSP/SOP head) and its loss."""
+"""BERT's objectives: masked LM alone (RoBERTa: packed full sentences), MLM + next-sentence prediction (BERT)
+and MLM + sentence-order prediction (ALBERT). The model is the encoder + MLM head (tied to the word embeddings)
++ an optional NSP/SOP head over the pooled [CLS]; the folder is BertForMaskedLM / BertForPreTraining."""
 from __future__ import annotations
 
 from typing import NamedTuple, Optional
@@ -7,10 +9,12 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from bertkit.checkpoints import save_checkpoint
 from bertkit.model.config import EncoderConfig
 from bertkit.model.encoder import Encoder
 from bertkit.model.heads import MaskedLMHead, SentencePairHead
 from bertkit.pretrain.masking import IGNORE_INDEX
+from bertkit.pretrain.objectives.base import Objective, SaveContext
 from bertkit.train.distributed import global_sum, world_size
 
 
@@ -89,3 +93,49 @@ def evaluate_mlm(model: PretrainingModel, batches, device: torch.device) -> dict
     loss = loss_sum / max(count, 1)
     return {"loss": loss, "mlm_accuracy": correct / max(count, 1), "perplexity": float(torch.tensor(loss).exp()),
             "tokens": count}
+
+
+class MaskedLM(Objective):
+    """mlm: RoBERTa's packed full sentences, no pair task. mlm+nsp / mlm+sop below add the pair head."""
+
+    name = "mlm"
+
+    @property
+    def with_pair(self) -> bool:
+        return self.instances != "packed"
+
+    def build(self, encoder_config: EncoderConfig, init) -> PretrainingModel:
+        if init is None:
+            model = PretrainingModel(encoder_config, self.with_pair)
+            for head in model.heads().values():
+                head.apply(model.encoder._init_weights)
+            return model
+        model = PretrainingModel(init.config, self.with_pair, init.encoder, init.heads.get("mlm"),
+                                 init.heads.get("pair"))
+        for key, head in model.heads().items():
+            if key not in init.heads:       # a new head starts as BERT initializes its heads
+                head.apply(model.encoder._init_weights)
+        return model
+
+    def loss(self, model, batch):
+        return pretraining_loss(model, batch)
+
+    def evaluate(self, model, batches, device):
+        return evaluate_mlm(model, batches, device)
+
+    def save(self, model: PretrainingModel, context: SaveContext) -> None:
+        save_checkpoint(context.output, model.encoder, context.tokenizer, model.heads(), context.meta,
+                        sentence=context.sentence)
+
+    def freeze_encoder(self, model: PretrainingModel) -> None:
+        model.encoder.requires_grad_(False)     # the tied MLM decoder (word embeddings) stays as it is too
+
+
+class NextSentence(MaskedLM):
+    """BERT: MLM + next-sentence prediction on sentence pairs (half of the B segments from another document)."""
+    name, instances = "mlm+nsp", "nsp"
+
+
+class SentenceOrder(MaskedLM):
+    """ALBERT: MLM + sentence-order prediction (half of the pairs swapped)."""
+    name, instances = "mlm+sop", "sop"
