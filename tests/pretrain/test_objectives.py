@@ -61,3 +61,65 @@ def test_electra_loss_falls_and_both_folders_load_in_transformers(tmp_path, corp
         assert (hf_disc(input_ids=ids, attention_mask=mask).logits - ours_disc)[real].abs().max() <= 1e-4
         assert (hf_body(input_ids=ids, attention_mask=mask).last_hidden_state - hidden)[real].abs().max() <= 1e-4
         assert (hf_gen(input_ids=ids, attention_mask=mask).logits - ours_gen)[real].abs().max() <= 1e-4
+
+
+def test_span_boundaries_of_planted_spans():
+    from bertkit.pretrain.objectives.sbo import span_boundaries
+
+    #                 CLS  a  b  M  M  c  M  d  SEP
+    masked = torch.tensor([[0, 0, 0, 1, 1, 0, 1, 0, 0],
+                           [0, 1, 1, 1, 0, 0, 0, 0, 0]], dtype=torch.bool)
+    spans = span_boundaries(masked)
+    assert spans.row.tolist() == [0, 0, 0, 1, 1, 1]
+    assert spans.left.tolist() == [2, 2, 5, 0, 0, 0]
+    assert spans.right.tolist() == [5, 5, 7, 4, 4, 4]
+    assert spans.offset.tolist() == [0, 1, 0, 0, 1, 2]
+    # against a loop over random masks ([CLS] / [SEP] at the ends never masked)
+    generator = torch.Generator().manual_seed(0)
+    masked = torch.rand(6, 40, generator=generator) < 0.4
+    masked[:, 0] = masked[:, -1] = False
+    spans = span_boundaries(masked)
+    expected = []
+    for b in range(6):
+        for t in range(40):
+            if masked[b, t]:
+                left = max(i for i in range(t) if not masked[b, i])
+                right = min(i for i in range(t, 40) if not masked[b, i])
+                expected.append((b, left, right, t - left - 1))
+    assert list(zip(*(x.tolist() for x in spans))) == expected
+
+
+def test_sbo_logits_see_only_the_boundaries_and_the_offset():
+    from bertkit.model.config import EncoderConfig
+    from bertkit.pretrain.objectives.sbo import SpanBoundaryHead, span_boundaries
+
+    torch.manual_seed(0)
+    config = EncoderConfig(vocab_size=30, hidden_size=16, num_layers=1, num_heads=2, intermediate_size=32,
+                           max_position_embeddings=16)
+    head = SpanBoundaryHead(config, 16).eval()
+    words = torch.randn(30, 16)
+    masked = torch.tensor([[0, 0, 1, 1, 1, 0, 0, 0]], dtype=torch.bool)          # span 2..4, boundaries 1 and 5
+    hidden = torch.randn(1, 8, 16)
+    spans = span_boundaries(masked)
+    base = head(hidden, spans, words)
+    inside = hidden.clone()
+    inside[0, 2:5] += 5.0                                                          # the span itself, and
+    inside[0, 6:] -= 3.0                                                           # what lies beyond the boundary
+    assert torch.allclose(head(inside, spans, words), base)
+    boundary = hidden.clone()
+    boundary[0, 5] += 1.0
+    assert not torch.allclose(head(boundary, spans, words)[0], base[0])
+    assert not torch.allclose(base[0], base[1])                                    # same boundaries, other offset
+
+
+def test_sbo_run_loss_falls_and_saves_a_masked_lm_folder(tmp_path, corpus, vocab_dir, capsys):
+    out = tmp_path / "sbo"
+    assert main(["pretrain", "--config", TINY_CONFIG, "--corpus", str(corpus), "--vocab", str(vocab_dir), "--output",
+                 str(out), "--objective", "mlm+sbo", "--max-steps", "80", *TINY, "--train.warmup_steps=4",
+                 "--train.lr=3e-3"]) == 0
+    steps = [r for r in records(out) if "lr" in r]
+    mean = lambda rows, key: sum(r[key] for r in rows) / len(rows)   # noqa: E731
+    for key in ("sbo_loss", "mlm_loss"):  # random words: ln(50-token vocab) = 3.9 at start, ~ln 25 = 3.2 at best
+        assert mean(steps[-10:], key) < 0.9 * mean(steps[:10], key), key
+    assert json.loads((out / "config.json").read_text())["architectures"] == ["BertForMaskedLM"]
+    assert set(load_checkpoint(out).heads) == {"mlm"}

@@ -17,6 +17,7 @@ OBJECTIVES: dict[str, str] = {
     "mlm+nsp": "bertkit.pretrain.objectives.mlm:NextSentence",
     "mlm+sop": "bertkit.pretrain.objectives.mlm:SentenceOrder",
     "electra": "bertkit.pretrain.objectives.electra:Electra",
+    "mlm+sbo": "bertkit.pretrain.objectives.sbo:SpanBoundary",
 }
 
 

@@ -54,17 +54,28 @@ class PretrainingModel(nn.Module):
 def pretraining_loss(model: nn.Module, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, dict[str, float]]:
     """MLM cross-entropy averaged over the masked tokens of the *global* batch (so W ranks of batch B give
     the same loss and gradients as one process of batch W*B), plus the NSP/SOP cross-entropy."""
-    labels = batch["labels"]
-    out: PretrainingOutput = model(batch["input_ids"], batch["attention_mask"], batch["token_type_ids"], labels)
-    targets = labels[labels != IGNORE_INDEX]
+    out: PretrainingOutput = model(batch["input_ids"], batch["attention_mask"], batch["token_type_ids"],
+                                   batch["labels"])
+    return masked_lm_loss(out, batch)
+
+
+def token_loss(logits: torch.Tensor, targets: torch.Tensor) -> tuple[torch.Tensor, float, float]:
+    """Cross-entropy of (N, V) logits summed over the N targets and divided by the global target count x world
+    size, so that DDP's gradient average equals one process' mean; plus the local mean loss and accuracy."""
     count = torch.tensor(float(targets.numel()), device=targets.device)
     total = global_sum(count).clamp(min=1.0)
-    summed = F.cross_entropy(out.mlm_logits.float(), targets, reduction="sum")
-    mlm_loss = summed * world_size() / total          # DDP averages gradients over ranks
+    summed = F.cross_entropy(logits.float(), targets, reduction="sum")
     local = max(targets.numel(), 1)
-    metrics = {"mlm_loss": float(summed.detach()) / local,
-               "mlm_accuracy": float((out.mlm_logits.argmax(-1) == targets).float().sum()) / local,
-               "tokens": float(batch["attention_mask"].sum())}
+    return (summed * world_size() / total, float(summed.detach()) / local,
+            float((logits.argmax(-1) == targets).float().sum()) / local)
+
+
+def masked_lm_loss(out, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, dict[str, float]]:
+    """The loss of pretraining_loss from the model's output (objectives that add a term call it)."""
+    labels = batch["labels"]
+    targets = labels[labels != IGNORE_INDEX]
+    mlm_loss, mean_loss, accuracy = token_loss(out.mlm_logits, targets)
+    metrics = {"mlm_loss": mean_loss, "mlm_accuracy": accuracy, "tokens": float(batch["attention_mask"].sum())}
     loss = mlm_loss
     if out.pair_logits is not None and "pair_labels" in batch:
         pair_loss = F.cross_entropy(out.pair_logits.float(), batch["pair_labels"])
