@@ -34,7 +34,10 @@ def register(subparsers) -> None:
     p.add_argument("--objective", choices=list(OBJECTIVES),
                    help="bert only; electra saves the discriminator as the model folder and the generator in "
                         "<output>/generator")
-    p.add_argument("--masking", choices=["token", "whole-word", "span"], help="bert only")
+    p.add_argument("--masking", choices=["token", "whole-word", "span", "phrase", "entity"],
+                   help="bert only; phrase / entity: ERNIE 1.0 knowledge masking, whole phrases (jieba words with "
+                        "--data.segmenter=jieba, else whitespace words) or --lexicon entries masked as units")
+    p.add_argument("--lexicon", metavar="FILE", help="phrases or entities, one per line, masked as units")
     limit = p.add_mutually_exclusive_group()
     limit.add_argument("--max-steps", type=int)
     limit.add_argument("--time-budget", metavar="T", help="fit the schedule to wall-clock time: 30m, 2h, ...")
@@ -94,6 +97,8 @@ def run_pretrain(args: argparse.Namespace) -> int:
         flags.append(f"data.objective={args.objective}")
     if args.masking:
         flags.append(f"data.masking={args.masking}")
+    if args.lexicon:
+        flags.append(f"data.lexicon={args.lexicon}")
     config = _load(PretrainConfig, args, flags + _limit_flags(args))
     result = run_pretraining(config, args.corpus, args.output, init=args.init, vocab=args.vocab)
     summary = {"model": str(result.model_dir), "steps": result.train.steps, "stop_reason": result.train.stop_reason,
@@ -110,7 +115,7 @@ def run_pretrain_gpt(args: argparse.Namespace) -> int:
     from bertkit.generate.pretrain_job import GPTPretrainConfig, run_gpt_pretraining
     from bertkit.train.distributed import rank
 
-    for flag, value in (("--objective", args.objective), ("--masking", args.masking)):
+    for flag, value in (("--objective", args.objective), ("--masking", args.masking), ("--lexicon", args.lexicon)):
         if value:
             raise BertkitError(f"{flag} {value} is a masked-LM (BERT) setting; --arch gpt always trains next-token "
                                f"prediction on whole documents: drop {flag}")

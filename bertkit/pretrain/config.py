@@ -15,7 +15,8 @@ class DataConfig:
     batch_size: int = 32                  # instances per process and micro-step
     objective: str = "mlm"                # a name in pretrain/objectives OBJECTIVES; mlm: RoBERTa-style packed
                                           # full sentences, no pair task
-    masking: MaskingStrategy = "token"    # token | whole-word | span
+    masking: MaskingStrategy = "token"    # token | whole-word | span | phrase | entity (ERNIE, with lexicon)
+    lexicon: Optional[str] = None         # phrase / entity masking: entries masked as units, one per line
     mask_rate: float = 0.15
     static_masking: bool = False          # True: BERT's fixed masks, dupe_factor copies of the data
     dupe_factor: int = 10

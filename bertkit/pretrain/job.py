@@ -18,6 +18,7 @@ from bertkit.errors import BertkitError
 from bertkit.pretrain.batching import PretrainingBatches, SpecialIds
 from bertkit.pretrain.config import PretrainConfig
 from bertkit.pretrain.instances import Instances, build_instances
+from bertkit.pretrain.lexicon import Lexicon, read_lexicon
 from bertkit.pretrain.masking import MaskingConfig
 from bertkit.pretrain.objectives import objective_for
 from bertkit.pretrain.objectives.base import Objective, SaveContext
@@ -94,6 +95,18 @@ def _model(config: PretrainConfig, tokenizer: Tokenizer, init, objective: Object
     return objective.build(encoder_config, None)
 
 
+def _lexicon(config: PretrainConfig, tokenizer: Tokenizer) -> Optional[Lexicon]:
+    masking, path = config.data.masking, config.data.lexicon
+    if path is not None and masking not in ("phrase", "entity"):
+        raise BertkitError(f"--lexicon {path} is used by --masking phrase or entity, not {masking}")
+    if path is None:
+        if masking == "entity":
+            raise BertkitError("--masking entity masks the entries of a lexicon: give --lexicon FILE (one entity "
+                               "per line)")
+        return None
+    return read_lexicon(path, tokenizer)
+
+
 def run_pretraining(config: PretrainConfig, corpus: Sequence[str], output: str | Path, init: Optional[str] = None,
                     vocab: Optional[str] = None) -> PretrainResult:
     """Pre-train (or continue pre-training `init`) on `corpus`; the model folder is `output` itself."""
@@ -113,8 +126,9 @@ def run_pretraining(config: PretrainConfig, corpus: Sequence[str], output: str |
     shards, train_set, heldout = prepare_data(config, corpus, tokenizer, shards_dir, seed, objective)
     specials = SpecialIds.from_tokenizer(tokenizer)
     masking = objective.masking()
+    lexicon = _lexicon(config, tokenizer)
     copies = config.data.dupe_factor if config.data.static_masking else 0
-    data = PretrainingBatches(shards, train_set, specials, masking, seed, copies)
+    data = PretrainingBatches(shards, train_set, specials, masking, seed, copies, lexicon)
     batches = IndexedBatches(len(data), config.data.batch_size, data.make_batch, seed=seed, drop_last=True)
     if len(batches) == 0:
         raise BertkitError(f"{len(data)} training instances make no full batch of {config.data.batch_size} per "
@@ -125,7 +139,7 @@ def run_pretraining(config: PretrainConfig, corpus: Sequence[str], output: str |
         objective.freeze_encoder(model)
     evaluate = None
     if len(heldout):
-        held = PretrainingBatches(shards, heldout, specials, masking, seed + 1, static_copies=1)  # fixed masks
+        held = PretrainingBatches(shards, heldout, specials, masking, seed + 1, 1, lexicon)  # fixed masks
         held_batches = [held.make_batch(list(range(i, min(i + config.data.eval_batch_size, len(heldout)))), 0)
                         for i in range(0, len(heldout), config.data.eval_batch_size)]
 
