@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import shutil
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,6 +28,7 @@ from bertkit.runtime import init_distributed, pick_device, seed_everything
 from bertkit.tokenizer import Tokenizer, train_wordpiece
 from bertkit.train import IndexedBatches, TrainResult, train
 from bertkit.train import distributed as dist_
+from bertkit.train.checkpointing import state_path
 
 TOKENIZER_DIR = "tokenizer"
 
@@ -156,6 +158,10 @@ def run_pretraining(config: PretrainConfig, corpus: Sequence[str], output: str |
         objective.save(m, SaveContext(output, tokenizer, {**meta, "step": step}, sentence))
 
     result = train(model, objective.loss, batches, train_config, evaluate=evaluate, on_checkpoint=save_model)
+    if dist_.rank() == 0:   # finished: what only --resume needs (the training state, our token shards) goes
+        shutil.rmtree(state_path(output).parent, ignore_errors=True)
+        if not config.data.shards_dir:
+            shutil.rmtree(shards_dir, ignore_errors=True)
     return PretrainResult(output, result)
 
 

@@ -31,8 +31,10 @@ def test_pretrain_cli_end_to_end_then_evaluate_and_continue(tmp_path, corpus, vo
     summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert summary["steps"] == 12 and "eval_mlm_accuracy" in summary
     for name in ("config.json", "model.safetensors", "vocab.txt", "bertkit.json", "log.jsonl", "loss.png",
-                 "pretrain_config.json", "checkpoint/training_state.safetensors"):
+                 "pretrain_config.json"):
         assert (out / name).exists(), name
+    for name in ("checkpoint", "shards"):       # a finished run leaves no resume state or shards in the model folder
+        assert not (out / name).exists(), name
     assert json.loads((out / "config.json").read_text())["architectures"] == ["BertForPreTraining"]
 
     assert main(["evaluate-mlm", "--model", str(out), "--corpus", str(corpus), "--max-length", "32"]) == 0
@@ -65,6 +67,8 @@ def test_kill_and_resume_continues_the_loss_curve(tmp_path, corpus, vocab_dir, m
 
     monkeypatch.setattr(MaskedLM, "loss", killed_at_step_27)
     assert pretrain([*common, "--output", str(tmp_path / "cut")]) == 130     # the CLI's "interrupted"
+    assert (tmp_path / "cut" / "checkpoint" / "training_state.safetensors").is_file()   # kept for --resume
+    assert (tmp_path / "cut" / "shards" / "manifest.json").is_file()
     monkeypatch.setattr(MaskedLM, "loss", real_loss)
     assert pretrain([*common, "--output", str(tmp_path / "cut"), "--resume"]) == 0
     full, cut = losses(tmp_path / "full"), losses(tmp_path / "cut")
@@ -164,7 +168,7 @@ def test_resume_refuses_a_pickled_training_state_with_one_line(tmp_path, corpus,
     common = ["--corpus", str(corpus), "--vocab", str(vocab_dir), "--max-steps", "2", "--output", str(tmp_path / "o")]
     assert pretrain(common) == 0
     checkpoint = tmp_path / "o" / "checkpoint"
-    (checkpoint / "training_state.safetensors").unlink()
+    checkpoint.mkdir()                           # the finished run removed its own state
     torch.save({"model": _Payload(tmp_path / "pwned")}, checkpoint / "training_state.pt")  # a crafted run folder
     capsys.readouterr()
     assert pretrain([*common, "--resume"]) == 2
