@@ -123,3 +123,30 @@ def test_sbo_run_loss_falls_and_saves_a_masked_lm_folder(tmp_path, corpus, vocab
         assert mean(steps[-10:], key) < 0.9 * mean(steps[:10], key), key
     assert json.loads((out / "config.json").read_text())["architectures"] == ["BertForMaskedLM"]
     assert set(load_checkpoint(out).heads) == {"mlm"}
+
+
+def test_plm_loss_falls_and_the_folder_is_an_xlnet_lm_that_transformers_computes_alike(tmp_path, corpus, vocab_dir,
+                                                                                      capsys):
+    from bertkit.model.permutation import permutation_targets
+
+    out = tmp_path / "plm"
+    assert main(["pretrain", "--config", TINY_CONFIG, "--corpus", str(corpus), "--vocab", str(vocab_dir), "--output",
+                 str(out), "--objective", "plm", "--max-steps", "80", *TINY, "--train.warmup_steps=4",
+                 "--train.lr=3e-3"]) == 0
+    steps = [r for r in records(out) if "lr" in r]
+    mean = lambda rows, key: sum(r[key] for r in rows) / len(rows)   # noqa: E731
+    assert mean(steps[-10:], "plm_loss") < 0.9 * mean(steps[:10], "plm_loss")   # as the sbo run: ln 50 -> ~ln 25
+    assert json.loads((out / "config.json").read_text())["architectures"] == ["XLNetLMHeadModel"]
+
+    ours = load_checkpoint(out)
+    ids = torch.randint(5, ours.config.vocab_size, (2, 14))
+    mask = torch.ones_like(ids)
+    targets = permutation_targets(torch.ones(2, 14, dtype=torch.bool), 6, torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        encoded = ours.encoder(ids, attention_mask=mask, perm_mask=targets.perm_mask,
+                               target_mapping=targets.target_mapping)
+        logits = ours.heads["lm"](encoded.query_hidden_state, ours.encoder.embeddings.token.weight)
+        hf = transformers.XLNetLMHeadModel.from_pretrained(out).eval()
+        theirs = hf(input_ids=ids, attention_mask=mask, perm_mask=targets.perm_mask,
+                    target_mapping=targets.target_mapping).logits
+    assert theirs.shape == logits.shape and (theirs - logits).abs().max() <= 1e-4

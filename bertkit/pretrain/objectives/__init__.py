@@ -18,6 +18,7 @@ OBJECTIVES: dict[str, str] = {
     "mlm+sop": "bertkit.pretrain.objectives.mlm:SentenceOrder",
     "electra": "bertkit.pretrain.objectives.electra:Electra",
     "mlm+sbo": "bertkit.pretrain.objectives.sbo:SpanBoundary",
+    "plm": "bertkit.pretrain.objectives.plm:PermutationLM",
 }
 
 
