@@ -16,8 +16,9 @@ def register(subparsers) -> None:
                     "GPT output is an HF GPT-2 folder for `bertkit generate`. Any config key can be set with "
                     "--section.key=value, e.g. --train.lr=5e-4 --data.batch_size=64. Run under "
                     "`torchrun --nproc_per_node=N -m bertkit pretrain ...` for several processes/GPUs.")
-    p.add_argument("--arch", choices=["bert", "gpt"], default="bert",
-                   help="bert: masked LM (default); gpt: GPT-2-style causal LM with a byte-level BPE vocab")
+    p.add_argument("--arch", choices=["bert", "gpt", "xlnet"], default="bert",
+                   help="bert: masked LM (default); gpt: GPT-2-style causal LM with a byte-level BPE vocab; "
+                        "xlnet: --objective plm (permutation LM, an XLNetLMHeadModel folder)")
     p.add_argument("--corpus", nargs="+", required=True, metavar="FILE", help="corpus text files")
     p.add_argument("--output", required=True, metavar="DIR",
                    help="run folder; also the saved model folder (HF BertForMaskedLM / BertForPreTraining, "
@@ -89,10 +90,15 @@ def _load(cls, args: argparse.Namespace, flags: list[str]):
 def run_pretrain(args: argparse.Namespace) -> int:
     if args.arch == "gpt":
         return run_pretrain_gpt(args)
+    from bertkit.errors import BertkitError
     from bertkit.pretrain.config import PretrainConfig
     from bertkit.pretrain.job import run_pretraining
 
     flags = []
+    if args.arch == "xlnet":
+        if args.objective not in (None, "plm"):
+            raise BertkitError(f"--arch xlnet trains the permutation LM (--objective plm), not {args.objective}")
+        args.objective = "plm"
     if args.objective:
         flags.append(f"data.objective={args.objective}")
     if args.masking:

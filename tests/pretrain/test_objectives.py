@@ -131,7 +131,7 @@ def test_plm_loss_falls_and_the_folder_is_an_xlnet_lm_that_transformers_computes
 
     out = tmp_path / "plm"
     assert main(["pretrain", "--config", TINY_CONFIG, "--corpus", str(corpus), "--vocab", str(vocab_dir), "--output",
-                 str(out), "--objective", "plm", "--max-steps", "80", *TINY, "--train.warmup_steps=4",
+                 str(out), "--arch", "xlnet", "--max-steps", "80", *TINY, "--train.warmup_steps=4",
                  "--train.lr=3e-3"]) == 0
     steps = [r for r in records(out) if "lr" in r]
     mean = lambda rows, key: sum(r[key] for r in rows) / len(rows)   # noqa: E731
