@@ -1,5 +1,6 @@
 """The objectives registry and ELECTRA pre-training end to end: the loss falls, the discriminator and generator
 folders load in transformers with the outputs bertkit computes, and they share their embeddings."""
+import importlib
 import json
 
 import pytest
@@ -150,3 +151,31 @@ def test_plm_loss_falls_and_the_folder_is_an_xlnet_lm_that_transformers_computes
         theirs = hf(input_ids=ids, attention_mask=mask, perm_mask=targets.perm_mask,
                     target_mapping=targets.target_mapping).logits
     assert theirs.shape == logits.shape and (theirs - logits).abs().max() <= 1e-4
+
+
+@pytest.mark.parametrize("objective", ["electra", "plm"])
+def test_kill_and_resume_continues_the_loss_curve_of_sampling_objectives(tmp_path, corpus, vocab_dir, monkeypatch,
+                                                                        objective):
+    """ELECTRA's sampled replacements and XLNet's factorization orders come from the RNG the loop saves and
+    restores, so a resumed run repeats the uninterrupted one."""
+    module, name = OBJECTIVES[objective].split(":")
+    cls = getattr(importlib.import_module(module), name)
+    common = ["pretrain", "--config", TINY_CONFIG, "--corpus", str(corpus), "--vocab", str(vocab_dir), "--objective",
+              objective, "--max-steps", "20", "--train.save_every=10", "--train.warmup_steps=2", *TINY]
+    assert main([*common, "--output", str(tmp_path / "full")]) == 0
+    real_loss, calls = cls.loss, {"n": 0}
+
+    def killed_at_step_15(self, model, batch):
+        calls["n"] += 1
+        if calls["n"] == 15:
+            raise KeyboardInterrupt
+        return real_loss(self, model, batch)
+
+    monkeypatch.setattr(cls, "loss", killed_at_step_15)
+    assert main([*common, "--output", str(tmp_path / "cut")]) == 130
+    monkeypatch.setattr(cls, "loss", real_loss)
+    assert main([*common, "--output", str(tmp_path / "cut"), "--resume"]) == 0
+    full = {r["step"]: r["loss"] for r in records(tmp_path / "full") if "lr" in r}
+    cut = {r["step"]: r["loss"] for r in records(tmp_path / "cut") if "lr" in r}
+    for step in range(11, 21):
+        assert cut[step] == pytest.approx(full[step], abs=1e-5), step
