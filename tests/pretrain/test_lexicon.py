@@ -1,7 +1,6 @@
 """ERNIE 1.0 knowledge masking: lexicon entries become units that are masked entirely or not at all, within the
 15% budget; phrase masking without a lexicon is whole-word masking."""
 import numpy as np
-import pytest
 
 from bertkit.cli import main
 from bertkit.pretrain.lexicon import join_entities, read_lexicon
