@@ -22,6 +22,7 @@ from bertkit.pretrain.masking import IGNORE_INDEX, MaskingConfig
 from bertkit.pretrain.objectives.base import Batch, Objective, SaveContext
 
 GENERATOR_DIR = "generator"
+_WEIGHT = {"mlm_loss": "predicted", "mlm_accuracy": "predicted"}   # held-out means: per masked token
 MASK_FRACTION = 0.85          # of the chosen tokens -> [MASK]; the rest stay (ELECTRA's pretrain_helpers.mask)
 
 
@@ -46,6 +47,7 @@ def electra_loss(model: ElectraPretrainingModel, batch: Batch, discriminator_wei
                "rtd_loss": float(rtd.detach()),
                "rtd_accuracy": float(((logits > 0).float() == replaced).float().mean()),
                "replaced": float(replaced.mean()),
+               "predicted": float(targets.numel()),
                "tokens": float(attention.sum())}
     return loss, metrics
 
@@ -72,18 +74,19 @@ class Electra(Objective):
         return electra_loss(model, batch, self.config.electra.discriminator_weight)
 
     def evaluate(self, model: ElectraPretrainingModel, batches, device) -> dict[str, float]:
-        """Held-out loss, generator MLM and discriminator accuracy, token-weighted; the generator's samples are
-        drawn from a fixed generator so that evaluations compare."""
+        """Held-out loss and discriminator metrics weighted by real tokens, the generator's MLM metrics by masked
+        tokens; the generator's samples are drawn from a fixed generator so that evaluations compare."""
         rng = torch.Generator(device=device).manual_seed(0)
-        sums, tokens = {}, 0.0
+        sums, weights = {}, {"tokens": 0.0, "predicted": 0.0}
         for batch in batches:
             batch = {k: v.to(device) for k, v in batch.items()}
             loss, metrics = electra_loss(model, batch, self.config.electra.discriminator_weight, rng)
-            n = metrics.pop("tokens")
+            counts = {"tokens": metrics.pop("tokens"), "predicted": metrics.pop("predicted")}
             for key, value in {"loss": float(loss), **metrics}.items():
-                sums[key] = sums.get(key, 0.0) + value * n
-            tokens += n
-        return {**{k: v / max(tokens, 1.0) for k, v in sums.items()}, "tokens": tokens}
+                sums[key] = sums.get(key, 0.0) + value * counts[_WEIGHT.get(key, "tokens")]
+            for key in weights:
+                weights[key] += counts[key]
+        return {**{k: v / max(weights[_WEIGHT.get(k, "tokens")], 1.0) for k, v in sums.items()}, **weights}
 
     def save(self, model: ElectraPretrainingModel, context: SaveContext) -> None:
         heads = model.heads()
