@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import json
 
+from bertkit.config import ConfigError, find_config, load_config
+from bertkit.errors import BertkitError
 from bertkit.pretrain.objectives import OBJECTIVES
 
 
@@ -73,7 +75,6 @@ def _limit_flags(args: argparse.Namespace) -> list[str]:
 
 def _load(cls, args: argparse.Namespace, flags: list[str]):
     """The job config; a --config preset written for the other --arch gets a hint instead of a bare key error."""
-    from bertkit.config import ConfigError, find_config, load_config
 
     path = find_config(args.config, "pretrain") if args.config else None
     try:
@@ -90,7 +91,6 @@ def _load(cls, args: argparse.Namespace, flags: list[str]):
 def run_pretrain(args: argparse.Namespace) -> int:
     if args.arch == "gpt":
         return run_pretrain_gpt(args)
-    from bertkit.errors import BertkitError
     from bertkit.pretrain.config import PretrainConfig
     from bertkit.pretrain.job import run_pretraining
 
@@ -117,7 +117,6 @@ def run_pretrain(args: argparse.Namespace) -> int:
 
 
 def run_pretrain_gpt(args: argparse.Namespace) -> int:
-    from bertkit.errors import BertkitError
     from bertkit.generate.pretrain_job import GPTPretrainConfig, run_gpt_pretraining
     from bertkit.train.distributed import rank
 
