@@ -27,6 +27,11 @@ def test_cli_choices_come_from_the_registry_and_an_unknown_objective_is_one_line
                  str(tmp_path / "o"), "--max-steps", "2", *TINY, "--data.objective=mlm+xyz"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "data.objective 'mlm+xyz'" in err[0] and "electra" in err[0]
+    assert main(["pretrain", "--config", TINY_CONFIG, "--corpus", str(corpus), "--vocab", str(vocab_dir), "--output",
+                 str(tmp_path / "o"), "--max-steps", "2", *TINY, "--objective", "electra",
+                 "--electra.generator_width=1.5"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "electra.generator_width" in err[0] and "1.5" in err[0]
 
 
 def test_electra_loss_falls_and_both_folders_load_in_transformers(tmp_path, corpus, vocab_dir, capsys):

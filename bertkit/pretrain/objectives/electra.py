@@ -67,7 +67,10 @@ class Electra(Objective):
             raise BertkitError(f"--init {init.path}: continuing ELECTRA pre-training is not supported; --objective "
                                "electra starts from a new discriminator and generator")
         options = self.config.electra
-        generator = generator_config(encoder_config, options.generator_width, options.generator_depth)
+        try:
+            generator = generator_config(encoder_config, options.generator_width, options.generator_depth)
+        except ValueError as err:
+            raise BertkitError(f"electra.generator_width / generator_depth: {err}") from None
         return ElectraPretrainingModel(Encoder(encoder_config), Encoder(generator))
 
     def loss(self, model, batch):
