@@ -52,20 +52,26 @@ def test_pretrain_cli_end_to_end_then_evaluate_and_continue(tmp_path, corpus, vo
     assert after["loss"] < metrics["loss"]
 
 
+def interrupt_at(monkeypatch, objective_class, call: int):
+    """Make the objective's loss raise KeyboardInterrupt (a kill) at its call-th call; returns the real loss."""
+    real_loss, calls = objective_class.loss, {"n": 0}
+
+    def killed(self, model, batch):
+        calls["n"] += 1
+        if calls["n"] == call:
+            raise KeyboardInterrupt
+        return real_loss(self, model, batch)
+
+    monkeypatch.setattr(objective_class, "loss", killed)
+    return real_loss
+
+
 def test_kill_and_resume_continues_the_loss_curve(tmp_path, corpus, vocab_dir, monkeypatch):
     common = ["--corpus", str(corpus), "--vocab", str(vocab_dir), "--max-steps", "40", "--train.save_every=20",
               "--train.warmup_steps=4"]
     assert pretrain([*common, "--output", str(tmp_path / "full")]) == 0
 
-    real_loss, calls = MaskedLM.loss, {"n": 0}
-
-    def killed_at_step_27(self, model, batch):
-        calls["n"] += 1
-        if calls["n"] == 27:
-            raise KeyboardInterrupt
-        return real_loss(self, model, batch)
-
-    monkeypatch.setattr(MaskedLM, "loss", killed_at_step_27)
+    real_loss = interrupt_at(monkeypatch, MaskedLM, 27)
     assert pretrain([*common, "--output", str(tmp_path / "cut")]) == 130     # the CLI's "interrupted"
     assert (tmp_path / "cut" / "checkpoint" / "training_state.safetensors").is_file()   # kept for --resume
     assert (tmp_path / "cut" / "shards" / "manifest.json").is_file()
