@@ -35,8 +35,8 @@ def register(subparsers) -> None:
     vocab.add_argument("--vocab-size", type=int,
                        help="train a vocab of this size on the corpus (WordPiece; byte-level BPE for gpt)")
     p.add_argument("--objective", choices=list(OBJECTIVES),
-                   help="bert only; electra saves the discriminator as the model folder and the generator in "
-                        "<output>/generator")
+                   help="not with --arch gpt; electra saves the discriminator as the model folder and the "
+                        "generator in <output>/generator; plm is XLNet's (= --arch xlnet)")
     p.add_argument("--masking", choices=["token", "whole-word", "span", "phrase", "entity"],
                    help="bert only; phrase / entity: ERNIE 1.0 knowledge masking, whole phrases (jieba words with "
                         "--data.segmenter=jieba, else whitespace words) or --lexicon entries masked as units")
