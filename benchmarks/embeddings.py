@@ -16,6 +16,7 @@ from pathlib import Path
 
 import torch
 
+from bertkit.api import load
 from bertkit.checkpoints import save_checkpoint
 from bertkit.embed.evaluation import evaluate_model
 from bertkit.embed.simcse import SimCSEConfig, run_simcse
@@ -99,17 +100,17 @@ results = {}
 
 def record(name, folder, **kw):
     t = time.time()
-    r = evaluate_model(folder, pairs=test, **kw)["pairs_retrieval"]
+    r = evaluate_model(load(folder), pairs=test, **kw)["pairs_retrieval"]
     results[name] = r
     print(name, json.dumps({k: round(v, 4) for k, v in r.items()}), f"({time.time()-t:.0f}s)", flush=True)
 
 record("mlm mean", base, pooling="mean")
 record("mlm cls", base, pooling="cls")
 t = time.time()
-whiten_model(base, out / "bible_train_20k.txt", out / "mlm_white", pooling="mean")
+whiten_model(load(base), out / "bible_train_20k.txt", out / "mlm_white", pooling="mean")
 print("whiten fit", time.time() - t, flush=True)
 record("mlm mean + whitening", out / "mlm_white")
-whiten_model(base, out / "bible_train_20k.txt", out / "mlm_white128", dim=128, pooling="mean")
+whiten_model(load(base), out / "bible_train_20k.txt", out / "mlm_white128", dim=128, pooling="mean")
 record("mlm mean + whitening k=128", out / "mlm_white128")
 t = time.time()
 res = run_simcse(SimCSEConfig(model=str(base), train=str(out / "bible_train_20k.txt"), output=str(out / "mlm_simcse"),

@@ -14,6 +14,7 @@ from bertkit.errors import BertkitError
 from bertkit.features import EncodeOptions, EncodeReport, NonFiniteVectors, encode_texts, encode_token_vectors
 from bertkit.finetune.linear import LinearPredictor, is_tfidf_folder
 from bertkit.finetune.linear.folder import write_linear_files
+from bertkit.finetune.predict import predict
 from bertkit.model.sentence import SentenceEncoder, SentencePipeline
 from bertkit.runtime import pick_device
 
@@ -100,7 +101,6 @@ class Model:
     def predict(self, inputs: Sequence[Any], batch_size: int = 32) -> list[dict]:
         """Predictions of the fine-tuned head: labels and scores, values, entities or answer spans with
         character offsets. inputs: texts, (text, pair) tuples, or {"question", "context"} for QA."""
-        from bertkit.finetune.predict import predict
         return predict(self, inputs, batch_size=batch_size)
 
     def save(self, folder: str | os.PathLike) -> Path:

@@ -21,7 +21,7 @@ import shutil
 import time
 import warnings
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterable
 
 from bertkit.errors import BertkitWarning
 
@@ -71,9 +71,32 @@ def write_file(path: str | os.PathLike, write: Callable[[Path], None]) -> None:
     fsync_dir(path.parent)
 
 
-def write_json(path: str | os.PathLike, value) -> None:
-    """`value` as indented UTF-8 JSON at `path`, atomically and durably."""
-    text = json.dumps(value, indent=2, ensure_ascii=False) + "\n"
+def json_text(value, indent: int | None = 2) -> str:
+    """The one JSON form bertkit writes: not ASCII-escaped (the file is UTF-8), indented unless `indent` is None,
+    ending in a newline. Files inside a folder that is swapped in whole (save_folder) are written with it
+    directly; every other JSON file goes through write_json."""
+    return json.dumps(value, indent=indent, ensure_ascii=False) + "\n"
+
+
+def write_jsonl(path: str | os.PathLike, rows: Iterable[dict]) -> int:
+    """One json_text line (not indented) per row at `path`, atomically and durably (a crash leaves the previous
+    file, never half of the new one); returns the number of rows."""
+    count = 0
+
+    def write(tmp: Path) -> None:
+        nonlocal count
+        with open(tmp, "w", encoding="utf-8") as out:
+            for row in rows:
+                out.write(json_text(row, indent=None))
+                count += 1
+
+    write_file(path, write)
+    return count
+
+
+def write_json(path: str | os.PathLike, value, indent: int | None = 2) -> None:
+    """`value` as UTF-8 JSON (json_text) at `path`, atomically and durably."""
+    text = json_text(value, indent)
     write_file(path, lambda tmp: tmp.write_text(text, encoding="utf-8"))
 
 

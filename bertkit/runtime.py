@@ -10,6 +10,7 @@ import numpy as np
 import torch
 
 from bertkit.errors import BertkitError
+from bertkit.options import PRECISIONS
 
 
 def pick_device(name: str | None = None) -> torch.device:
@@ -29,8 +30,6 @@ def autocast(device: torch.device, enabled: bool = True, cpu: bool = False):
     return contextlib.nullcontext()
 
 
-# Inference precisions: what the weights are stored and computed in. "auto" resolves to one of the others.
-PRECISIONS = ("auto", "fp32", "bf16", "int8")
 FLOAT_DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
 
 

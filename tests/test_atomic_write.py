@@ -2,6 +2,7 @@
 and fsyncs before it renames."""
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -11,6 +12,7 @@ import pytest
 import torch
 
 from bertkit import atomic_write
+from bertkit.atomic_write import write_jsonl
 from bertkit.checkpoints import load_checkpoint, save_checkpoint
 from bertkit.model import Encoder
 
@@ -117,3 +119,19 @@ def test_every_file_is_fsynced_before_the_rename_that_publishes_it(tmp_path, tin
     synced = {name for kind, name in events[:publish] if kind == "file"}
     assert synced == {p.name for p in target.iterdir()}
     assert ("dir", str(tmp_path)) in events[publish:]       # the rename itself is made durable
+
+
+def test_write_jsonl_that_fails_midway_keeps_the_previous_file(tmp_path):
+    path = tmp_path / "predictions.jsonl"
+    assert write_jsonl(path, ({"i": i, "text": "café"} for i in range(3))) == 3
+    before = path.read_text(encoding="utf-8")
+    assert [json.loads(line) for line in before.splitlines()] == [{"i": i, "text": "café"} for i in range(3)]
+
+    def rows():
+        yield {"i": 0}
+        raise RuntimeError("killed while predicting")
+
+    with pytest.raises(RuntimeError):
+        write_jsonl(path, rows())
+    assert path.read_text(encoding="utf-8") == before          # not half of the new file
+    assert [p.name for p in tmp_path.iterdir()] == ["predictions.jsonl"]   # no temporary file left

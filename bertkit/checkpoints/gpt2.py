@@ -13,6 +13,7 @@ from typing import Any, NamedTuple, Optional
 
 import torch
 
+from bertkit.atomic_write import write_json
 from bertkit.checkpoints.weights import read_weights
 from bertkit.errors import CheckpointError
 from bertkit.model.causal_lm import CausalLM, gpt_config
@@ -169,8 +170,6 @@ def save_gpt2(folder: str | Path, model: CausalLM, tokenizer: Optional[BPETokeni
     tmp = folder / "model.safetensors.tmp"
     save_file({k: v.detach().cpu() for k, v in state_to_gpt2(model).items()}, str(tmp), metadata={"format": "pt"})
     os.replace(tmp, folder / "model.safetensors")
-    tmp = folder / "config.json.tmp"
-    tmp.write_text(json.dumps(config_to_gpt2(model.config, eos), indent=2) + "\n", encoding="utf-8")
-    os.replace(tmp, folder / "config.json")
+    write_json(folder / "config.json", config_to_gpt2(model.config, eos))
     if tokenizer is not None:
         tokenizer.save(folder)

@@ -19,6 +19,7 @@ import torch
 
 from bertkit.checkpoints.json_files import read_json
 from bertkit.errors import CheckpointError
+from bertkit.model.pooling import pooled_or_cls
 
 Shapes = dict[str, tuple[int, ...]]
 WITH_POOLER = {"BertModel", "BertForPreTraining", "BertForNextSentencePrediction", "BertForSequenceClassification",
@@ -200,7 +201,7 @@ def bertkit_outputs(checkpoint, ids, mask, types, compute=None) -> dict[str, tor
 def _outputs(encoder, heads, ids, mask, types) -> dict[str, torch.Tensor]:
     with torch.no_grad():
         out = encoder(ids, mask, types)
-        pooled = out.pooled_output if out.pooled_output is not None else out.last_hidden_state[:, 0]
+        pooled = pooled_or_cls(out)
         result = {"hidden": out.last_hidden_state}
         for key, head in heads.items():
             if key == "mlm":

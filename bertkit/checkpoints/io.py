@@ -9,7 +9,6 @@ and what a save killed between its two renames left is put right by the next loa
 """
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import warnings
@@ -20,7 +19,7 @@ from typing import Any, Callable
 import torch
 from torch import nn
 
-from bertkit.atomic_write import recover_folder, replace_folder, temp_folder
+from bertkit.atomic_write import json_text, recover_folder, replace_folder, temp_folder
 from bertkit.checkpoints import families, google, hf, hf_check, hf_form, sentence_transformers
 from bertkit.checkpoints.bert import build_head  # noqa: F401  (kept importable from here)
 from bertkit.checkpoints.json_files import read_json
@@ -244,8 +243,8 @@ def save_checkpoint(folder: str | os.PathLike, encoder: Encoder, tokenizer: Toke
             if loads and family is families.bert:     # (held against sentence-transformers for this family)
                 full_meta.update(sentence_transformers.write_modules(tmp, sentence, config.hidden_size,
                                                                      config.max_length))
-        (tmp / "config.json").write_text(json.dumps(hf_config, indent=2) + "\n", encoding="utf-8")
-        (tmp / META_FILE).write_text(json.dumps(full_meta, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+        (tmp / "config.json").write_text(json_text(hf_config), encoding="utf-8")
+        (tmp / META_FILE).write_text(json_text(full_meta), encoding="utf-8")
         if tokenizer is not None:
             tokenizer.save(tmp)
         if write_extra is not None:

@@ -8,14 +8,13 @@ writes all of it; nothing about sentence vectors travels in loose metadata.
 """
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any, Optional
 
 import numpy as np
 import torch
 
-from bertkit.atomic_write import write_file
+from bertkit.atomic_write import write_file, write_json
 from bertkit.checkpoints import sentence_transformers
 from bertkit.checkpoints.json_files import read_json
 from bertkit.errors import CheckpointError
@@ -200,8 +199,7 @@ def save_whitening(folder: str | Path, whitening: Whitening, pooling: str, layer
     write_file(folder / WHITENING_FILE, lambda tmp: _save_whitening_tensors(tmp, whitening))
     meta["whitening"] = _whitening_entry(whitening)
     meta["encode"] = {**meta.get("encode", {}), "pooling": pooling, **({"layers": layers} if layers != "last" else {})}
-    text = json.dumps(meta, indent=2, ensure_ascii=False) + "\n"
-    write_file(folder / META_FILE, lambda tmp: tmp.write_text(text, encoding="utf-8"))
+    write_json(folder / META_FILE, meta)
 
 
 def load_whitening(folder: str | Path) -> Optional[Whitening]:

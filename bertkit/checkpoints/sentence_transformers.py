@@ -10,10 +10,10 @@ says why: sentence-transformers would otherwise fall back to plain mean pooling,
 """
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any, Optional
 
+from bertkit.atomic_write import json_text
 from bertkit.checkpoints.json_files import read_json
 from bertkit.checkpoints.weights import read_weights
 from bertkit.errors import CheckpointError
@@ -187,7 +187,7 @@ def write_modules(folder: Path, pipeline: SentencePipeline, hidden_size: int, li
         index = len(modules)
         path = folder / f"{index}_{kind}"
         path.mkdir()
-        (path / "config.json").write_text(json.dumps(module_config, indent=2) + "\n", encoding="utf-8")
+        (path / "config.json").write_text(json_text(module_config), encoding="utf-8")
         modules.append({"idx": index, "name": str(index), "path": path.name, "type": _MODULE_TYPES[kind]})
         return path
 
@@ -205,7 +205,7 @@ def write_modules(folder: Path, pipeline: SentencePipeline, hidden_size: int, li
                   str(path / "model.safetensors"))
     if config.normalize:
         add("Normalize", {})
-    (folder / "modules.json").write_text(json.dumps(modules, indent=2) + "\n", encoding="utf-8")
-    (folder / "sentence_bert_config.json").write_text(json.dumps(
-        {"max_seq_length": config.max_length or limit, "do_lower_case": False}, indent=2) + "\n", encoding="utf-8")
+    (folder / "modules.json").write_text(json_text(modules), encoding="utf-8")
+    (folder / "sentence_bert_config.json").write_text(json_text(
+        {"max_seq_length": config.max_length or limit, "do_lower_case": False}), encoding="utf-8")
     return {"sentence_transformers": {"loads": True}}

@@ -5,8 +5,11 @@ from __future__ import annotations
 import dataclasses
 import json
 import sys
+from pathlib import Path
 
-from bertkit.model.pooling import POOLINGS
+from bertkit.config import load_config
+from bertkit.errors import BertkitError
+from bertkit.options import POOLINGS
 
 _DISTILL_FLAGS = {"teacher": str, "student": str, "student_layers": int, "task": str, "train": str, "dev": str,
                   "output": str, "temperature": float, "alpha": float, "logit_loss": str, "hidden_weight": float,
@@ -111,11 +114,8 @@ def _export_onnx(args) -> int:
 
 
 def _quantize(args) -> int:
-    from pathlib import Path
-
     from bertkit.distill.quantize import QuantizeConfig, run_quantize
     from bertkit.distill.quantize_gate import GateLimits
-    from bertkit.errors import BertkitError
 
     if Path(args.output).resolve() == Path(args.model).resolve():
         raise BertkitError("--output must be a new folder, not --model: the fp32 folder is the gate's reference")
@@ -142,7 +142,6 @@ def _prune(args) -> int:
 
 
 def _distill(args) -> int:
-    from bertkit.config import load_config
     from bertkit.distill.job import DistillConfig, run_distill
     config = load_config(DistillConfig, args.config, args.overrides)
     flags = {name: getattr(args, name) for name in _DISTILL_FLAGS if getattr(args, name, None) is not None}

@@ -2,10 +2,12 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 
-from bertkit.model.pooling import LAYER_STRATEGIES, POOLINGS
+from bertkit.config import apply_overrides, load_config
+from bertkit.options import LAYER_STRATEGIES, POOLINGS
 
 # flag -> SimCSEConfig field for the common flags; everything else via --key=value overrides.
 SIMCSE_FLAGS = {"model": "model", "train": "train", "output": "output", "mode": "mode", "dev": "dev",
@@ -81,9 +83,10 @@ def register(subparsers) -> None:
 
 
 def run_whiten(args: argparse.Namespace) -> int:
+    from bertkit.api import load
     from bertkit.embed.whitening import whiten_model
 
-    whitening = whiten_model(args.model, args.corpus, args.output, dim=args.dim, pooling=args.pooling,
+    whitening = whiten_model(load(args.model), args.corpus, args.output, dim=args.dim, pooling=args.pooling,
                              layers=args.layers, batch_size=args.batch_size, max_length=args.max_length)
     _say(f"fitted whitening on {whitening.count} texts ({whitening.dim_in} -> {whitening.dim_out} dims); "
          f"saved with the model in {args.output}")
@@ -91,10 +94,8 @@ def run_whiten(args: argparse.Namespace) -> int:
 
 
 def run_simcse_command(args: argparse.Namespace) -> int:
-    from bertkit.config import apply_overrides, load_config
     from bertkit.embed.simcse import SimCSEConfig, run_simcse
 
-    import dataclasses
 
     config = load_config(SimCSEConfig, args.config, [])
     given = {field: getattr(args, flag) for flag, field in SIMCSE_FLAGS.items() if getattr(args, flag) is not None}
@@ -106,18 +107,20 @@ def run_simcse_command(args: argparse.Namespace) -> int:
 
 
 def run_evaluate(args: argparse.Namespace) -> int:
+    from bertkit.api import load
     from bertkit.embed.evaluation import evaluate_model
 
-    results = evaluate_model(args.model, args.queries, args.corpus, args.pairs, pooling=args.pooling,
+    results = evaluate_model(load(args.model), args.queries, args.corpus, args.pairs, pooling=args.pooling,
                              layers=args.layers, batch_size=args.batch_size, max_length=args.max_length)
     print(json.dumps(results, indent=2))
     return 0
 
 
 def run_plot(args: argparse.Namespace) -> int:
+    from bertkit.api import load
     from bertkit.embed.plot import plot_model
 
-    result = plot_model(args.model, args.input, args.output, args.method, pooling=args.pooling,
+    result = plot_model(load(args.model), args.input, args.output, args.method, pooling=args.pooling,
                         layers=args.layers, max_points=args.max_points, batch_size=args.batch_size,
                         max_length=args.max_length)
     note = f" ({result.note})" if result.note else ""

@@ -8,6 +8,7 @@ configs (Seq2SeqConfig, PromptConfig); evaluate / predict recognise their folder
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 
@@ -15,7 +16,7 @@ from bertkit.cli.flags import add_config_flags, add_deprecated_flag, config_from
 from bertkit.cli.precision_option import add_precision_flag, say_precision
 from bertkit.errors import BertkitError
 from bertkit.finetune.config import FinetuneConfig
-from bertkit.finetune.model import TASKS
+from bertkit.options import FINETUNE_TASKS as TASKS
 
 SEQ2SEQ, PROMPT = "seq2seq", "prompt-classification"   # tasks of the bertkit.generate jobs
 RERANK = "rerank"                                       # bertkit.finetune.rerank: a cross-encoder
@@ -158,8 +159,6 @@ def _job(given: dict):
 def finetune_config(args: argparse.Namespace):
     """The job's config (FinetuneConfig, or the config of the --task seq2seq / rerank / prompt job) and its runner:
     defaults, then --config, then the flags given, then overrides, through bertkit.config's loader."""
-    import dataclasses
-
     given = _given_flags(args)
     cls, run, job_name = _job(given)
     if job_name is not None:

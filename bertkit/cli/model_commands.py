@@ -10,9 +10,7 @@ import numpy as np
 
 from bertkit.cli.precision_option import add_precision_flag, say_precision
 from bertkit.errors import BertkitError
-from bertkit.model.pooling import LAYER_STRATEGIES, POOLINGS
-from bertkit.tokenizer.encoding import TextTooLongError
-from bertkit.tokenizer.tokenizer import InvalidTextError
+from bertkit.options import LAYER_STRATEGIES, POOLINGS
 
 
 def register(subparsers) -> None:
@@ -78,6 +76,8 @@ def _check_output(path: Path, suffix: str) -> None:
 def run_encode(args: argparse.Namespace) -> int:
     from bertkit import api
     from bertkit.data.text import read_texts
+    from bertkit.tokenizer.encoding import TextTooLongError
+    from bertkit.tokenizer.tokenizer import InvalidTextError
 
     output = Path(args.output)
     _check_output(output, ".npz" if args.pooling == "none" else ".npy")

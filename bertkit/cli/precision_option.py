@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import sys
 
-from bertkit.runtime import PRECISIONS
+from bertkit.options import PRECISIONS
 
 
 PRECISION_HELP = ("weights stored and computed in fp32, bf16 or int8 (a folder from bertkit quantize); auto: bf16 "

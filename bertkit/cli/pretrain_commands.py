@@ -6,6 +6,9 @@ import argparse
 import json
 
 from bertkit.cli.flags import add_deprecated_flag
+from bertkit.config import ConfigError, find_config, load_config
+from bertkit.errors import BertkitError
+from bertkit.pretrain.objectives import OBJECTIVES
 
 
 def register(subparsers) -> None:
@@ -16,8 +19,9 @@ def register(subparsers) -> None:
                     "GPT output is an HF GPT-2 folder for `bertkit generate`. Any config key can be set with "
                     "--section.key=value, e.g. --train.lr=5e-4 --data.batch_size=64. Run under "
                     "`torchrun --nproc_per_node=N -m bertkit pretrain ...` for several processes/GPUs.")
-    p.add_argument("--arch", choices=["bert", "gpt"], default="bert",
-                   help="bert: masked LM (default); gpt: GPT-2-style causal LM with a byte-level BPE vocab")
+    p.add_argument("--arch", choices=["bert", "gpt", "xlnet"], default="bert",
+                   help="bert: masked LM (default); gpt: GPT-2-style causal LM with a byte-level BPE vocab; "
+                        "xlnet: --objective plm (permutation LM, an XLNetLMHeadModel folder)")
     p.add_argument("--corpus", nargs="+", required=True, metavar="FILE", help="corpus text files")
     p.add_argument("--output", required=True, metavar="DIR",
                    help="run folder; also the saved model folder (HF BertForMaskedLM / BertForPreTraining, "
@@ -33,8 +37,13 @@ def register(subparsers) -> None:
                        help="tokenizer folder or vocab.txt to use (gpt: a folder with a byte-level BPE tokenizer)")
     vocab.add_argument("--vocab-size", type=int,
                        help="train a vocab of this size on the corpus (WordPiece; byte-level BPE for gpt)")
-    p.add_argument("--objective", choices=["mlm", "mlm+nsp", "mlm+sop"], help="bert only")
-    p.add_argument("--masking", choices=["token", "whole-word", "span"], help="bert only")
+    p.add_argument("--objective", choices=list(OBJECTIVES),
+                   help="not with --arch gpt; electra saves the discriminator as the model folder and the "
+                        "generator in <output>/generator; plm is XLNet's (= --arch xlnet)")
+    p.add_argument("--masking", choices=["token", "whole-word", "span", "phrase", "entity"],
+                   help="bert only; phrase / entity: ERNIE 1.0 knowledge masking, whole phrases (jieba words with "
+                        "--data.segmenter=jieba, else whitespace words) or --lexicon entries masked as units")
+    p.add_argument("--lexicon", metavar="FILE", help="phrases or entities, one per line, masked as units")
     limit = p.add_mutually_exclusive_group()
     limit.add_argument("--max-steps", type=int)
     limit.add_argument("--time-budget", metavar="T", help="fit the schedule to wall-clock time: 30m, 2h, ...")
@@ -69,7 +78,6 @@ def _limit_flags(args: argparse.Namespace) -> list[str]:
 
 def _load(cls, args: argparse.Namespace, flags: list[str]):
     """The job config; a --config preset written for the other --arch gets a hint instead of a bare key error."""
-    from bertkit.config import ConfigError, find_config, load_config
 
     path = find_config(args.config, "pretrain") if args.config else None
     try:
@@ -90,10 +98,16 @@ def run_pretrain(args: argparse.Namespace) -> int:
     from bertkit.pretrain.job import run_pretraining
 
     flags = []
+    if args.arch == "xlnet":
+        if args.objective not in (None, "plm"):
+            raise BertkitError(f"--arch xlnet trains the permutation LM (--objective plm), not {args.objective}")
+        args.objective = "plm"
     if args.objective:
         flags.append(f"data.objective={args.objective}")
     if args.masking:
         flags.append(f"data.masking={args.masking}")
+    if args.lexicon:
+        flags.append(f"data.lexicon={args.lexicon}")
     config = _load(PretrainConfig, args, flags + _limit_flags(args))
     result = run_pretraining(config, args.corpus, args.output, init=args.init, vocab=args.vocab)
     summary = {"model": str(result.model_dir), "steps": result.train.steps, "stop_reason": result.train.stop_reason,
@@ -106,11 +120,10 @@ def run_pretrain(args: argparse.Namespace) -> int:
 
 
 def run_pretrain_gpt(args: argparse.Namespace) -> int:
-    from bertkit.errors import BertkitError
     from bertkit.generate.pretrain_job import GPTPretrainConfig, run_gpt_pretraining
     from bertkit.train.distributed import rank
 
-    for flag, value in (("--objective", args.objective), ("--masking", args.masking)):
+    for flag, value in (("--objective", args.objective), ("--masking", args.masking), ("--lexicon", args.lexicon)):
         if value:
             raise BertkitError(f"{flag} {value} is a masked-LM (BERT) setting; --arch gpt always trains next-token "
                                f"prediction on whole documents: drop {flag}")

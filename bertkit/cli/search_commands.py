@@ -8,7 +8,7 @@ import time
 
 from bertkit.cli.precision_option import add_precision_flag, say_precision
 from bertkit.errors import BertkitError
-from bertkit.model.pooling import LAYER_STRATEGIES, POOLINGS
+from bertkit.options import LAYER_STRATEGIES, POOLINGS
 
 
 def register(subparsers) -> None:

@@ -10,7 +10,7 @@ import argparse
 from bertkit.cli.flags import add_config_flags, config_from_args
 from bertkit.cli.precision_option import PRECISION_HELP
 from bertkit.errors import BertkitError
-from bertkit.runtime import PRECISIONS
+from bertkit.options import PRECISIONS
 from bertkit.serve.batching import CPU_BATCH_OVERHEAD_TOKENS, GPU_BATCH_OVERHEAD_TOKENS
 from bertkit.serve.config import ServeConfig, api_key_from_env
 

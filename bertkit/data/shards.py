@@ -20,6 +20,7 @@ from typing import Literal, Optional, Sequence
 
 import numpy as np
 
+from bertkit.atomic_write import write_json
 from bertkit.data.corpus import CorpusPosition, check_corpus_files, iter_documents
 from bertkit.errors import BertkitError
 
@@ -49,12 +50,6 @@ def tokenizer_fingerprint(tokenizer) -> str:
 
 def _inputs(paths: Sequence[Path]) -> list[dict]:
     return [{"path": str(p.resolve()), "size": p.stat().st_size} for p in paths]
-
-
-def _write_json(path: Path, value: dict) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(value, indent=1), encoding="utf-8")
-    os.replace(tmp, path)
 
 
 def build_shards(paths: Sequence[str | Path], tokenizer, folder: str | Path, segmenter: Segmenter = "none",
@@ -89,7 +84,7 @@ def build_shards(paths: Sequence[str | Path], tokenizer, folder: str | Path, seg
         name = f"shard_{len(manifest['shards']):05d}"
         counts = writer.write(folder, name)
         manifest["shards"].append({"name": name, **counts, "end": position.__dict__})
-        _write_json(manifest_path, manifest)
+        write_json(manifest_path, manifest)
         if progress:
             print(f"bertkit: wrote {name} ({counts['tokens']:,} tokens)", flush=True)
 
@@ -107,7 +102,7 @@ def build_shards(paths: Sequence[str | Path], tokenizer, folder: str | Path, seg
     if not manifest["shards"]:
         raise BertkitError(f"no tokens came out of {', '.join(map(str, files))}; is the corpus empty?")
     manifest["complete"] = True
-    _write_json(manifest_path, manifest)
+    write_json(manifest_path, manifest)
     return folder
 
 

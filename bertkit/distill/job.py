@@ -25,7 +25,9 @@ from bertkit.data.readers import ReadOptions
 from bertkit.distill import losses
 from bertkit.distill.augment import UNLABELED, masked_copies
 from bertkit.distill.embedding_job import distill_record
+from bertkit.distill.embedding_job import run_embedding_distill
 from bertkit.distill.student import build_student
+from bertkit.model.pooling import pooled_or_cls
 from bertkit.model.sentence import SentencePipeline
 from bertkit.errors import BertkitError
 from bertkit.finetune.batching import BucketedBatches, collate
@@ -97,7 +99,6 @@ def run_distill(config: DistillConfig) -> dict:
         if config.augment_copies or config.transfer:
             raise BertkitError("--augment-copies and --transfer are for --task classification (the teacher labels "
                                "the extra texts)")
-        from bertkit.distill.embedding_job import run_embedding_distill
         return run_embedding_distill(config, teacher_ckpt)
     if teacher_ckpt.meta.get("task") != "classification" or "classifier" not in teacher_ckpt.heads:
         raise BertkitError(f"--teacher {config.teacher} is not a fine-tuned classifier; run bertkit finetune first")
@@ -153,7 +154,7 @@ def run_distill(config: DistillConfig) -> dict:
         with torch.no_grad():
             t_out = teacher.encoder(batch.input_ids, batch.attention_mask, batch.token_type_ids,
                                     output_hidden_states=need_hidden, output_attentions=need_attn, cls_only=logits_only)
-            t_logits = teacher.head(_pooled(t_out))
+            t_logits = teacher.head(pooled_or_cls(t_out))
         if logits_only:
             teacher_logits.update(zip(batch.indices, t_logits.cpu()))
         return t_out, t_logits
@@ -162,7 +163,7 @@ def run_distill(config: DistillConfig) -> dict:
         t_out, t_logits = teacher_outputs(batch)
         s_out = net.student.encoder(batch.input_ids, batch.attention_mask, batch.token_type_ids,
                                     output_hidden_states=need_hidden, output_attentions=need_attn, cls_only=logits_only)
-        s_logits = net.student.head(_pooled(s_out))
+        s_logits = net.student.head(pooled_or_cls(s_out))
         gold = batch.targets != UNLABELED                 # augmented copies learn from the teacher only
         hard = task.loss(s_logits[gold], batch.targets[gold]) if gold.any() else s_logits.sum() * 0.0
         loss = losses.mixed_logit_loss(s_logits, t_logits, hard, config.alpha, config.temperature, config.logit_loss)
@@ -196,7 +197,3 @@ def run_distill(config: DistillConfig) -> dict:
 
     job = Job(model, loss_fn, batches, save, evaluate if has_dev else None, task.main_metric if has_dev else None)
     return distill_record(fit(job, loop_settings(config, log_every=10), output, config))
-
-
-def _pooled(out) -> torch.Tensor:
-    return out.pooled_output if out.pooled_output is not None else out.last_hidden_state[:, 0]

@@ -22,6 +22,7 @@ from torch import nn
 from bertkit.checkpoints import load_checkpoint
 from bertkit.checkpoints.families import require_bert_encoder
 from bertkit.errors import BertkitError
+from bertkit.model.pooling import pooled_or_cls
 from bertkit.model.precision import dequantize_encoder
 from bertkit.model.sentence import SentenceEncoder
 
@@ -46,7 +47,7 @@ class ExportedGraph(nn.Module):
         vectors = self.sentence.vectors(out, attention_mask)
         if self.classifier is None:
             return vectors
-        pooled = out.pooled_output if out.pooled_output is not None else out.last_hidden_state[:, 0]
+        pooled = pooled_or_cls(out)
         return vectors, self.classifier(pooled)
 
 

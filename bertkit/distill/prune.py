@@ -12,6 +12,7 @@ loaders here rebuild the smaller shapes before reading the weights.
 from __future__ import annotations
 
 import copy
+import json
 import os
 from contextlib import contextmanager
 from pathlib import Path
@@ -172,7 +173,6 @@ def load_pruned_transformers(folder: str | os.PathLike, model_class=None):
     BertForSequenceClassification, what prune-heads writes) with transformers >= 5, which dropped `pruned_heads`
     support: build the model, shrink each pruned layer's query/key/value/output Linear layers, read the weights.
     The folder's transformers/ subfolder (full shapes, pruned heads zeroed) needs none of this."""
-    import json
     from safetensors.torch import load_file
     import transformers
     folder = Path(folder)

@@ -12,6 +12,8 @@ from typing import Sequence
 
 import numpy as np
 
+from bertkit.data.text import check_readable, iter_jsonl
+from bertkit.embed.whitening import encode_composed
 from bertkit.errors import BertkitError, InputFileError
 
 
@@ -101,8 +103,6 @@ def pair_similarities(vectors_a: np.ndarray, vectors_b: np.ndarray) -> np.ndarra
 # -- files ---------------------------------------------------------------------------------------------
 
 def read_jsonl(path: str | Path) -> list[tuple[int, dict]]:
-    from bertkit.data.text import check_readable, iter_jsonl
-
     path = check_readable(path, (".jsonl",))
     rows = list(iter_jsonl(path))
     if not rows:
@@ -161,15 +161,12 @@ def read_pairs(path) -> tuple[list[str], list[str], list[float] | None]:
     return a, b, scores or None
 
 
-def evaluate_model(model_dir, queries=None, corpus=None, pairs=None, pooling: str | None = None,
+def evaluate_model(model, queries=None, corpus=None, pairs=None, pooling: str | None = None,
                    layers: str | None = None, batch_size: int = 64, max_length: int | None = None) -> dict:
-    """Metrics of a model folder's full composition (pooling, saved whitening) on the given files."""
-    import bertkit
-    from bertkit.embed.whitening import encode_composed
-
+    """Metrics of a loaded model's (`bertkit.load(folder)`) full composition (pooling, saved whitening) on the
+    given files."""
     if not pairs and not (queries and corpus):
         raise BertkitError("pass --queries and --corpus (retrieval), or --pairs (scored or paraphrase pairs)")
-    model = bertkit.load(model_dir)
 
     def encode(texts):
         return encode_composed(model, texts, batch_size=batch_size, max_length=max_length, pooling=pooling,

@@ -11,6 +11,9 @@ from typing import Literal, Optional
 
 import numpy as np
 
+from bertkit.data.text import check_readable, iter_lines
+from bertkit.embed.evaluation import read_jsonl
+from bertkit.embed.whitening import encode_composed
 from bertkit.errors import BertkitError, InputFileError
 
 Method = Literal["auto", "pca", "tsne"]
@@ -37,9 +40,6 @@ def tsne_2d(vectors: np.ndarray, seed: int = 0) -> np.ndarray:
 
 
 def read_labeled(path: str | Path, text_field: str = "text", label_field: str = "label"):
-    from bertkit.data.text import check_readable, iter_lines
-    from bertkit.embed.evaluation import read_jsonl
-
     path = check_readable(path, (".txt", ".jsonl"))
     if path.name.removesuffix(".gz").endswith(".txt"):
         texts = [line for _, line in iter_lines(path) if line.strip()]
@@ -96,17 +96,14 @@ def plot_embeddings(vectors: np.ndarray, labels: list[str], output: str | Path, 
     return PlotResult(output, tuple(methods), len(vectors), note)
 
 
-def plot_model(model_dir, input_path, output, method: Method = "auto", pooling: Optional[str] = None,
+def plot_model(model, input_path, output, method: Method = "auto", pooling: Optional[str] = None,
                layers: str | None = None, max_points: int = 5000, batch_size: int = 64,
                max_length: int | None = None) -> PlotResult:
-    import bertkit
-    from bertkit.embed.whitening import encode_composed
-
+    """Plot a loaded model's (`bertkit.load(folder)`) vectors of the labeled texts in `input_path`."""
     texts, labels = read_labeled(input_path)
     if len(texts) > max_points:   # t-SNE is quadratic; a seeded sample keeps the picture honest and quick
         keep = np.sort(np.random.default_rng(0).choice(len(texts), max_points, replace=False))
         texts, labels = [texts[i] for i in keep], [labels[i] for i in keep]
-    model = bertkit.load(model_dir)
     vectors = encode_composed(model, texts, batch_size=batch_size, max_length=max_length, pooling=pooling,
                               layers=layers, normalize=True)
-    return plot_embeddings(vectors, labels, output, method, title=Path(model_dir).name)
+    return plot_embeddings(vectors, labels, output, method, title=Path(model.path).name)

@@ -21,9 +21,15 @@ import torch
 import torch.nn.functional as F
 
 from bertkit.atomic_write import write_json
+from bertkit.checkpoints import load_checkpoint, save_checkpoint
+from bertkit.data.text import check_readable, iter_lines
+from bertkit.embed.evaluation import pair_similarities, read_jsonl, read_pairs, retrieval_metrics, spearman
 from bertkit.errors import BertkitError, InputFileError
 from bertkit.model.sentence import SentenceEncoder, SentencePipeline
+from bertkit.runtime import seed_everything
 from bertkit.tokenizer.padding import pad_to_tensors
+from bertkit.train import IndexedBatches
+from bertkit.train.fit import Job, check_resume, fit, loop_settings
 
 Mode = Literal["auto", "unsupervised", "pairs"]
 
@@ -72,9 +78,6 @@ class ContrastiveData:
 
 
 def read_training_file(path: str | Path, mode: Mode = "auto", max_examples: Optional[int] = None) -> ContrastiveData:
-    from bertkit.data.text import check_readable, iter_lines
-    from bertkit.embed.evaluation import read_jsonl
-
     path = check_readable(path, (".txt", ".jsonl"))
     is_jsonl = path.name.removesuffix(".gz").endswith(".jsonl")
     if mode == "auto":
@@ -116,12 +119,6 @@ def embed(net: SentenceEncoder, tokenizer, texts: list[str], max_length: int, ba
 
 def run_simcse(config: SimCSEConfig):
     """Train and save to config.output; returns the loop's TrainResult."""
-    from bertkit.checkpoints import load_checkpoint, save_checkpoint
-    from bertkit.embed.evaluation import pair_similarities, read_pairs, retrieval_metrics, spearman
-    from bertkit.runtime import seed_everything
-    from bertkit.train import IndexedBatches
-    from bertkit.train.fit import Job, check_resume, fit, loop_settings
-
     for name in ("model", "train", "output"):
         if not getattr(config, name):
             raise BertkitError(f"simcse needs --{name}")

@@ -16,13 +16,13 @@ from pathlib import Path
 import numpy as np
 
 from bertkit.checkpoints.sentence import load_whitening, save_whitening  # noqa: F401  (the file format)
-from bertkit.errors import BertkitError
+from bertkit.data.text import check_readable, iter_lines
+from bertkit.errors import BertkitError, InputFileError
 from bertkit.model.sentence import SentencePipeline, Whitening
 
 
 class WhiteningStats:
     """Running mean and co-moment matrix of the vectors seen so far."""
-
     def __init__(self, dim: int):
         self.dim, self.count = dim, 0
         self.mean = np.zeros(dim, np.float64)
@@ -91,8 +91,6 @@ def encode_composed(model, texts: list[str], normalize: bool = False, **options)
 
 def iter_corpus(path: str | Path, field: str = "text"):
     """Texts of a .txt (one per non-empty line) or .jsonl (`field` of each object) file, streamed."""
-    from bertkit.data.text import check_readable, iter_lines
-
     path = check_readable(path, (".txt", ".jsonl"))
     is_jsonl = path.name.removesuffix(".gz").endswith(".jsonl")
     for number, line in iter_lines(path):
@@ -104,10 +102,8 @@ def iter_corpus(path: str | Path, field: str = "text"):
         try:
             row = json.loads(line)
         except json.JSONDecodeError as err:
-            from bertkit.errors import InputFileError
             raise InputFileError(path, f"invalid JSON ({err.msg})", line=number) from None
         if not isinstance(row, dict) or not isinstance(row.get(field), str):
-            from bertkit.errors import InputFileError
             raise InputFileError(path, f"expected an object with a string field {field!r}", line=number)
         yield row[field]
 
@@ -123,14 +119,12 @@ def _chunks(items, size: int):
         yield chunk
 
 
-def whiten_model(model_dir: str | Path, corpus: str | Path, output: str | Path, dim: int | None = None,
+def whiten_model(model, corpus: str | Path, output: str | Path, dim: int | None = None,
                  pooling: str | None = None, layers: str | None = None, batch_size: int = 64,
                  max_length: int | None = None, chunk_size: int = 4096) -> Whitening:
-    """Fit whitening on a corpus's pooled vectors and save the model with it (and the folder's other sentence
-    settings) to `output`; the fitted pooling and layers become the folder's defaults."""
-    import bertkit
-
-    model = bertkit.load(model_dir)
+    """Fit whitening on a corpus's pooled vectors and save the loaded `model` (`bertkit.load(folder)`) with it
+    (and the folder's other sentence settings) to `output`; the fitted pooling and layers become the folder's
+    defaults."""
     pooling = pooling or model.sentence.config.pooling
     layers = layers or model.sentence.config.layers
     batches = (encode_unwhitened(model, texts, batch_size=batch_size, max_length=max_length, pooling=pooling,

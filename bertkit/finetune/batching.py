@@ -12,6 +12,8 @@ from typing import Any, Callable, Iterator, NamedTuple, Optional, Sequence
 import numpy as np
 import torch
 
+from bertkit.tokenizer.padding import pad_to_tensors
+
 
 class Batch(NamedTuple):
     input_ids: torch.Tensor          # (B, T) padded with pad_id
@@ -30,24 +32,13 @@ class Batch(NamedTuple):
                      self.token_type_ids.to(device, non_blocking=True), targets, self.indices)
 
 
-def pad_rows(rows: Sequence[Sequence[int]], pad_value: int, length: Optional[int] = None) -> torch.Tensor:
-    length = length or max(len(row) for row in rows)
-    out = torch.full((len(rows), length), pad_value, dtype=torch.long)
-    for i, row in enumerate(rows):
-        out[i, :len(row)] = torch.as_tensor(row, dtype=torch.long)
-    return out
-
-
 def collate(features: Sequence[Any], indices: list[int], pad_id: int,
             make_targets: Callable[[Sequence[Any], int], Any]) -> Batch:
     """features need .input_ids and .token_type_ids; make_targets(features, padded_length) builds targets."""
-    length = max(len(f.input_ids) for f in features)
-    input_ids = pad_rows([f.input_ids for f in features], pad_id, length)
-    mask = torch.zeros_like(input_ids)
-    for i, f in enumerate(features):
-        mask[i, :len(f.input_ids)] = 1
-    types = pad_rows([f.token_type_ids for f in features], 0, length)
-    return Batch(input_ids, mask, types, make_targets(features, length), indices)
+    padded = pad_to_tensors([f.input_ids for f in features], pad_id, [f.token_type_ids for f in features])
+    input_ids = padded["input_ids"]                                                     # (B, T)
+    return Batch(input_ids, padded["attention_mask"], padded["token_type_ids"],
+                 make_targets(features, input_ids.shape[1]), indices)
 
 
 class BucketedBatches:

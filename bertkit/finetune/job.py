@@ -20,10 +20,11 @@ import dataclasses
 import re
 from pathlib import Path
 
+
+from bertkit.atomic_write import write_json
 from bertkit.checkpoints import load_checkpoint, save_checkpoint
 from bertkit.data.labels import LabelMap
 from bertkit.data.readers import ReadOptions
-from bertkit.atomic_write import write_json
 from bertkit.errors import BertkitError
 from bertkit.finetune.aux_mlm import (AuxMlmModel, BatchMasker, MaskedCopy, add_aux_mlm_loss, mlm_head_for_aux_loss,
                                       task_model)

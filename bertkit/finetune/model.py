@@ -15,8 +15,10 @@ from torch import nn
 from bertkit.errors import CheckpointError
 from bertkit.model.encoder import Encoder
 from bertkit.model.heads import QuestionAnsweringHead, TokenClassificationHead, sequence_classification_head
+from bertkit.model.pooling import pooled_or_cls
+from bertkit.options import FINETUNE_TASKS
 
-TASKS = ("classification", "pair-classification", "multi-label", "regression", "ner", "qa")
+TASKS = FINETUNE_TASKS
 HEAD_KEYS = {"classification": "classifier", "pair-classification": "classifier", "multi-label": "classifier",
              "regression": "classifier", "ner": "token_classifier", "qa": "qa"}
 
@@ -43,7 +45,7 @@ class FinetuneModel(nn.Module):
         if self.head_key == "classifier":
             # The head reads [CLS] only, so the last layer computes that one position (exact, ~1/L less work).
             out = self.encoder(input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids, cls_only=True)
-            pooled = out.pooled_output if out.pooled_output is not None else out.last_hidden_state[:, 0]
+            pooled = pooled_or_cls(out)
             return self.head(pooled)                                # (B, L)
         out = self.encoder(input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids)
         return self.head(out.last_hidden_state)                     # (B, T, L) or 2 x (B, T)

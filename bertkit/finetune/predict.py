@@ -7,12 +7,12 @@ models' folders (TF-IDF baseline, linear probe, hybrid) to bertkit.finetune.line
 """
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any, Optional, Sequence, Union
 
 import numpy as np
 
+from bertkit.atomic_write import write_jsonl
 from bertkit.checkpoints import load_checkpoint
 from bertkit.data.labels import LabelMap
 from bertkit.data.ner_readers import RawText, TaggedSentence, read_raw_texts
@@ -25,6 +25,8 @@ from bertkit.finetune.model import TASKS, FinetuneModel, model_from_checkpoint
 from bertkit.finetune.ner import split_words
 from bertkit.finetune.predictions import sequence_predictions
 from bertkit.finetune.config import TaskOptions
+from bertkit.finetune.prompt.job import evaluate_prompt_file, label_scores, load_prompt_classifier, predict_prompt_file
+from bertkit.finetune.seq2seq.job import Seq2SeqGenerator, evaluate_seq2seq_file, predict_seq2seq_file
 from bertkit.finetune.tasks import build_task, read_examples
 from bertkit.runtime import pick_device
 from bertkit.tokenizer.coverage import texts_of, warn_unknown
@@ -140,9 +142,7 @@ def _predict_generate_job(task: str, folder: Path, device: Optional[str], inputs
     """Prompt classifiers: label, score and per-label scores (as classifiers give); seq2seq: generated text."""
     texts = [str(x) for x in inputs]
     if task == SEQ2SEQ_TASK:
-        from bertkit.finetune.seq2seq.job import Seq2SeqGenerator
         return [{"generated": text} for text in Seq2SeqGenerator(folder, device).decode(texts)]
-    from bertkit.finetune.prompt.job import label_scores, load_prompt_classifier
     classifier = load_prompt_classifier(folder, device)
     labels = classifier.verbalizer.labels
     scores = label_scores(classifier, texts, batch_size) if texts else np.zeros((0, len(labels)))
@@ -173,9 +173,7 @@ def evaluate_file(model: Any, data: str | Path, encoding: str = "utf-8", batch_s
     if generate_job is not None:
         _check_task(task, generate_job)
         if generate_job[0] == SEQ2SEQ_TASK:
-            from bertkit.finetune.seq2seq.job import evaluate_seq2seq_file
             return evaluate_seq2seq_file(generate_job[1], data, encoding, batch_size)
-        from bertkit.finetune.prompt.job import evaluate_prompt_file
         return evaluate_prompt_file(generate_job[1], data, encoding, batch_size)
     net, task_object = finetuned_model(model, task)
     known = LabelMap(tuple(net.label_names)) if net.task not in ("regression", "qa") else None
@@ -195,9 +193,7 @@ def predict_file(model: Any, input_path: str | Path, output_path: str | Path, en
     if generate_job is not None:
         _check_task(task, generate_job)
         if generate_job[0] == SEQ2SEQ_TASK:
-            from bertkit.finetune.seq2seq.job import predict_seq2seq_file
             return predict_seq2seq_file(generate_job[1], input_path, output_path, encoding)
-        from bertkit.finetune.prompt.job import predict_prompt_file
         return predict_prompt_file(generate_job[1], input_path, output_path, encoding, batch_size)
     net, task_object = finetuned_model(model, task)
     raw = read_raw_texts(input_path, ReadOptions(encoding)) if net.task == "ner" else None
@@ -219,12 +215,8 @@ def _rows_predictor(model: Any):
 
 
 def _write_predictions(output_path: str | Path, examples: Sequence, predictions: Sequence[dict]) -> int:
-    output_path = Path(output_path)
-    output_path.parent.mkdir(parents=True, exist_ok=True)
-    with open(output_path, "w", encoding="utf-8") as out:
-        for example, prediction in zip(examples, predictions):
-            out.write(json.dumps({**_input_fields(example), **prediction}, ensure_ascii=False) + "\n")
-    return len(predictions)
+    return write_jsonl(output_path, ({**_input_fields(example), **prediction}
+                                     for example, prediction in zip(examples, predictions)))
 
 
 def _check_linear_task(task: Optional[str], linear) -> None:

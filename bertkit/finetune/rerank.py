@@ -24,12 +24,12 @@ from bertkit.atomic_write import write_json
 from bertkit.checkpoints import load_checkpoint, save_checkpoint
 from bertkit.data.text import iter_jsonl
 from bertkit.errors import BertkitError, CheckpointError, InputFileError
-from bertkit.finetune.batching import pad_rows
 from bertkit.finetune.model import FinetuneModel, hf_config_extra, model_from_checkpoint, model_meta
 from bertkit.finetune.config import TaskOptions
 from bertkit.finetune.loop_job import LoopJobConfig, max_length_for
 from bertkit.runtime import seed_everything
 from bertkit.tokenizer.coverage import warn_unknown
+from bertkit.tokenizer.padding import pad_to_tensors
 from bertkit.train import IndexedBatches
 from bertkit.train.fit import Job, JobResult, check_resume, fit, loop_settings
 from bertkit.train.saved_score import METRICS_FILE
@@ -91,10 +91,8 @@ def pair_batch(tokenizer, queries: list[str], groups: list[list[str]], max_lengt
     firsts = [q for q, group in zip(queries, groups) for _ in group]
     seconds = [text for group in groups for text in group]
     encoded = tokenizer.encode_batch(firsts, pairs=seconds, max_length=max_length, truncation="longest_first")
-    input_ids = pad_rows(encoded.input_ids, tokenizer.pad_id)                           # (R, T)
-    mask = (torch.arange(input_ids.shape[1])[None, :]
-            < torch.tensor([len(r) for r in encoded.input_ids])[:, None]).long()        # (R, T)
-    types = pad_rows(encoded.token_type_ids, 0, input_ids.shape[1])                     # (R, T)
+    padded = pad_to_tensors(encoded.input_ids, tokenizer.pad_id, encoded.token_type_ids)  # each (R, T)
+    input_ids, mask, types = padded["input_ids"], padded["attention_mask"], padded["token_type_ids"]
     width = max(len(g) for g in groups)
     group = torch.full((len(groups), width), -1, dtype=torch.long)                      # (Q, C)
     start = 0

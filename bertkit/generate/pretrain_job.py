@@ -15,12 +15,14 @@ from typing import Optional, Sequence
 import numpy as np
 import torch
 
+from bertkit.checkpoints.gpt2 import load_gpt2, save_gpt2
 from bertkit.config import save_config
 from bertkit.errors import BertkitError
 from bertkit.model.causal_lm import CausalLM, gpt_config
 from bertkit.generate.pretrain import (GPTDataConfig, split_documents, tokenize_documents, train_causal_lm,
                                        unigram_perplexity)
 from bertkit.runtime import init_distributed, pick_device, seed_everything
+from bertkit.tokenizer.bpe import BPETokenizer, train_bpe
 from bertkit.train import TrainConfig, TrainResult
 from bertkit.train import distributed as dist_
 
@@ -68,8 +70,6 @@ def _barrier() -> None:
 
 
 def _tokenizer(config: GPTPretrainConfig, corpus: Sequence[str], output: Path, vocab: Optional[str], init_tokenizer):
-    from bertkit.tokenizer.bpe import BPETokenizer, train_bpe
-
     if vocab is not None:
         given = BPETokenizer.from_folder(vocab)
         if init_tokenizer is not None and given.backend.get_vocab() != init_tokenizer.backend.get_vocab():
@@ -116,8 +116,6 @@ def run_gpt_pretraining(config: GPTPretrainConfig, corpus: Sequence[str], output
                         init: Optional[str] = None, vocab: Optional[str] = None) -> GPTPretrainResult:
     """Pre-train a GPT (or continue pre-training the GPT-2 folder `init`) on `corpus`; the model folder is
     `output` itself, saved at every checkpoint and at the end."""
-    from bertkit.checkpoints.gpt2 import load_gpt2, save_gpt2
-
     output = Path(output)
     train_config = dataclasses.replace(config.train, output_dir=str(output))
     init_distributed(pick_device(train_config.device))

@@ -31,6 +31,11 @@ def quantize_rows(weight: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return values, scale
 
 
+def dequantize_rows(values: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
+    """(N, K) int8 and (N,) scales -> (N, K) fp32: the inverse of quantize_rows (up to its rounding)."""
+    return values.float() * scale[:, None]
+
+
 class Int8Linear(nn.Module):
     def __init__(self, in_features: int, out_features: int, bias: bool = True):
         super().__init__()
@@ -56,7 +61,7 @@ class Int8Linear(nn.Module):
         self.kernel, self._dense = kernel, None
 
     def dequantized(self) -> torch.Tensor:
-        return self.weight.float() * self.weight_scale[:, None]           # (N, K) fp32
+        return dequantize_rows(self.weight, self.weight_scale)            # (N, K) fp32
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:                   # (..., K) -> (..., N)
         if self.kernel == "dequant":
@@ -99,6 +104,9 @@ class Int8Embedding(nn.Module):
         module = cls(embedding.num_embeddings, embedding.embedding_dim, embedding.padding_idx)
         module.weight, module.weight_scale = quantize_rows(embedding.weight)
         return module.to(embedding.weight.device)
+
+    def dequantized(self) -> torch.Tensor:
+        return dequantize_rows(self.weight, self.weight_scale)            # (V, E) fp32
 
     def forward(self, ids: torch.Tensor) -> torch.Tensor:                 # (B, T) -> (B, T, E)
         rows = F.embedding(ids, self.weight)                              # (B, T, E) int8

@@ -12,12 +12,11 @@ from typing import Literal, Sequence
 
 import torch
 
+from bertkit.options import LAYER_STRATEGIES, POOLINGS  # noqa: F401  (importable from here)
+
 LayerStrategy = Literal["last", "second-to-last", "first", "sum-all", "sum-last-4", "concat-last-4"]
 Pooling = Literal["cls", "pooler", "mean", "max", "first-last-avg", "mean-sqrt-len", "weighted-mean", "last-token",
                   "none"]
-LAYER_STRATEGIES: tuple[str, ...] = ("last", "second-to-last", "first", "sum-all", "sum-last-4", "concat-last-4")
-POOLINGS: tuple[str, ...] = ("cls", "pooler", "mean", "max", "first-last-avg", "mean-sqrt-len", "weighted-mean",
-                             "last-token", "none")
 
 
 def check_options(pooling: str, layers: str) -> None:
@@ -27,6 +26,12 @@ def check_options(pooling: str, layers: str) -> None:
         raise ValueError(f"layers {layers!r} is not one of {', '.join(LAYER_STRATEGIES)}")
     if pooling == "pooler" and layers != "last":
         raise ValueError("pooling 'pooler' reads the pooler over the last layer; use layers='last'")
+
+
+def pooled_or_cls(out) -> torch.Tensor:
+    """What a sequence head reads from an EncoderOutput: the pooler's tanh(W h_[CLS]) (B, C) where the encoder has
+    a pooler, else the [CLS] hidden state (B, C)."""
+    return out.pooled_output if out.pooled_output is not None else out.last_hidden_state[:, 0]
 
 
 def needs_all_layers(pooling: str, layers: str) -> bool:

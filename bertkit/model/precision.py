@@ -141,6 +141,6 @@ def dequantize_encoder(encoder: nn.Module, dtype: torch.dtype = torch.float32) -
         elif isinstance(module, Int8Embedding):
             embedding = nn.Embedding(module.num_embeddings, module.embedding_dim, module.padding_idx,
                                      device=module.weight.device, dtype=dtype)
-            embedding.weight.data = (module.weight.float() * module.weight_scale[:, None]).to(dtype)
+            embedding.weight.data = module.dequantized().to(dtype)
             replacements[name] = embedding
     _replace(encoder, replacements)

@@ -3,12 +3,14 @@ fixed per copy of the data (static masking with a duplicate factor, as BERT's or
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Optional
 
 import numpy as np
 import torch
 
 from bertkit.data.shards import Shard
 from bertkit.pretrain.instances import Instances
+from bertkit.pretrain.lexicon import Lexicon, join_entities
 from bertkit.pretrain.masking import IGNORE_INDEX, MaskingConfig, mask_row, row_rng
 
 
@@ -37,8 +39,9 @@ class PretrainingBatches:
     """
 
     def __init__(self, shards: list[Shard], instances: Instances, specials: SpecialIds, masking: MaskingConfig,
-                 seed: int = 0, static_copies: int = 0):
+                 seed: int = 0, static_copies: int = 0, lexicon: Optional[Lexicon] = None):
         self.shards, self.instances, self.specials, self.masking = shards, instances, specials, masking
+        self.lexicon = lexicon                  # phrase / entity masking: its entries become whole words
         self.seed = seed
         self.static_copies = static_copies      # 0 = dynamic masking; N = N fixed masked copies of the data
         self.has_pairs = bool(len(instances)) and bool((instances.pair_label >= 0).all())
@@ -75,6 +78,8 @@ class PretrainingBatches:
         for index in indices:
             instance = index % len(self.instances)
             ids, segments, words = self.row(instance)
+            if self.lexicon is not None:
+                words = join_entities(ids, words, self.lexicon)
             maskable = (ids != self.specials.cls) & (ids != self.specials.sep) & (ids != self.specials.pad)
             # static: the mask belongs to the copy (index), whatever the epoch; dynamic: new every epoch
             rng = row_rng(self.seed, 0 if self.static_copies else epoch + 1, index)

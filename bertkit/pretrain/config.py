@@ -2,22 +2,21 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal, Optional
+from typing import Optional
 
 from bertkit.data.shards import Segmenter
 from bertkit.model.config import PRESETS, EncoderConfig
 from bertkit.pretrain.masking import MaskingStrategy
 from bertkit.train.loop import TrainConfig
 
-Objective = Literal["mlm", "mlm+nsp", "mlm+sop"]
-
-
 @dataclass
 class DataConfig:
     max_length: int = 128                 # tokens per instance, [CLS]/[SEP] included
     batch_size: int = 32                  # instances per process and micro-step
-    objective: Objective = "mlm"          # mlm: RoBERTa-style packed full sentences, no pair task
-    masking: MaskingStrategy = "token"    # token | whole-word | span
+    objective: str = "mlm"                # a name in pretrain/objectives OBJECTIVES; mlm: RoBERTa-style packed
+                                          # full sentences, no pair task
+    masking: MaskingStrategy = "token"    # token | whole-word | span | phrase | entity (ERNIE, with lexicon)
+    lexicon: Optional[str] = None         # phrase / entity masking: entries masked as units, one per line
     mask_rate: float = 0.15
     static_masking: bool = False          # True: BERT's fixed masks, dupe_factor copies of the data
     dupe_factor: int = 10
@@ -45,10 +44,20 @@ class HeadsConfig:
 
 
 @dataclass
+class ElectraConfig:
+    # --objective electra (Clark et al. 2020): the generator's size as fractions of the discriminator's (1/4 for
+    # ELECTRA-Small, 1/3 for Base) and lambda, the weight of the discriminator's loss
+    generator_width: float = 0.25
+    generator_depth: float = 1.0
+    discriminator_weight: float = 50.0
+
+
+@dataclass
 class PretrainConfig:
     encoder: EncoderConfig = field(default_factory=lambda: PRESETS["bert-base"])
     data: DataConfig = field(default_factory=DataConfig)
     vocab: VocabConfig = field(default_factory=VocabConfig)
     heads: HeadsConfig = field(default_factory=HeadsConfig)
+    electra: ElectraConfig = field(default_factory=ElectraConfig)
     train: TrainConfig = field(default_factory=lambda: TrainConfig(lr=1e-4, warmup_ratio=0.06, max_steps=10000,
                                                                    save_every=1000, eval_every=1000))

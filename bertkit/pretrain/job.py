@@ -1,8 +1,9 @@
 """The pre-training job: corpus -> tokenizer -> shards -> instances -> masked batches -> the training loop
--> an HF-compatible model folder (BertForMaskedLM, or BertForPreTraining with the NSP/SOP head)."""
+-> HF-compatible model folder(s). What is trained, and how it is saved, is the objective's (objectives/)."""
 from __future__ import annotations
 
 import dataclasses
+import shutil
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -11,19 +12,23 @@ from typing import Optional, Sequence
 import numpy as np
 import torch
 
-from bertkit.checkpoints import load_checkpoint, save_checkpoint
+from bertkit.checkpoints import load_checkpoint
 from bertkit.config import save_config
 from bertkit.data.shards import build_shards, open_shards, tokenizer_fingerprint
 from bertkit.errors import BertkitError
 from bertkit.pretrain.batching import PretrainingBatches, SpecialIds
 from bertkit.pretrain.config import PretrainConfig
 from bertkit.pretrain.instances import Instances, build_instances
+from bertkit.pretrain.lexicon import Lexicon, read_lexicon
 from bertkit.pretrain.masking import MaskingConfig
-from bertkit.pretrain.model import PretrainingModel, evaluate_mlm, pretraining_loss
+from bertkit.pretrain.objectives import objective_for
+from bertkit.pretrain.objectives.base import Objective, SaveContext
+from bertkit.pretrain.objectives.mlm import PretrainingModel, evaluate_mlm
 from bertkit.runtime import init_distributed, pick_device, seed_everything
 from bertkit.tokenizer import Tokenizer, train_wordpiece
 from bertkit.train import IndexedBatches, TrainResult, train
 from bertkit.train import distributed as dist_
+from bertkit.train.checkpointing import state_path
 
 TOKENIZER_DIR = "tokenizer"
 
@@ -63,14 +68,13 @@ def _tokenizer(config: PretrainConfig, corpus: Sequence[str], output: Path, init
 
 
 def prepare_data(config: PretrainConfig, corpus: Sequence[str], tokenizer: Tokenizer, shards_dir: Path,
-                 seed: int) -> tuple[list, Instances, Instances]:
+                 seed: int, objective: Objective) -> tuple[list, Instances, Instances]:
     """Shards (built by rank 0, resumable), then instances split into train and held-out."""
     if dist_.rank() == 0:
         build_shards(corpus, tokenizer, shards_dir, config.data.segmenter, config.data.shard_tokens)
     _barrier()
     shards = open_shards(shards_dir)
-    kind = {"mlm": "packed", "mlm+nsp": "nsp", "mlm+sop": "sop"}[config.data.objective]
-    instances = build_instances(shards, kind, config.data.max_length, seed, config.data.short_seq_prob)
+    instances = build_instances(shards, objective.instances, config.data.max_length, seed, config.data.short_seq_prob)
     if len(instances) < 2:
         raise BertkitError(f"the corpus gives only {len(instances)} training instance(s) of max_length "
                            f"{config.data.max_length}; add text or lower --data.max_length")
@@ -80,31 +84,36 @@ def prepare_data(config: PretrainConfig, corpus: Sequence[str], tokenizer: Token
     return shards, instances.take(np.sort(order[heldout:])), instances.take(np.sort(order[:heldout]))
 
 
-def _model(config: PretrainConfig, tokenizer: Tokenizer, init) -> PretrainingModel:
-    with_pair = config.data.objective != "mlm"
+def _model(config: PretrainConfig, tokenizer: Tokenizer, init, objective: Objective) -> torch.nn.Module:
     if init is not None:
         if config.data.max_length > init.config.max_length:
             raise BertkitError(f"--data.max_length {config.data.max_length} > the {init.config.max_length} positions "
                                f"of --model {init.path}; lower --data.max_length")
-        model = PretrainingModel(init.config, with_pair, init.encoder, init.heads.get("mlm"), init.heads.get("pair"))
-        for key, head in model.heads().items():
-            if key not in init.heads:       # a new head starts as BERT initializes its heads
-                head.apply(model.encoder._init_weights)
-        return model
-    encoder_config = config.encoder.replace(vocab_size=tokenizer.vocab_size, pad_token_id=tokenizer.pad_id)
+        return objective.build(init.config, init)
+    encoder_config = objective.encoder_config(tokenizer)
     if config.data.max_length > encoder_config.max_length:
         raise BertkitError(f"--data.max_length {config.data.max_length} > encoder.max_position_embeddings "
                            f"{encoder_config.max_position_embeddings}; raise the latter or lower the former")
-    model = PretrainingModel(encoder_config, with_pair)
-    for head in model.heads().values():
-        head.apply(model.encoder._init_weights)
-    return model
+    return objective.build(encoder_config, None)
+
+
+def _lexicon(config: PretrainConfig, tokenizer: Tokenizer) -> Optional[Lexicon]:
+    masking, path = config.data.masking, config.data.lexicon
+    if path is not None and masking not in ("phrase", "entity"):
+        raise BertkitError(f"--lexicon {path} is used by --masking phrase or entity, not {masking}")
+    if path is None:
+        if masking == "entity":
+            raise BertkitError("--masking entity masks the entries of a lexicon: give --lexicon FILE (one entity "
+                               "per line)")
+        return None
+    return read_lexicon(path, tokenizer)
 
 
 def run_pretraining(config: PretrainConfig, corpus: Sequence[str], output: str | Path, init: Optional[str] = None,
                     vocab: Optional[str] = None) -> PretrainResult:
     """Pre-train (or continue pre-training `init`) on `corpus`; the model folder is `output` itself."""
     output = Path(output)
+    objective = objective_for(config)
     train_config = dataclasses.replace(config.train, output_dir=str(output))
     device = pick_device(train_config.device)
     init_distributed(device)
@@ -116,27 +125,28 @@ def run_pretraining(config: PretrainConfig, corpus: Sequence[str], output: str |
     tokenizer = _tokenizer(config, corpus, output, checkpoint, vocab)
     seed = train_config.seed
     shards_dir = Path(config.data.shards_dir) if config.data.shards_dir else output / "shards"
-    shards, train_set, heldout = prepare_data(config, corpus, tokenizer, shards_dir, seed)
+    shards, train_set, heldout = prepare_data(config, corpus, tokenizer, shards_dir, seed, objective)
     specials = SpecialIds.from_tokenizer(tokenizer)
-    masking = MaskingConfig(strategy=config.data.masking, rate=config.data.mask_rate)
+    masking = objective.masking()
+    lexicon = _lexicon(config, tokenizer)
     copies = config.data.dupe_factor if config.data.static_masking else 0
-    data = PretrainingBatches(shards, train_set, specials, masking, seed, copies)
+    data = PretrainingBatches(shards, train_set, specials, masking, seed, copies, lexicon)
     batches = IndexedBatches(len(data), config.data.batch_size, data.make_batch, seed=seed, drop_last=True)
     if len(batches) == 0:
         raise BertkitError(f"{len(data)} training instances make no full batch of {config.data.batch_size} per "
                            "process; lower --data.batch_size or add text")
     seed_everything(seed)
-    model = _model(config, tokenizer, checkpoint)
+    model = _model(config, tokenizer, checkpoint, objective)
     if config.heads.train_only:
-        model.encoder.requires_grad_(False)     # the tied MLM decoder (word embeddings) stays as it is too
+        objective.freeze_encoder(model)
     evaluate = None
     if len(heldout):
-        held = PretrainingBatches(shards, heldout, specials, masking, seed + 1, static_copies=1)  # fixed masks
+        held = PretrainingBatches(shards, heldout, specials, masking, seed + 1, 1, lexicon)  # fixed masks
         held_batches = [held.make_batch(list(range(i, min(i + config.data.eval_batch_size, len(heldout)))), 0)
                         for i in range(0, len(heldout), config.data.eval_batch_size)]
 
-        def evaluate(m: PretrainingModel) -> dict[str, float]:
-            return evaluate_mlm(m, held_batches, device)
+        def evaluate(m: torch.nn.Module) -> dict[str, float]:
+            return objective.evaluate(m, held_batches, device)
 
     meta = {"task": "pretraining", "objective": config.data.objective, "masking": config.data.masking,
             "max_length": config.data.max_length, "init": str(init) if init else None}
@@ -144,10 +154,14 @@ def run_pretraining(config: PretrainConfig, corpus: Sequence[str], output: str |
     # continued pre-training keeps the --model folder's sentence settings (length, pooling, dense layers)
     sentence = checkpoint.sentence.after_training() if checkpoint is not None else None
 
-    def save_model(m: PretrainingModel, step: int) -> None:
-        save_checkpoint(output, m.encoder, tokenizer, m.heads(), {**meta, "step": step}, sentence=sentence)
+    def save_model(m: torch.nn.Module, step: int) -> None:
+        objective.save(m, SaveContext(output, tokenizer, {**meta, "step": step}, sentence))
 
-    result = train(model, pretraining_loss, batches, train_config, evaluate=evaluate, on_checkpoint=save_model)
+    result = train(model, objective.loss, batches, train_config, evaluate=evaluate, on_checkpoint=save_model)
+    if dist_.rank() == 0:   # finished: what only --resume needs (the training state, our token shards) goes
+        shutil.rmtree(state_path(output).parent, ignore_errors=True)
+        if not config.data.shards_dir:
+            shutil.rmtree(shards_dir, ignore_errors=True)
     return PretrainResult(output, result)
 
 

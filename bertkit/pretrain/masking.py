@@ -6,7 +6,8 @@ token, 10% stay. The unit chosen, and the 80/10/10 decision, is
   - "whole-word": each word (a token that starts a word plus the `##` / same-Chinese-word tokens after it),
     decided once for the whole word (Cui et al. 2019, Chinese BERT-wwm);
   - "span": spans of whole words with geometric lengths, p = 0.2, clipped at 10 (Joshi et al. 2020,
-    SpanBERT), decided once per span.
+    SpanBERT), decided once per span;
+  - "phrase" / "entity": as whole-word, over words in which lexicon entries were joined (ERNIE 1.0, lexicon.py).
 Special tokens and padding are never maskable. Each row takes its own numpy Generator, so a row's mask
 depends only on (seed, epoch, instance) — not on the batch it lands in, the rank, or resume points.
 """
@@ -17,7 +18,7 @@ from typing import Literal, NamedTuple, Optional
 
 import numpy as np
 
-MaskingStrategy = Literal["token", "whole-word", "span"]
+MaskingStrategy = Literal["token", "whole-word", "span", "phrase", "entity"]   # phrase / entity: lexicon.py
 IGNORE_INDEX = -100           # label of positions that are not predicted (torch cross_entropy's default)
 
 

@@ -10,6 +10,7 @@ from torch import nn
 
 from bertkit.model.encoder import Encoder
 from bertkit.model.heads import SequenceClassificationHead
+from bertkit.model.pooling import pooled_or_cls
 
 # An evaluation forward costs about a third of a training step (no backward, no optimizer).
 FORWARD_SHARE = 1 / 3
@@ -37,7 +38,7 @@ def step_seconds(encoder: Encoder, batch_size: int, max_length: int, device: tor
         if step == 1:
             started = time.perf_counter()
         out = encoder(ids)
-        pooled = out.pooled_output if out.pooled_output is not None else out.last_hidden_state[:, 0]
+        pooled = pooled_or_cls(out)
         loss = nn.functional.cross_entropy(head(pooled), labels)
         loss.backward()
         optimizer.step()

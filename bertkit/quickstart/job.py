@@ -18,6 +18,7 @@ from typing import Callable, NamedTuple, Optional
 
 import torch
 
+from bertkit import api
 from bertkit.checkpoints import load_checkpoint, save_checkpoint
 from bertkit.config import save_config
 from bertkit.errors import BertkitError
@@ -90,7 +91,6 @@ def prepare_output(output: Path) -> None:
 def _reference_model(plan: QuickstartPlan) -> tuple[str, Path]:
     if plan.reference_model:
         return Path(plan.reference_model).name, Path(plan.reference_model)
-    from bertkit import api
     return "all-MiniLM-L6-v2", api.minilm_path()
 
 

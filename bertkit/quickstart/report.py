@@ -1,9 +1,10 @@
 """The quickstart's result table (printed and saved as table.txt) and results.json."""
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import NamedTuple, Optional, Sequence
+
+from bertkit.atomic_write import write_json
 
 
 class FinetuneRow(NamedTuple):
@@ -51,4 +52,4 @@ def write_results(folder: Path, table: str, rows: Sequence[FinetuneRow], stages:
         "total_seconds": total_seconds,
         "estimated_seconds": estimate_seconds,
     }
-    (folder / "results.json").write_text(json.dumps(record, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    write_json(folder / "results.json", record)

@@ -6,6 +6,7 @@ import time
 
 import numpy as np
 
+from bertkit import api
 from bertkit.data.text import builtin_sentences
 
 QUERIES = [
@@ -18,8 +19,6 @@ QUERIES = [
 
 
 def run_search_demo(queries: list[str] | None = None, k: int = 3) -> int:
-    from bertkit import api
-
     path = api.minilm_path()
     print(f"model: all-MiniLM-L6-v2 from {path}")
     model = api.load(path)

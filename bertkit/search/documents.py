@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from bertkit.data.text import check_readable, iter_jsonl, iter_lines
 from bertkit.errors import InputFileError
 from bertkit.search.index import Index
 from bertkit.tokenizer.tokenizer import EMPTY_TEXT
@@ -25,8 +26,6 @@ class Document:
 
 
 def read_documents(path: str | Path, require_text: bool = True) -> Iterator[Document]:
-    from bertkit.data.text import check_readable, iter_jsonl
-
     path = check_readable(path, (".jsonl",))
     seen: set[str] = set()
     for number, row in iter_jsonl(path):
@@ -70,8 +69,6 @@ def add_documents(index: Index, path: str | Path, replace: bool, chunk_size: int
 
 def read_ids(path: str | Path) -> list[str]:
     """Ids to delete: a .txt file (one id per line) or .jsonl (field `id`)."""
-    from bertkit.data.text import check_readable, iter_lines
-
     path = check_readable(path, (".txt", ".jsonl"))
     if path.name.removesuffix(".gz").endswith(".txt"):
         return [line.strip() for _, line in iter_lines(path) if line.strip()]

@@ -12,6 +12,7 @@ from typing import Protocol
 
 import numpy as np
 
+from bertkit.embed.whitening import encode_composed
 from bertkit.errors import BertkitError
 
 
@@ -67,7 +68,6 @@ class ModelTextEncoder:
         return self._spec.layers or self.model.sentence.config.layers
 
     def encode(self, texts: list[str]) -> np.ndarray:
-        from bertkit.embed.whitening import encode_composed
         return encode_composed(self.model, list(texts), batch_size=self._spec.batch_size,
                                max_length=self._spec.max_length, pooling=self.pooling(),
                                layers=self.layers(), normalize=False, long_texts=self._spec.long_texts,

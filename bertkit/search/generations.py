@@ -15,7 +15,7 @@ import re
 import shutil
 from pathlib import Path
 
-from bertkit.atomic_write import fsync_tree, write_file
+from bertkit.atomic_write import fsync_tree, write_json
 from bertkit.errors import BertkitError
 
 MANIFEST = "index.json"
@@ -42,8 +42,7 @@ def commit_manifest(folder: Path, manifest: dict, new_files: list[str]) -> None:
     for name in new_files:
         fsync_tree(folder / name)
     manifest = dict(manifest, format=FORMAT_VERSION)
-    write_file(folder / MANIFEST, lambda tmp: tmp.write_text(json.dumps(manifest, indent=2, ensure_ascii=False),
-                                                             encoding="utf-8"))
+    write_json(folder / MANIFEST, manifest)
 
 
 def remove_other_generations(folder: Path, keep: set[int]) -> None:

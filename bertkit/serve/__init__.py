@@ -1,5 +1,4 @@
-"""The embedding and prediction server (`bertkit serve`): FastAPI + uvicorn, cross-client batching."""
-from bertkit.serve.config import ServeConfig
-from bertkit.serve.server import build_service, serve
+"""The embedding and prediction server (`bertkit serve`): FastAPI + uvicorn, cross-client batching.
 
-__all__ = ["ServeConfig", "build_service", "serve"]
+`bertkit.serve.server` holds build_service and serve, `bertkit.serve.config` ServeConfig; this package imports
+neither, so the command line reads the server's settings without loading torch."""

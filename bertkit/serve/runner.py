@@ -15,10 +15,11 @@ import torch
 
 from bertkit.errors import BertkitError
 from bertkit.features import embed_batch
-from bertkit.model.pooling import POOLINGS
+from bertkit.model.pooling import POOLINGS, pooled_or_cls
 from bertkit.model.sentence import SentenceEncoder
 from bertkit.runtime import autocast
 from bertkit.serve.inputs import TokenSequence
+from bertkit.tokenizer.padding import pad_to_tensors
 
 # Per-request poolings: "none" (token vectors) is not a sentence embedding, so the server does not offer it.
 SERVED_POOLINGS = tuple(p for p in POOLINGS if p != "none")
@@ -46,16 +47,8 @@ class BatchTensors(NamedTuple):
 
 
 def pad_batch(sequences: list[TokenSequence], pad_id: int, device: torch.device) -> BatchTensors:
-    longest = max(len(s.input_ids) for s in sequences)
-    ids = np.full((len(sequences), longest), pad_id, dtype=np.int64)
-    types = np.zeros((len(sequences), longest), dtype=np.int64)
-    mask = np.zeros((len(sequences), longest), dtype=np.int64)
-    for row, sequence in enumerate(sequences):
-        n = len(sequence.input_ids)
-        ids[row, :n] = sequence.input_ids
-        types[row, :n] = sequence.token_type_ids
-        mask[row, :n] = 1
-    return BatchTensors(*(torch.from_numpy(a).to(device) for a in (ids, types, mask)))
+    padded = pad_to_tensors([s.input_ids for s in sequences], pad_id, [s.token_type_ids for s in sequences])
+    return BatchTensors(*(padded[k].to(device) for k in ("input_ids", "token_type_ids", "attention_mask")))
 
 
 class ModelRunner:
@@ -140,7 +133,7 @@ class ModelRunner:
             out = self.encoder(batch.input_ids, attention_mask=batch.attention_mask,
                                token_type_ids=batch.token_type_ids)
             if self.head_key == "classifier":
-                pooled = out.pooled_output if out.pooled_output is not None else out.last_hidden_state[:, 0]
+                pooled = pooled_or_cls(out)
                 logits = self.head(pooled).float().cpu().numpy()                      # (B, L)
                 rows = list(logits)
             else:

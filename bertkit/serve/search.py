@@ -20,6 +20,7 @@ from typing import Any, Optional
 import numpy as np
 
 from bertkit.errors import BertkitError, TimeLimitExceeded
+from bertkit.search import Index
 
 
 class SearchIndex:
@@ -52,7 +53,6 @@ class SearchIndex:
         self.documents = self._thread.submit(len, self.index).result()
 
     def _open(self):
-        from bertkit.search import Index   # faiss is only needed when an index is served
         return Index.open(self.folder)
 
     def _search(self, vector: np.ndarray, k: int, filter: Optional[dict], deadline: float) -> list:

@@ -1,10 +1,14 @@
 """Start-up: load the model (and index), run the self-test, then serve with uvicorn until interrupted."""
 from __future__ import annotations
 
+import socket
 import sys
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
+import bertkit
 from bertkit.errors import BertkitError
 from bertkit.finetune.linear import LinearPredictor, linear_predictor_of
 from bertkit.serve.config import ServeConfig
@@ -22,7 +26,6 @@ def build_service(config: ServeConfig, model: Any = None) -> EmbeddingService:
     if model is None:
         if not config.model:
             raise BertkitError("serve: pass --model DIR (a model folder bertkit.load reads)")
-        import bertkit
         model = bertkit.load(config.model, precision=config.precision)
     name = Path(config.model).name if config.model else "bertkit"
     linear = linear_predictor_of(model)
@@ -85,16 +88,12 @@ def connection_options(service: EmbeddingService) -> dict:
     return uvicorn_options(limits, service.stats)
 
 
-
 class BackgroundServer:
     """A server on its own thread (tests, notebooks): `with BackgroundServer(service) as server: server.url`.
 
     Port 0 picks a free port; the socket is bound before the thread starts, so `url` is usable at once.
     """
-
     def __init__(self, service: EmbeddingService, host: str = "127.0.0.1", port: int = 0):
-        import socket
-        import threading
 
         import uvicorn
         from bertkit.serve.app import create_app
@@ -111,7 +110,6 @@ class BackgroundServer:
                                         name="bertkit-http", daemon=True)
 
     def __enter__(self) -> "BackgroundServer":
-        import time
         self._thread.start()
         deadline = time.monotonic() + 30
         while not self._server.started:

@@ -15,6 +15,7 @@ from tokenizers import Tokenizer as RustTokenizer, decoders, pre_tokenizers, pro
 from tokenizers.models import BPE
 from tokenizers.trainers import BpeTrainer
 
+from bertkit.atomic_write import json_text
 from bertkit.data.text import iter_lines
 from bertkit.errors import BertkitError, CheckpointError
 
@@ -80,13 +81,13 @@ class BPETokenizer:
         self.backend.model.save(str(folder))                     # vocab.json, merges.txt
         # The model's own vocab.json lacks the added <|endoftext|>; GPT-2's lists it (id 50256), so write all.
         vocab = dict(sorted(self.backend.get_vocab(with_added_tokens=True).items(), key=lambda kv: kv[1]))
-        _write_json(folder / "vocab.json", vocab)
+        (folder / "vocab.json").write_text(json_text(vocab), encoding="utf-8")
         self.backend.save(str(folder / "tokenizer.json"))
         special = {"bos_token": EOS, "eos_token": EOS, "unk_token": EOS}
         config = {"tokenizer_class": "GPT2Tokenizer", "add_prefix_space": False,
                   "model_max_length": self.model_max_length, **special}
-        _write_json(folder / "tokenizer_config.json", config)
-        _write_json(folder / "special_tokens_map.json", special)
+        (folder / "tokenizer_config.json").write_text(json_text(config), encoding="utf-8")
+        (folder / "special_tokens_map.json").write_text(json_text(special), encoding="utf-8")
 
     # ---- vocabulary and encoding --------------------------------------------------------------------
     @property
@@ -183,7 +184,3 @@ def _read_json(path: Path) -> dict:
     except json.JSONDecodeError as err:
         raise CheckpointError(f"{path}: invalid JSON ({err})") from None
     return value if isinstance(value, dict) else {}
-
-
-def _write_json(path: Path, value: dict) -> None:
-    path.write_text(json.dumps(value, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")

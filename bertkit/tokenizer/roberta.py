@@ -14,6 +14,7 @@ from typing import NamedTuple
 from tokenizers import AddedToken, Tokenizer as RustTokenizer, decoders, pre_tokenizers, processors
 from tokenizers.models import BPE
 
+from bertkit.atomic_write import json_text
 from bertkit.errors import CheckpointError
 
 
@@ -99,7 +100,7 @@ def save_roberta_files(backend: RustTokenizer, specials: SpecialTokens, model_ma
     config = {"tokenizer_class": "RobertaTokenizer", "add_prefix_space": False, "trim_offsets": True,
               "model_max_length": model_max_length, **tokens}
     for name, value in (("tokenizer_config.json", config), ("special_tokens_map.json", tokens)):
-        (folder / name).write_text(json.dumps(value, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+        (folder / name).write_text(json_text(value), encoding="utf-8")
 
 
 def _read_config(path: Path) -> dict:

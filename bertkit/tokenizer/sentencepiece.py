@@ -12,6 +12,7 @@ from pathlib import Path
 
 from tokenizers import Tokenizer as RustTokenizer
 
+from bertkit.atomic_write import json_text
 from bertkit.errors import CheckpointError
 from bertkit.tokenizer.roberta import SpecialTokens, special_tokens, tokenizer_json_model
 
@@ -55,4 +56,4 @@ def save_unigram_files(backend: RustTokenizer, specials: SpecialTokens, lowercas
     config = {"tokenizer_class": "AlbertTokenizer", "do_lower_case": lowercase, "keep_accents": False,
               "model_max_length": model_max_length, **tokens}
     for name, value in (("tokenizer_config.json", config), ("special_tokens_map.json", tokens)):
-        (folder / name).write_text(json.dumps(value, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+        (folder / name).write_text(json_text(value), encoding="utf-8")

@@ -18,6 +18,7 @@ from typing import Iterable, Sequence
 import torch
 from tokenizers import Encoding, Tokenizer as RustTokenizer
 
+from bertkit.atomic_write import json_text
 from bertkit.errors import BertkitError, BertkitWarning, CheckpointError
 from bertkit.tokenizer import coverage, roberta, sentencepiece, wordpiece
 from bertkit.tokenizer.encoding import (TRUNCATION_STRATEGIES, BatchEncoding, Framing, Truncation, WindowedEncoding,
@@ -152,8 +153,8 @@ class Tokenizer:
         hf_config = {"tokenizer_class": "BertTokenizer", "do_lower_case": self.lowercase, "strip_accents": None,
                      "tokenize_chinese_chars": True, "model_max_length": self.model_max_length,
                      "clean_up_tokenization_spaces": True, **special_tokens}
-        _write_json(folder / "tokenizer_config.json", hf_config)
-        _write_json(folder / "special_tokens_map.json", special_tokens)
+        (folder / "tokenizer_config.json").write_text(json_text(hf_config), encoding="utf-8")
+        (folder / "special_tokens_map.json").write_text(json_text(special_tokens), encoding="utf-8")
 
     # ---- vocabulary ---------------------------------------------------------------------------------
     @property
@@ -315,9 +316,3 @@ def _read_json(path: Path) -> dict:
     if not isinstance(value, dict):
         raise CheckpointError(f"{path}: expected a JSON object")
     return value
-
-
-def _write_json(path: Path, value: dict) -> None:
-    with open(path, "w", encoding="utf-8") as f:
-        json.dump(value, f, indent=2, ensure_ascii=False)
-        f.write("\n")

@@ -11,7 +11,6 @@ precompiled character map, whitespace split and "▁" word prefixes.
 """
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import NamedTuple, Sequence
 
@@ -19,6 +18,7 @@ import torch
 from tokenizers import AddedToken, Encoding, Tokenizer as RustTokenizer, decoders, normalizers, pre_tokenizers, processors
 from tokenizers.models import Unigram
 
+from bertkit.atomic_write import json_text
 from bertkit.errors import CheckpointError
 from bertkit.tokenizer.encoding import BatchEncoding, Truncation, WindowedEncoding
 from bertkit.tokenizer.roberta import SpecialTokens
@@ -140,7 +140,7 @@ class XLNetTokenizer(Tokenizer):
                   "additional_special_tokens": list(self.xlnet_specials.extra), **tokens}
         for name, value in (("tokenizer_config.json", config),
                             ("special_tokens_map.json", {**tokens, "additional_special_tokens": list(self.xlnet_specials.extra)})):
-            (folder / name).write_text(json.dumps(value, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+            (folder / name).write_text(json_text(value), encoding="utf-8")
 
     def check_casing(self, texts=None) -> None:
         return None       # a SentencePiece model carries its own normalization

@@ -139,7 +139,9 @@ def test_lone_surrogate_over_http_is_a_422_naming_the_text(tiny_model_dir):
     pytest.importorskip("fastapi")
     from fastapi.testclient import TestClient
 
-    from bertkit.serve import ServeConfig, build_service
+    from bertkit.serve.config import ServeConfig
+
+    from bertkit.serve.server import build_service
     from bertkit.serve.app import create_app
 
     body = '{"texts": ["the cat", "hello \\ud800 world"]}'          # a JSON escape: valid JSON, invalid text

@@ -5,6 +5,7 @@ import json
 import numpy as np
 import pytest
 
+from bertkit.api import load
 from bertkit.embed.evaluation import (evaluate_model, rankdata, read_retrieval_files, retrieval_metrics, spearman,
                                       top_k)
 from bertkit.errors import InputFileError
@@ -49,6 +50,6 @@ def test_evaluate_model_end_to_end(tmp_path, tiny_model_dir):
     scored = tmp_path / "scored.jsonl"
     scored.write_text("\n".join(json.dumps({"text_a": "the cat", "text_b": b, "score": s})
                                 for b, s in [("the cat", 5), ("a cat", 3), ("blue sea river", 0)]))
-    results = evaluate_model(tiny_model_dir, pairs=pairs)
+    results = evaluate_model(load(tiny_model_dir), pairs=pairs)
     assert results["pairs_retrieval"]["recall_at_1"] == pytest.approx(1.0)   # identical texts find each other
-    assert -1 <= evaluate_model(tiny_model_dir, pairs=scored)["spearman"] <= 1
+    assert -1 <= evaluate_model(load(tiny_model_dir), pairs=scored)["spearman"] <= 1

@@ -59,7 +59,7 @@ def test_whiten_model_saves_a_folder_whose_vectors_are_whitened(tmp_path, tiny_m
 
     corpus = tmp_path / "corpus.txt"
     corpus.write_text("\n".join(make_sentences(200)) + "\n", encoding="utf-8")
-    whiten_model(tiny_model_dir, corpus, tmp_path / "white", dim=16, chunk_size=64)
+    whiten_model(bertkit.load(tiny_model_dir), corpus, tmp_path / "white", dim=16, chunk_size=64)
     model = bertkit.load(tmp_path / "white")
     vectors = encode_composed(model, make_sentences(200), normalize=False)
     assert vectors.shape == (200, 16)
@@ -67,16 +67,17 @@ def test_whiten_model_saves_a_folder_whose_vectors_are_whitened(tmp_path, tiny_m
     with pytest.raises(BertkitError, match="at least as many texts"):
         small = tmp_path / "small.txt"
         small.write_text("\n".join(make_sentences(10)), encoding="utf-8")
-        whiten_model(tiny_model_dir, small, tmp_path / "nope")
+        whiten_model(bertkit.load(tiny_model_dir), small, tmp_path / "nope")
 
 
 def test_an_index_over_a_whitened_model_encodes_queries_the_same_way(tmp_path, tiny_model_dir, make_sentences):
+    import bertkit
     from bertkit.search import EncoderSpec, Index, ModelTextEncoder
 
     corpus = tmp_path / "corpus.txt"
     texts = make_sentences(64, seed=5)
     corpus.write_text("\n".join(texts) + "\n", encoding="utf-8")
-    whiten_model(tiny_model_dir, corpus, tmp_path / "white", dim=12)
+    whiten_model(bertkit.load(tiny_model_dir), corpus, tmp_path / "white", dim=12)
     index = Index.create(tmp_path / "idx", encoder=ModelTextEncoder(EncoderSpec(str(tmp_path / "white"))))
     index.add([str(i) for i in range(20)], texts[:20])
     assert index.save().dim == 12

@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from bertkit.cli import main
-from bertkit.pretrain import job as job_module
+from bertkit.pretrain.objectives.mlm import MaskedLM
 from pretrain_corpus import write_corpus
 
 TINY_CONFIG = "tiny"   # a preset shipped with bertkit
@@ -31,8 +31,10 @@ def test_pretrain_cli_end_to_end_then_evaluate_and_continue(tmp_path, corpus, vo
     summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert summary["steps"] == 12 and "eval_mlm_accuracy" in summary
     for name in ("config.json", "model.safetensors", "vocab.txt", "bertkit.json", "log.jsonl", "loss.png",
-                 "pretrain_config.json", "checkpoint/training_state.safetensors"):
+                 "pretrain_config.json"):
         assert (out / name).exists(), name
+    for name in ("checkpoint", "shards"):       # a finished run leaves no resume state or shards in the model folder
+        assert not (out / name).exists(), name
     assert json.loads((out / "config.json").read_text())["architectures"] == ["BertForPreTraining"]
 
     assert main(["evaluate-mlm", "--model", str(out), "--corpus", str(corpus), "--max-length", "32"]) == 0
@@ -50,22 +52,30 @@ def test_pretrain_cli_end_to_end_then_evaluate_and_continue(tmp_path, corpus, vo
     assert after["loss"] < metrics["loss"]
 
 
+def interrupt_at(monkeypatch, objective_class, call: int):
+    """Make the objective's loss raise KeyboardInterrupt (a kill) at its call-th call; returns the real loss."""
+    real_loss, calls = objective_class.loss, {"n": 0}
+
+    def killed(self, model, batch):
+        calls["n"] += 1
+        if calls["n"] == call:
+            raise KeyboardInterrupt
+        return real_loss(self, model, batch)
+
+    monkeypatch.setattr(objective_class, "loss", killed)
+    return real_loss
+
+
 def test_kill_and_resume_continues_the_loss_curve(tmp_path, corpus, vocab_dir, monkeypatch):
     common = ["--corpus", str(corpus), "--vocab", str(vocab_dir), "--max-steps", "40", "--train.save_every=20",
               "--train.warmup_steps=4"]
     assert pretrain([*common, "--output", str(tmp_path / "full")]) == 0
 
-    real_loss, calls = job_module.pretraining_loss, {"n": 0}
-
-    def killed_at_step_27(model, batch):
-        calls["n"] += 1
-        if calls["n"] == 27:
-            raise KeyboardInterrupt
-        return real_loss(model, batch)
-
-    monkeypatch.setattr(job_module, "pretraining_loss", killed_at_step_27)
+    real_loss = interrupt_at(monkeypatch, MaskedLM, 27)
     assert pretrain([*common, "--output", str(tmp_path / "cut")]) == 130     # the CLI's "interrupted"
-    monkeypatch.setattr(job_module, "pretraining_loss", real_loss)
+    assert (tmp_path / "cut" / "checkpoint" / "training_state.safetensors").is_file()   # kept for --resume
+    assert (tmp_path / "cut" / "shards" / "manifest.json").is_file()
+    monkeypatch.setattr(MaskedLM, "loss", real_loss)
     assert pretrain([*common, "--output", str(tmp_path / "cut"), "--resume"]) == 0
     full, cut = losses(tmp_path / "full"), losses(tmp_path / "cut")
     assert len(full) == 40
@@ -164,7 +174,7 @@ def test_resume_refuses_a_pickled_training_state_with_one_line(tmp_path, corpus,
     common = ["--corpus", str(corpus), "--vocab", str(vocab_dir), "--max-steps", "2", "--output", str(tmp_path / "o")]
     assert pretrain(common) == 0
     checkpoint = tmp_path / "o" / "checkpoint"
-    (checkpoint / "training_state.safetensors").unlink()
+    checkpoint.mkdir()                           # the finished run removed its own state
     torch.save({"model": _Payload(tmp_path / "pwned")}, checkpoint / "training_state.pt")  # a crafted run folder
     capsys.readouterr()
     assert pretrain([*common, "--resume"]) == 2

@@ -4,7 +4,7 @@ import torch
 from bertkit.checkpoints import load_checkpoint, save_checkpoint
 from bertkit.model.config import EncoderConfig
 from bertkit.pretrain.masking import IGNORE_INDEX
-from bertkit.pretrain.model import PretrainingModel, pretraining_loss
+from bertkit.pretrain.objectives.mlm import PretrainingModel, pretraining_loss
 
 transformers = pytest.importorskip("transformers")
 

@@ -5,7 +5,9 @@ from pathlib import Path
 
 import torch
 
-from bertkit.serve import ServeConfig, build_service
+from bertkit.serve.config import ServeConfig
+
+from bertkit.serve.server import build_service
 from bertkit.serve.server import BackgroundServer
 
 API_KEY = "test-key-123"

@@ -17,7 +17,8 @@ from fastapi.testclient import TestClient
 
 import bertkit
 from bertkit.cli import main
-from bertkit.serve import ServeConfig, build_service
+from bertkit.serve.config import ServeConfig
+from bertkit.serve.server import build_service
 from bertkit.serve.app import create_app
 
 LONG = "the cat sat on the mat and the dog is on the mat " * 3          # ~40 tokens: over the 16 kept

@@ -17,7 +17,8 @@ import torch
 import bertkit
 from bertkit.checkpoints import save_checkpoint
 from bertkit.model.heads import QuestionAnsweringHead, SequenceClassificationHead, TokenClassificationHead
-from bertkit.serve import ServeConfig, build_service
+from bertkit.serve.config import ServeConfig
+from bertkit.serve.server import build_service
 from bertkit.serve.app import create_app
 
 TestClient = pytest.importorskip("fastapi.testclient").TestClient

@@ -7,7 +7,9 @@ import time
 import pytest
 from fastapi.testclient import TestClient
 
-from bertkit.serve import ServeConfig, build_service
+from bertkit.serve.config import ServeConfig
+
+from bertkit.serve.server import build_service
 from bertkit.serve.app import create_app
 from servers import DOCUMENTS
 

@@ -24,6 +24,7 @@ from bertkit.finetune.linear.splits import Splits
 from bertkit.finetune.linear.training import Targets, targets
 from bertkit.finetune.model import model_from_checkpoint
 from bertkit.train.saved_score import METRICS_FILE
+from bertkit.train.log import JsonlLog
 from bertkit.train.loop import say
 
 BASELINE_FOLDER = Path("run") / "baseline"
@@ -70,7 +71,6 @@ def _record(output: Path, comparison: Comparison) -> None:
     except (OSError, UnicodeDecodeError, json.JSONDecodeError):
         record = {}
     write_json(path, {**(record if isinstance(record, dict) else {}), "baseline": comparison.record()})
-    log = output / "run" / "log.jsonl"
-    log.parent.mkdir(parents=True, exist_ok=True)
-    with log.open("a", encoding="utf-8") as handle:
-        handle.write(json.dumps({"event": "baseline", **comparison.record()}, ensure_ascii=False) + "\n")
+    log = JsonlLog(output / "run")          # the run's log.jsonl, appended like the training loop's records
+    log.write({"event": "baseline", **comparison.record()})
+    log.close()

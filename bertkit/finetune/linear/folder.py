@@ -22,6 +22,7 @@ import numpy as np
 from safetensors import SafetensorError
 from safetensors.numpy import load_file, save_file
 
+from bertkit.atomic_write import json_text
 from bertkit.checkpoints.json_files import read_json
 from bertkit.checkpoints.weights import check_not_pointer
 from bertkit.errors import CheckpointError
@@ -89,13 +90,12 @@ def write_linear_files(folder: Path, model: LinearModel) -> None:
             tensors[f"parts.{j}.vectors.scale"] = np.ascontiguousarray(part.features.vectors.scale, dtype=np.float64)
     save_file(tensors, str(folder / WEIGHTS_FILE), metadata={"format": "bertkit-linear"})
     if vocabularies:
-        (folder / VOCABULARY_FILE).write_text(json.dumps({"blocks": vocabularies}, ensure_ascii=False) + "\n",
-                                              encoding="utf-8")
+        (folder / VOCABULARY_FILE).write_text(json_text({"blocks": vocabularies}, indent=None), encoding="utf-8")
 
 
 def write_meta(folder: Path, meta: dict) -> None:
     full = {"format": "bertkit", "format_version": 1, **meta}
-    (folder / META_FILE).write_text(json.dumps(full, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    (folder / META_FILE).write_text(json_text(full), encoding="utf-8")
 
 
 def read_meta(folder: Path) -> dict:

@@ -16,7 +16,7 @@ import numpy as np
 from bertkit.data.readers import TextExample
 from bertkit.finetune.linear.features import FeatureSpec, VectorBlock
 from bertkit.finetune.linear.layer import LinearLayer
-from bertkit.finetune.predictions import class_predictions
+from bertkit.finetune.predictions import class_predictions, sequence_predictions
 
 LINEAR_TASKS = ("classification", "pair-classification", "regression")
 PROBABILITY_FLOOR = 1e-12          # log(p) of a part's probabilities, so a stacker never sees -inf
@@ -55,7 +55,7 @@ class LinearModel:
     def describe(self, scores: np.ndarray) -> list[dict]:
         """One prediction dict per row, as the fine-tuned models' predict gives them."""
         if self.task == "regression":
-            return [{"score": float(row[0])} for row in scores]
+            return sequence_predictions(scores, "regression", None)
         return class_predictions(scores, self.label_names)
 
 

@@ -11,7 +11,6 @@ reloads as a plain PETClassifier (bertkit evaluate / predict).
 from __future__ import annotations
 
 import dataclasses
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional, Sequence
@@ -20,6 +19,7 @@ import numpy as np
 import torch
 
 from bertkit.atomic_write import write_json
+from bertkit.atomic_write import write_jsonl
 from bertkit.checkpoints import load_checkpoint, save_checkpoint
 from bertkit.data.labels import LabelMap
 from bertkit.data.readers import ReadOptions, TextExample, read_text_examples
@@ -32,6 +32,7 @@ from bertkit.finetune.prompt.pet import PROMPT_SLOT, Pattern, PETClassifier, Ver
 from bertkit.finetune.prompt.ptuning import PTuningClassifier
 from bertkit.runtime import pick_device, seed_everything
 from bertkit.tokenizer.coverage import texts_of, warn_unknown
+from bertkit.tokenizer.padding import pad_to_tensors
 from bertkit.train import IndexedBatches
 from bertkit.train.fit import Job, JobResult, check_resume, fit, loop_settings, record_run, run_folder
 from bertkit.train.loop import say
@@ -53,13 +54,8 @@ class PromptConfig(LoopJobConfig):
 
 
 def _padded(rows: Sequence[Sequence[int]], pad_id: int) -> dict[str, torch.Tensor]:
-    width = max(map(len, rows))
-    input_ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
-    attention_mask = torch.zeros_like(input_ids)
-    for i, row in enumerate(rows):
-        input_ids[i, :len(row)] = torch.tensor(row)
-        attention_mask[i, :len(row)] = 1
-    return {"input_ids": input_ids, "attention_mask": attention_mask}
+    padded = pad_to_tensors(rows, pad_id)
+    return {"input_ids": padded["input_ids"], "attention_mask": padded["attention_mask"]}   # PET reads no segments
 
 
 @torch.no_grad()
@@ -204,13 +200,8 @@ def predict_prompt_file(folder: str | Path, input_path: str | Path, output_path:
     examples = read_text_examples(input_path, "class", None, False, ReadOptions(encoding))
     scores = label_scores(model, [ex.text for ex in examples], batch_size)
     predictions = sequence_predictions(scores, TASK, model.verbalizer.labels)
-    output_path = Path(output_path)
-    output_path.parent.mkdir(parents=True, exist_ok=True)
-    with open(output_path, "w", encoding="utf-8") as out:
-        for example, prediction in zip(examples, predictions):
-            out.write(json.dumps({"line": example.line, "text": example.text, **prediction}, ensure_ascii=False)
-                      + "\n")
-    return len(examples)
+    return write_jsonl(output_path, ({"line": example.line, "text": example.text, **prediction}
+                                     for example, prediction in zip(examples, predictions)))
 
 
 __all__ = ["PromptConfig", "TASK", "evaluate_prompt_file", "label_scores", "load_prompt_classifier",

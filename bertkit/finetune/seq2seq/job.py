@@ -8,7 +8,6 @@ is a BertForMaskedLM folder whose bertkit.json says task "seq2seq".
 """
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,7 +15,7 @@ from typing import NamedTuple, Optional, Sequence
 
 import torch
 
-from bertkit.atomic_write import write_json
+from bertkit.atomic_write import write_json, write_jsonl
 from bertkit.checkpoints import load_checkpoint, save_checkpoint
 from bertkit.data.text import iter_jsonl
 from bertkit.errors import BertkitError, CheckpointError, InputFileError
@@ -180,15 +179,9 @@ def predict_seq2seq_file(folder: str | Path, input_path: str | Path, output_path
     pairs = read_pairs(input_path, encoding, require_target=False)
     generated = generator.decode([p.source for p in pairs], max_new_tokens, num_beams=num_beams,
                                  no_repeat_ngram_size=no_repeat_ngram_size)
-    output_path = Path(output_path)
-    output_path.parent.mkdir(parents=True, exist_ok=True)
-    with open(output_path, "w", encoding="utf-8") as out:
-        for pair, text in zip(pairs, generated):
-            row = {"line": pair.line, "source": pair.source, "generated": text}
-            if pair.target is not None:
-                row["target"] = pair.target
-            out.write(json.dumps(row, ensure_ascii=False) + "\n")
-    return len(pairs)
+    return write_jsonl(output_path, ({"line": pair.line, "source": pair.source, "generated": text,
+                                      **({"target": pair.target} if pair.target is not None else {})}
+                                     for pair, text in zip(pairs, generated)))
 
 
 __all__ = ["Pair", "Seq2SeqConfig", "Seq2SeqGenerator", "TASK", "evaluate_seq2seq_file", "predict_seq2seq_file",

@@ -41,7 +41,9 @@ def test_hybrid_beats_both_parts_where_each_sees_half_of_the_signal(folders, spl
 def test_each_folder_predicts_the_same_through_every_route(folders, split_signal_files, tmp_path):
     from fastapi.testclient import TestClient
 
-    from bertkit.serve import ServeConfig, build_service
+    from bertkit.serve.config import ServeConfig
+
+    from bertkit.serve.server import build_service
     from bertkit.serve.app import create_app
 
     rows = [json.loads(line) for line in split_signal_files["test"].read_text(encoding="utf-8").splitlines()[:12]]
@@ -114,7 +116,9 @@ def test_vectors_are_cached_by_model_and_data(cased_encoder_dir, split_signal_fi
 def test_pair_and_regression_hybrids_run_end_to_end(cased_encoder_dir, tmp_path):
     from fastapi.testclient import TestClient
 
-    from bertkit.serve import ServeConfig, build_service
+    from bertkit.serve.config import ServeConfig
+
+    from bertkit.serve.server import build_service
     from bertkit.serve.app import create_app
     from linear_data import FILLER, write_jsonl
 

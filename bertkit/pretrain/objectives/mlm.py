@@ -1,4 +1,6 @@
-"""The pre-training model (encoder + MLM head + optional NSP/SOP head) and its loss."""
+"""BERT's objectives: masked LM alone (RoBERTa: packed full sentences), MLM + next-sentence prediction (BERT)
+and MLM + sentence-order prediction (ALBERT). The model is the encoder + MLM head (tied to the word embeddings)
++ an optional NSP/SOP head over the pooled [CLS]; the folder is BertForMaskedLM / BertForPreTraining."""
 from __future__ import annotations
 
 from typing import NamedTuple, Optional
@@ -7,10 +9,12 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from bertkit.checkpoints import save_checkpoint
 from bertkit.model.config import EncoderConfig
 from bertkit.model.encoder import Encoder
 from bertkit.model.heads import MaskedLMHead, SentencePairHead
 from bertkit.pretrain.masking import IGNORE_INDEX
+from bertkit.pretrain.objectives.base import Objective, SaveContext
 from bertkit.train.distributed import global_sum, world_size
 
 
@@ -50,17 +54,28 @@ class PretrainingModel(nn.Module):
 def pretraining_loss(model: nn.Module, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, dict[str, float]]:
     """MLM cross-entropy averaged over the masked tokens of the *global* batch (so W ranks of batch B give
     the same loss and gradients as one process of batch W*B), plus the NSP/SOP cross-entropy."""
-    labels = batch["labels"]
-    out: PretrainingOutput = model(batch["input_ids"], batch["attention_mask"], batch["token_type_ids"], labels)
-    targets = labels[labels != IGNORE_INDEX]
+    out: PretrainingOutput = model(batch["input_ids"], batch["attention_mask"], batch["token_type_ids"],
+                                   batch["labels"])
+    return masked_lm_loss(out, batch)
+
+
+def token_loss(logits: torch.Tensor, targets: torch.Tensor) -> tuple[torch.Tensor, float, float]:
+    """Cross-entropy of (N, V) logits summed over the N targets and divided by the global target count x world
+    size, so that DDP's gradient average equals one process' mean; plus the local mean loss and accuracy."""
     count = torch.tensor(float(targets.numel()), device=targets.device)
     total = global_sum(count).clamp(min=1.0)
-    summed = F.cross_entropy(out.mlm_logits.float(), targets, reduction="sum")
-    mlm_loss = summed * world_size() / total          # DDP averages gradients over ranks
+    summed = F.cross_entropy(logits.float(), targets, reduction="sum")
     local = max(targets.numel(), 1)
-    metrics = {"mlm_loss": float(summed.detach()) / local,
-               "mlm_accuracy": float((out.mlm_logits.argmax(-1) == targets).float().sum()) / local,
-               "tokens": float(batch["attention_mask"].sum())}
+    return (summed * world_size() / total, float(summed.detach()) / local,
+            float((logits.argmax(-1) == targets).float().sum()) / local)
+
+
+def masked_lm_loss(out, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, dict[str, float]]:
+    """The loss of pretraining_loss from the model's output (objectives that add a term call it)."""
+    labels = batch["labels"]
+    targets = labels[labels != IGNORE_INDEX]
+    mlm_loss, mean_loss, accuracy = token_loss(out.mlm_logits, targets)
+    metrics = {"mlm_loss": mean_loss, "mlm_accuracy": accuracy, "tokens": float(batch["attention_mask"].sum())}
     loss = mlm_loss
     if out.pair_logits is not None and "pair_labels" in batch:
         pair_loss = F.cross_entropy(out.pair_logits.float(), batch["pair_labels"])
@@ -89,3 +104,49 @@ def evaluate_mlm(model: PretrainingModel, batches, device: torch.device) -> dict
     loss = loss_sum / max(count, 1)
     return {"loss": loss, "mlm_accuracy": correct / max(count, 1), "perplexity": float(torch.tensor(loss).exp()),
             "tokens": count}
+
+
+class MaskedLM(Objective):
+    """mlm: RoBERTa's packed full sentences, no pair task. mlm+nsp / mlm+sop below add the pair head."""
+
+    name = "mlm"
+
+    @property
+    def with_pair(self) -> bool:
+        return self.instances != "packed"
+
+    def build(self, encoder_config: EncoderConfig, init) -> PretrainingModel:
+        if init is None:
+            model = PretrainingModel(encoder_config, self.with_pair)
+            for head in model.heads().values():
+                head.apply(model.encoder._init_weights)
+            return model
+        model = PretrainingModel(init.config, self.with_pair, init.encoder, init.heads.get("mlm"),
+                                 init.heads.get("pair"))
+        for key, head in model.heads().items():
+            if key not in init.heads:       # a new head starts as BERT initializes its heads
+                head.apply(model.encoder._init_weights)
+        return model
+
+    def loss(self, model, batch):
+        return pretraining_loss(model, batch)
+
+    def evaluate(self, model, batches, device):
+        return evaluate_mlm(model, batches, device)
+
+    def save(self, model: PretrainingModel, context: SaveContext) -> None:
+        save_checkpoint(context.output, model.encoder, context.tokenizer, model.heads(), context.meta,
+                        sentence=context.sentence)
+
+    def freeze_encoder(self, model: PretrainingModel) -> None:
+        model.encoder.requires_grad_(False)     # the tied MLM decoder (word embeddings) stays as it is too
+
+
+class NextSentence(MaskedLM):
+    """BERT: MLM + next-sentence prediction on sentence pairs (half of the B segments from another document)."""
+    name, instances = "mlm+nsp", "nsp"
+
+
+class SentenceOrder(MaskedLM):
+    """ALBERT: MLM + sentence-order prediction (half of the pairs swapped)."""
+    name, instances = "mlm+sop", "sop"

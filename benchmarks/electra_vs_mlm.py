@@ -1,0 +1,122 @@
+"""ELECTRA vs MLM at the same CPU wall-clock (Clark et al. 2020's compute-efficiency claim, checked on this machine).
+
+    python benchmarks/electra_vs_mlm.py --minutes 10 --work /tmp/electra_bench
+
+For each language (en: ../shared/data/en_corpus.txt.gz, fine-tuned on bbc; zh: ../shared/data/zh_corpus.txt.gz
+with the tiny-zh preset, its WordPiece vocabulary trained on that corpus, fine-tuned on chnsenticorp_like):
+  1. `bertkit pretrain --objective electra` and `--objective mlm`, same preset (same discriminator / BERT size,
+     same vocabulary, same lr and schedule), same `--time-budget`. All pre-trainings run at the same time, one
+     thread each, so both objectives of a language see the same machine load.
+  2. `bertkit finetune` (the default recipe) of each folder on <task>_train / _dev, all at the same time, one thread
+     each, then `bertkit evaluate` on <task>_test; `bertkit baseline` (TF-IDF) on the same split beside them.
+Prints one markdown table: accuracy and macro-F1 on the test split, and the steps each pre-training reached.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from machine import cpu_description  # noqa: E402
+
+DATA = Path("../shared/data")
+LANGUAGES = {"en": ("tiny", "en_corpus.txt.gz", "bbc"), "zh": ("tiny-zh", "zh_corpus.txt.gz", "chnsenticorp_like")}
+OBJECTIVES = ("electra", "mlm")
+
+
+def one_thread() -> dict[str, str]:
+    return {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+
+
+def start(args: list[str], log: Path) -> subprocess.Popen:
+    handle = log.open("w")
+    return subprocess.Popen([sys.executable, "-m", "bertkit", *args], stdout=handle, stderr=subprocess.STDOUT,
+                            env=one_thread())
+
+
+def wait_all(jobs: dict[str, subprocess.Popen], logs: dict[str, Path]) -> None:
+    for name, job in jobs.items():
+        if job.wait() != 0:
+            raise SystemExit(f"{name} failed; see {logs[name]}:\n" + logs[name].read_text()[-2000:])
+
+
+def last_json(log: Path) -> dict:
+    return last_json_text(log.read_text())
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--minutes", type=float, default=10.0, help="pre-training wall-clock of each model")
+    parser.add_argument("--finetune-minutes", type=float, default=None,
+                        help="cap each fine-tuning's wall-clock (--time-budget); default: the recipe's epochs")
+    parser.add_argument("--languages", nargs="+", default=list(LANGUAGES), choices=list(LANGUAGES))
+    parser.add_argument("--work", default="/tmp/electra_bench")
+    args = parser.parse_args()
+    work = Path(args.work)
+    work.mkdir(parents=True, exist_ok=True)
+    print(f"# {cpu_description()}; load before: {os.getloadavg()}", flush=True)
+
+    jobs, logs = {}, {}
+    for lang in args.languages:
+        preset, corpus, _ = LANGUAGES[lang]
+        for objective in OBJECTIVES:
+            name = f"{lang}-{objective}"
+            logs[name] = work / f"pretrain-{name}.log"
+            jobs[name] = start(["pretrain", "--config", preset, "--corpus", str(DATA / corpus), "--objective",
+                                objective, "--output", str(work / name), "--time-budget", f"{args.minutes * 60:.0f}s",
+                                "--train.progress_bar=false", "--train.eval_every=0", "--train.save_every=0"],
+                               logs[name])
+    wait_all(jobs, logs)
+    pretrained = {name: last_json(log) for name, log in logs.items()}
+    print(f"# pre-trained; load after: {os.getloadavg()}", flush=True)
+
+    jobs, logs = {}, {}
+    for lang in args.languages:
+        task = LANGUAGES[lang][2]
+        split = {s: str(DATA / f"{task}_{s}.jsonl.gz") for s in ("train", "dev", "test")}
+        for objective in OBJECTIVES:
+            name = f"{lang}-{objective}"
+            logs[name] = work / f"finetune-{name}.log"
+            budget = ["--time-budget", f"{args.finetune_minutes * 60:.0f}s"] if args.finetune_minutes else []
+            jobs[name] = start(["finetune", "--model", str(work / name), "--train", split["train"], "--dev",
+                                split["dev"], "--output", str(work / f"{name}-{task}"), "--no-baseline", *budget],
+                               logs[name])
+        logs[f"{lang}-tfidf"] = work / f"baseline-{lang}.log"
+        jobs[f"{lang}-tfidf"] = start(["baseline", "--train", split["train"], "--dev", split["dev"], "--test",
+                                       split["test"], "--output", str(work / f"{lang}-tfidf-{task}")],
+                                      logs[f"{lang}-tfidf"])
+    wait_all(jobs, logs)
+
+    print("| language / task | model | pre-training steps (equal wall-clock) | test accuracy | test macro-F1 |")
+    print("|---|---|---:|---:|---:|")
+    results = {}
+    for lang in args.languages:
+        task = LANGUAGES[lang][2]
+        test = str(DATA / f"{task}_test.jsonl.gz")
+        for model in (*OBJECTIVES, "tfidf"):
+            folder = work / f"{lang}-{model}-{task}"
+            out = subprocess.run([sys.executable, "-m", "bertkit", "evaluate", "--model", str(folder), "--data", test],
+                                 check=True, capture_output=True, text=True, env=one_thread()).stdout
+            metrics = last_json_text(out)
+            steps = pretrained.get(f"{lang}-{model}", {}).get("steps", "-")
+            results[f"{lang}-{model}"] = {**metrics, "pretrain_steps": steps}
+            print(f"| {lang} / {task} | {model} | {steps} | {metrics['accuracy']:.4f} | {metrics['macro_f1']:.4f} |")
+    print(json.dumps(results))
+    return 0
+
+
+def last_json_text(text: str) -> dict:
+    """The last top-level JSON object of a command's output (one line, or indented over several)."""
+    lines = text.splitlines()
+    for i in range(len(lines) - 1, -1, -1):
+        if lines[i].startswith("{"):
+            return json.loads("\n".join(lines[i:]))
+    raise SystemExit(f"no JSON in: {text[-500:]}")
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

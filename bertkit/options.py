@@ -1,0 +1,14 @@
+"""The names of the choices that several layers and the command line accept: plain data, no torch, so that
+`bertkit --help` lists them without loading a model (tests/cli/test_light_help.py)."""
+from __future__ import annotations
+
+# how token vectors become one sentence vector (model/pooling.py), and which layers it reads
+POOLINGS: tuple[str, ...] = ("cls", "pooler", "mean", "max", "first-last-avg", "mean-sqrt-len", "weighted-mean",
+                             "last-token", "none")
+LAYER_STRATEGIES: tuple[str, ...] = ("last", "second-to-last", "first", "sum-all", "sum-last-4", "concat-last-4")
+
+# inference precisions (runtime.py): what the weights are stored and computed in; "auto" resolves to another
+PRECISIONS: tuple[str, ...] = ("auto", "fp32", "bf16", "int8")
+
+# the task objects of finetune/ (finetune/model.py)
+FINETUNE_TASKS: tuple[str, ...] = ("classification", "pair-classification", "multi-label", "regression", "ner", "qa")
