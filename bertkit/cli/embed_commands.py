@@ -2,18 +2,18 @@
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import sys
 
-from bertkit.config import apply_overrides, load_config
+from bertkit.cli.flags import add_config_flags, config_from_args
+from bertkit.embed.config import SimCSEConfig
 from bertkit.options import LAYER_STRATEGIES, POOLINGS
 
-# flag -> SimCSEConfig field for the common flags; everything else via --key=value overrides.
-SIMCSE_FLAGS = {"model": "model", "train": "train", "output": "output", "mode": "mode", "dev": "dev",
-                "pooling": "pooling", "batch_size": "batch_size", "epochs": "epochs", "max_steps": "max_steps",
-                "lr": "lr", "max_length": "max_length", "temperature": "temperature", "seed": "seed",
-                "save_every": "save_every", "resume": "resume"}
+_SIMCSE_HELP = {"train": ".txt: unsupervised SimCSE; .jsonl with text_a/text_b [/negative]: pairs or triplets",
+                "dev": "pairs .jsonl evaluated during training", "model": "model folder to start from",
+                "output": "model folder to write",
+                "save_every": "save the training state every N steps (for --resume); 0: only at the end",
+                "resume": "continue the interrupted run in --output from its last saved state"}
 
 
 def _say(message: str) -> None:
@@ -39,24 +39,10 @@ def register(subparsers) -> None:
     p = subparsers.add_parser("simcse", help="contrastive sentence-embedding training (SimCSE / MNRL)",
                               description="`.txt` trains unsupervised SimCSE; `.jsonl` with text_a/text_b "
                                           "[/negative] trains on pairs or triplets with in-batch negatives. "
-                                          "Other SimCSEConfig fields: --key=value.")
-    p.add_argument("--model", required=True)
-    p.add_argument("--train", required=True)
-    p.add_argument("--output", required=True)
-    p.add_argument("--config", default=None, help="TOML file with SimCSEConfig fields")
-    p.add_argument("--mode", choices=("auto", "unsupervised", "pairs"), default=None)
-    p.add_argument("--dev", default=None, help="pairs .jsonl evaluated during training")
-    p.add_argument("--pooling", choices=POOLINGS[:-1], default=None)
-    p.add_argument("--batch-size", type=int, default=None)
-    p.add_argument("--epochs", type=int, default=None)
-    p.add_argument("--max-steps", type=int, default=None)
-    p.add_argument("--lr", type=float, default=None)
-    p.add_argument("--max-length", type=int, default=None)
-    p.add_argument("--temperature", type=float, default=None)
-    p.add_argument("--seed", type=int, default=None)
-    p.add_argument("--save-every", type=int, default=None, help="save the training state every N steps (for --resume)")
-    p.add_argument("--resume", action="store_true", default=None,
-                   help="continue the interrupted run in --output from its last saved state")
+                                          "Settings: SimCSEConfig defaults, then --config FILE.toml, then the "
+                                          "flags, then --key=value overrides.")
+    add_config_flags(p, SimCSEConfig, help=_SIMCSE_HELP, choices={"pooling": POOLINGS[:-1]},
+                     metavars={"model": "DIR", "output": "DIR", "train": "FILE", "dev": "FILE"})
     p.set_defaults(func=run_simcse_command, accepts_overrides=True)
 
     p = subparsers.add_parser("evaluate-embeddings", help="retrieval metrics / Spearman of a model's vectors",
@@ -94,12 +80,9 @@ def run_whiten(args: argparse.Namespace) -> int:
 
 
 def run_simcse_command(args: argparse.Namespace) -> int:
-    from bertkit.embed.simcse import SimCSEConfig, run_simcse
+    from bertkit.embed.simcse import run_simcse
 
-
-    config = load_config(SimCSEConfig, args.config, [])
-    given = {field: getattr(args, flag) for flag, field in SIMCSE_FLAGS.items() if getattr(args, flag) is not None}
-    config = apply_overrides(dataclasses.replace(config, **given), args.overrides)
+    config = config_from_args(SimCSEConfig, args)
     result = run_simcse(config)
     final = f"; last evaluation {result.last_eval}" if result.last_eval else ""
     _say(f"trained {result.steps} steps in {result.elapsed_s:.0f}s, saved to {config.output}{final}")

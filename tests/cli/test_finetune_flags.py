@@ -1,5 +1,5 @@
-"""`bertkit finetune`'s flags, generated from FinetuneConfig: every command line of the hand-written flag table
-(before the flags were generated) gives the same config object as it did then."""
+"""`bertkit finetune`'s and `bertkit simcse`'s flags, generated from FinetuneConfig / SimCSEConfig: every command
+line of the hand-written flag tables (before the flags were generated) gives the same config object as it did then."""
 from __future__ import annotations
 
 import importlib
@@ -8,6 +8,7 @@ import pytest
 
 from bertkit.cli import build_parser, main
 from bertkit.cli.finetune_commands import finetune_config
+from bertkit.embed.config import SimCSEConfig
 from bertkit.finetune.config import FinetuneConfig, TaskOptions
 
 # (argv, FinetuneConfig fields besides model=M, train, output=O): checked against the hand-written table's code
@@ -89,3 +90,24 @@ def test_flag_of_another_job_and_bad_values_are_one_line_exit_2(capsys):
     assert capsys.readouterr().err.strip() == "bertkit: error: --class-weights is not supported with --task seq2seq"
     assert main(["finetune", "--model", "M", "--train", "t", "--output", "O", "--epochs", "two"]) == 2
     assert capsys.readouterr().err.strip() == "bertkit: error: epochs: expected an integer, got 'two'"
+
+
+# (argv, SimCSEConfig fields besides model=M, train, output=O): checked against the hand-written table's code
+OLD_SIMCSE = [
+    (["--model", "M", "--train", "t.txt", "--output", "O"], dict()),
+    (["--model", "M", "--train", "p.jsonl", "--output", "O", "--mode", "pairs", "--dev", "d.jsonl", "--pooling", "cls",
+      "--batch-size", "16", "--epochs", "2", "--max-steps", "50", "--lr", "1e-5", "--max-length", "64",
+      "--temperature", "0.1", "--seed", "3", "--save-every", "5", "--resume"],
+     dict(mode="pairs", dev="d.jsonl", pooling="cls", batch_size=16, epochs=2, max_steps=50, lr=1e-5, max_length=64,
+          temperature=0.1, seed=3, save_every=5, resume=True)),
+    (["--model", "M", "--train", "t.txt", "--output", "O", "--grad_accum=2", "--layers=sum-last-4", "--lr", "1e-4"],
+     dict(grad_accum=2, layers="sum-last-4", lr=1e-4)),
+]
+
+
+@pytest.mark.parametrize("argv,changes", OLD_SIMCSE)
+def test_old_simcse_command_lines_give_the_same_config(argv, changes):
+    from bertkit.cli.flags import config_from_args
+    args, extra = build_parser().parse_known_args(["simcse", *argv])
+    args.overrides = extra
+    assert config_from_args(SimCSEConfig, args) == SimCSEConfig(model="M", train=argv[3], output="O", **changes)
