@@ -2,21 +2,24 @@
 bertkit.distill. Each command that changes a model measures what it changed and prints it."""
 from __future__ import annotations
 
-import dataclasses
 import json
 import sys
 from pathlib import Path
 
-from bertkit.config import load_config
+from bertkit.cli.flags import add_config_flags, config_from_args
+from bertkit.distill.config import DistillConfig
 from bertkit.errors import BertkitError
 from bertkit.options import POOLINGS
 
-_DISTILL_FLAGS = {"teacher": str, "student": str, "student_layers": int, "task": str, "train": str, "dev": str,
-                  "output": str, "temperature": float, "alpha": float, "logit_loss": str, "hidden_weight": float,
-                  "hidden_loss": str, "attention_weight": float, "pooling": str, "epochs": int, "lr": float,
-                  "batch_size": int, "max_length": int, "max_train_examples": int, "max_dev_examples": int,
-                  "seed": int, "device": str, "augment_copies": int,
-                  "augment_mask_prob": float, "transfer": str, "save_every": int, "resume": bool}
+_DISTILL_HELP = {"teacher": "fine-tuned teacher folder (classification), or any encoder (embedding)",
+                 "student": "student model folder (same vocabulary)",
+                 "student_layers": "copy every k-th teacher layer into an N-layer student",
+                 "augment_copies": "masked copies of each training text that only the teacher labels (transfer-set "
+                                   "augmentation); --augment-mask-prob per token",
+                 "transfer": "unlabeled in-domain texts (.txt, one per line, or .jsonl/.tsv/.csv with a text column) "
+                             "that the teacher labels for the student; their labels, if any, are ignored",
+                 "save_every": "save the training state every N steps (for --resume); 0: only at the end",
+                 "resume": "continue the interrupted run in --output from its last saved state"}
 
 
 def register(subparsers) -> None:
@@ -79,29 +82,9 @@ def register(subparsers) -> None:
                               description="Knowledge distillation on the shared training loop: logits (KD with "
                                           "temperature, or MSE), optional hidden-state and attention losses; or "
                                           "--task embedding to mimic the teacher's sentence vectors.")
-    p.add_argument("--teacher", required=True)
-    p.add_argument("--student", help="student model folder (same vocabulary)")
-    p.add_argument("--student-layers", type=int, help="copy every k-th teacher layer into an N-layer student")
-    p.add_argument("--task", choices=("classification", "embedding"), default="classification")
-    p.add_argument("--train", required=True)
-    p.add_argument("--dev")
-    p.add_argument("--output", required=True)
-    p.add_argument("--config", help="TOML file with DistillConfig keys")
-    for flag in ("temperature", "alpha", "hidden_weight", "attention_weight", "lr", "augment_mask_prob"):
-        p.add_argument("--" + flag.replace("_", "-"), type=float)
-    p.add_argument("--logit-loss", choices=("kl", "mse"))
-    p.add_argument("--hidden-loss", choices=("mse", "cosine"))
-    p.add_argument("--pooling")
-    p.add_argument("--augment-copies", type=int, help="masked copies of each training text that only the teacher "
-                   "labels (transfer-set augmentation); --augment-mask-prob (default 0.1) per token")
-    p.add_argument("--transfer", help="unlabeled in-domain texts (.txt, one per line, or .jsonl/.tsv/.csv with a text "
-                   "column) that the teacher labels for the student; their labels, if any, are ignored")
-    for flag in ("epochs", "batch_size", "max_length", "max_train_examples", "max_dev_examples", "seed"):
-        p.add_argument("--" + flag.replace("_", "-"), type=int)
-    p.add_argument("--device")
-    p.add_argument("--save-every", type=int, help="save the training state every N steps (for --resume)")
-    p.add_argument("--resume", action="store_true", default=None,
-                   help="continue the interrupted run in --output from its last saved state")
+    add_config_flags(p, DistillConfig, help=_DISTILL_HELP,
+                     metavars={"teacher": "DIR", "student": "DIR", "output": "DIR", "train": "FILE", "dev": "FILE",
+                               "transfer": "FILE"})
     p.set_defaults(func=_distill, accepts_overrides=True)
 
 
@@ -142,9 +125,6 @@ def _prune(args) -> int:
 
 
 def _distill(args) -> int:
-    from bertkit.distill.job import DistillConfig, run_distill
-    config = load_config(DistillConfig, args.config, args.overrides)
-    flags = {name: getattr(args, name) for name in _DISTILL_FLAGS if getattr(args, name, None) is not None}
-    config = dataclasses.replace(config, **flags)
-    print(json.dumps(run_distill(config), indent=2))
+    from bertkit.distill.job import run_distill
+    print(json.dumps(run_distill(config_from_args(DistillConfig, args)), indent=2))
     return 0

@@ -6,7 +6,7 @@ Submodules are imported on first use, so the checkpoint loader can import bertki
 """
 import importlib
 
-_EXPORTS = {"DistillConfig": "job", "run_distill": "job", "export_onnx": "onnx_export", "OnnxModel": "onnx_model",
+_EXPORTS = {"DistillConfig": "config", "run_distill": "job", "export_onnx": "onnx_export", "OnnxModel": "onnx_model",
             "head_importance": "prune", "heads_to_prune": "prune", "prune_heads": "prune",
             "QuantizeConfig": "quantize", "run_quantize": "quantize"}
 __all__ = sorted(_EXPORTS)

@@ -11,9 +11,8 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal, Optional
+from typing import Optional
 
 import torch
 from torch import nn
@@ -23,6 +22,7 @@ from bertkit.checkpoints.families import require_bert_encoder
 from bertkit.data.labels import LabelMap
 from bertkit.data.readers import ReadOptions
 from bertkit.distill import losses
+from bertkit.distill.config import DistillConfig
 from bertkit.distill.augment import UNLABELED, masked_copies
 from bertkit.distill.embedding_job import distill_record
 from bertkit.distill.embedding_job import run_embedding_distill
@@ -36,42 +36,6 @@ from bertkit.finetune.config import TaskOptions
 from bertkit.finetune.tasks import build_task, read_examples
 from bertkit.runtime import seed_everything
 from bertkit.train.fit import Job, check_resume, fit, loop_settings
-
-
-@dataclass
-class DistillConfig:
-    teacher: str = ""                     # fine-tuned teacher folder (classification), or any encoder (embedding)
-    student: Optional[str] = None         # student folder; else --student-layers copies teacher layers
-    student_layers: Optional[int] = None
-    task: Literal["classification", "embedding"] = "classification"
-    train: str = ""
-    dev: Optional[str] = None
-    output: str = ""
-    temperature: float = 2.0
-    alpha: float = 0.5                    # weight of the soft (teacher) loss; 1 - alpha on the gold labels
-    logit_loss: Literal["kl", "mse"] = "kl"
-    hidden_weight: float = 0.0            # intermediate-layer losses (TinyBERT / DistilBERT); 0 = off
-    hidden_loss: Literal["mse", "cosine"] = "mse"
-    attention_weight: float = 0.0
-    augment_copies: int = 0               # masked copies of each training text, labeled by the teacher only
-    augment_mask_prob: float = 0.1
-    transfer: Optional[str] = None        # unlabeled texts (.txt lines, or .jsonl/.tsv/.csv text) the teacher labels
-    pooling: str = "mean"                 # embedding task: the sentence vector both models produce
-    epochs: int = 3
-    lr: float = 5e-5
-    batch_size: int = 32
-    max_length: int = 128
-    max_train_examples: Optional[int] = None
-    max_dev_examples: Optional[int] = None
-    seed: int = 42
-    warmup_ratio: float = 0.1
-    device: str = "auto"
-    # auto: bf16 autocast on CUDA, fp32 on CPU; bf16: also on CPU (fast on CPUs with AMX / avx512_bf16)
-    precision: Literal["auto", "fp32", "bf16"] = "auto"
-    grad_accum: int = 1                   # micro-batches per optimizer step
-    save_every: int = 0                   # steps between training states, which resume continues from
-    resume: bool = False                  # continue an interrupted run from output/run/checkpoint
-    progress_bar: bool = True
 
 
 class Distillation(nn.Module):

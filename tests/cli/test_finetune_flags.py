@@ -1,5 +1,6 @@
-"""`bertkit finetune`'s and `bertkit simcse`'s flags, generated from FinetuneConfig / SimCSEConfig: every command
-line of the hand-written flag tables (before the flags were generated) gives the same config object as it did then."""
+"""`bertkit finetune`'s, `simcse`'s and `distill`'s flags, generated from FinetuneConfig / SimCSEConfig /
+DistillConfig: every command line of the hand-written flag tables (before the flags were generated) gives the same
+config object as it did then."""
 from __future__ import annotations
 
 import importlib
@@ -8,6 +9,7 @@ import pytest
 
 from bertkit.cli import build_parser, main
 from bertkit.cli.finetune_commands import finetune_config
+from bertkit.distill.config import DistillConfig
 from bertkit.embed.config import SimCSEConfig
 from bertkit.finetune.config import FinetuneConfig, TaskOptions
 
@@ -111,3 +113,31 @@ def test_old_simcse_command_lines_give_the_same_config(argv, changes):
     args, extra = build_parser().parse_known_args(["simcse", *argv])
     args.overrides = extra
     assert config_from_args(SimCSEConfig, args) == SimCSEConfig(model="M", train=argv[3], output="O", **changes)
+
+
+# (argv, DistillConfig fields besides teacher=T, train=t.jsonl, output=O): checked against the hand-written table's code
+OLD_DISTILL = [
+    (["--teacher", "T", "--train", "t.jsonl", "--output", "O"], dict()),
+    (["--teacher", "T", "--student-layers", "2", "--task", "embedding", "--train", "t.txt", "--dev", "d.jsonl",
+      "--output", "O", "--temperature", "4", "--alpha", "0.7", "--hidden-weight", "1", "--attention-weight", "0.5",
+      "--lr", "1e-4", "--augment-mask-prob", "0.2", "--logit-loss", "mse", "--hidden-loss", "cosine",
+      "--pooling", "cls", "--augment-copies", "2", "--transfer", "u.txt", "--epochs", "1", "--batch-size", "8",
+      "--max-length", "64", "--max-train-examples", "100", "--max-dev-examples", "10", "--seed", "1",
+      "--device", "cpu", "--save-every", "5", "--resume"],
+     dict(student_layers=2, task="embedding", train="t.txt", dev="d.jsonl", temperature=4.0, alpha=0.7,
+          hidden_weight=1.0, attention_weight=0.5, lr=1e-4, augment_mask_prob=0.2, logit_loss="mse",
+          hidden_loss="cosine", pooling="cls", augment_copies=2, transfer="u.txt", epochs=1, batch_size=8,
+          max_length=64, max_train_examples=100, max_dev_examples=10, seed=1, device="cpu", save_every=5,
+          resume=True)),
+    (["--teacher", "T", "--student", "S", "--train", "t.jsonl", "--output", "O", "--warmup_ratio=0", "--grad_accum=2"],
+     dict(student="S", warmup_ratio=0.0, grad_accum=2)),
+]
+
+
+@pytest.mark.parametrize("argv,changes", OLD_DISTILL)
+def test_old_distill_command_lines_give_the_same_config(argv, changes):
+    from bertkit.cli.flags import config_from_args
+    args, extra = build_parser().parse_known_args(["distill", *argv])
+    args.overrides = extra
+    assert config_from_args(DistillConfig, args) == DistillConfig(**{"teacher": "T", "train": "t.jsonl", "output": "O",
+                                                                     **changes})
