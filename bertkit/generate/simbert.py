@@ -15,8 +15,9 @@ gets a new MaskedLMHead over the tied word embeddings, as transformers does for 
 """
 from __future__ import annotations
 
+import re
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import NamedTuple, Optional, Sequence
 
@@ -44,6 +45,7 @@ from bertkit.train import IndexedBatches
 
 TASK = "simbert"
 DEFAULT_SAMPLING = SamplingConfig(temperature=1.0, top_p=0.95)
+UNUSED_TOKEN = re.compile(r"\[unused\d+\]")
 
 
 @dataclass
@@ -52,6 +54,7 @@ class SimBertConfig(LoopJobConfig):
     similarity_weight: float = 1.0        # loss = generation + weight x similarity
     scale: float = 30.0                   # cosine x scale before the softmax (SimBERT's 30, temperature 1/30)
     pooling: str = "cls"                  # the sentence vector trained and saved (SimBERT: [CLS]); "folder": keep
+    time_budget: Optional[str] = None     # "5m": fit the schedule to wall-clock time instead of --epochs
 
 
 class SimBert(nn.Module):
@@ -211,7 +214,8 @@ def run_simbert_finetune(config: SimBertConfig) -> FinetuneResult:
         return evaluate_simbert(net, tokenizer, dev_pairs, max_length, config.batch_size, loss)
 
     evaluate = evaluate_dev if dev_pairs is not None else None
-    train_config = loop_config(config, config.lr, run_dir, "loss" if evaluate is not None else None)
+    train_config = replace(loop_config(config, config.lr, run_dir, "loss" if evaluate is not None else None),
+                           time_budget=config.time_budget)
     return train_and_record(model, loss, batches, train_config, evaluate, save, output, run_dir,
                             {"train_pairs": len(train_pairs)})
 
@@ -237,7 +241,9 @@ class SimBertGenerator:
         self.encode_length = checkpoint.sentence.config.max_length or checkpoint.config.max_length
         special = (self.tokenizer.cls_id, self.tokenizer.pad_id, self.tokenizer.mask_id,
                    self.tokenizer.token_to_id("[UNK]"))
-        self.banned_ids = tuple(i for i in special if i is not None)
+        # BERT vocabularies' placeholder tokens ([unused0] ...) never appear in text; sampling would pick them
+        unused = [i for token, i in self.tokenizer.backend.get_vocab().items() if UNUSED_TOKEN.fullmatch(token)]
+        self.banned_ids = tuple(i for i in (*special, *unused) if i is not None)
 
     def sample(self, text: str, num_samples: int, sampling: SamplingConfig = DEFAULT_SAMPLING,
                max_new_tokens: int = 64, seed: Optional[int] = None) -> list[str]:
