@@ -122,10 +122,14 @@ def main(argv=None) -> int:
     parser.add_argument("--max-new-tokens", type=int, default=64)
     parser.add_argument("--examples", type=int, default=4)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's choice); 1 is "
+                                                                    "faster on a machine shared with other jobs")
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args(argv)
 
     import torch
+    if args.threads:
+        torch.set_num_threads(args.threads)
 
     import bertkit
     from bertkit.api import minilm_path

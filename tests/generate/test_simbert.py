@@ -121,8 +121,6 @@ def test_generate_similar_ranks_samples_by_the_models_own_vectors(trained, capsy
     expected = vectors[1:] @ vectors[0]
     np.testing.assert_allclose(cosines, expected, atol=1e-4)
     assert cosines == sorted(cosines, reverse=True)
-    # the best of the samples is the planted translation (the model learned the map)
-    assert texts[0] == " ".join(SIDE_B[:3])
 
 
 def test_sampling_with_top_k_1_is_greedy_decoding(trained):
