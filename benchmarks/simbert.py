@@ -84,7 +84,7 @@ def unit(vectors: np.ndarray) -> np.ndarray:
 
 
 def train(args, output: Path) -> dict:
-    from bertkit.generate.simbert import SimBertConfig, run_simbert_finetune
+    from bertkit.finetune.seq2seq.simbert import SimBertConfig, run_simbert_finetune
 
     rows = read_rows(args.data_dir / "bible_pairs_train.jsonl.gz")
     random.Random(args.seed).shuffle(rows)      # the file is in canonical order: sample all books
@@ -133,7 +133,7 @@ def main(argv=None) -> int:
 
     import bertkit
     from bertkit.api import minilm_path
-    from bertkit.generate.simbert import SimBertGenerator
+    from bertkit.finetune.seq2seq.simbert import SimBertGenerator
 
     args.model = args.model or str(minilm_path())
     print(f"cpu: {cpu_description()}; torch threads {torch.get_num_threads()}; load "

@@ -17,7 +17,7 @@ from bertkit.finetune.model import TASKS
 
 SEQ2SEQ, PROMPT = "seq2seq", "prompt-classification"   # tasks of the bertkit.generate jobs
 RERANK = "rerank"                                       # bertkit.finetune.rerank: a cross-encoder
-SIMBERT = "simbert"                                     # bertkit.generate.simbert: generate + retrieve similar texts
+SIMBERT = "simbert"                                     # bertkit.finetune.seq2seq.simbert: generate + retrieve similar texts
 
 # flag -> FinetuneConfig field, for the flags every user needs; the rest go through --key=value overrides.
 _FLAGS = {"task": str, "model": str, "train": str, "dev": str, "output": str, "epochs": int, "lr": float,
@@ -159,10 +159,10 @@ def _job(given: dict):
         raise BertkitError(f"--{prompt_flags[0].replace('_', '-')} is for prompt-based classification, not "
                            f"--task {task}")
     if task == SEQ2SEQ:
-        from bertkit.generate.seq2seq_job import Seq2SeqConfig, run_seq2seq_finetune
+        from bertkit.finetune.seq2seq.job import Seq2SeqConfig, run_seq2seq_finetune
         return Seq2SeqConfig, run_seq2seq_finetune, "--task seq2seq"
     if task == SIMBERT:
-        from bertkit.generate.simbert import SimBertConfig, run_simbert_finetune
+        from bertkit.finetune.seq2seq.simbert import SimBertConfig, run_simbert_finetune
         return SimBertConfig, run_simbert_finetune, "--task simbert"
     if task == RERANK:
         from bertkit.finetune.rerank import RerankConfig, run_rerank_finetune
@@ -171,7 +171,7 @@ def _job(given: dict):
         if given.get("task", "classification") != "classification":
             raise BertkitError(f"--{prompt_flags[0].replace('_', '-')} (prompt-based classification) works with "
                                f"--task classification, not --task {given['task']}")
-        from bertkit.generate.prompt_job import PromptConfig, run_prompt_finetune
+        from bertkit.finetune.prompt.job import PromptConfig, run_prompt_finetune
         return PromptConfig, run_prompt_finetune, "--template (prompt-based classification)"
     from bertkit.finetune.job import FinetuneConfig, run_finetune
     return FinetuneConfig, run_finetune, None
@@ -216,7 +216,7 @@ def run_baseline_command(args: argparse.Namespace) -> int:
 
 def _generate_job_task(args: argparse.Namespace):
     """SEQ2SEQ or PROMPT when args.model is such a folder (checking --task against it), else None."""
-    from bertkit.generate.finetune_config import saved_task
+    from bertkit.finetune.loop_job import saved_task
 
     task = saved_task(args.model)
     if task not in (SEQ2SEQ, PROMPT):
@@ -250,10 +250,10 @@ def run_evaluate_command(args: argparse.Namespace) -> int:
     task = _generate_job_task(args)
     _check_precision_for_generate_job(args, task)
     if task == SEQ2SEQ:
-        from bertkit.generate.seq2seq_job import evaluate_seq2seq_file
+        from bertkit.finetune.seq2seq.job import evaluate_seq2seq_file
         metrics = evaluate_seq2seq_file(args.model, args.data, args.encoding, args.batch_size)
     elif task == PROMPT:
-        from bertkit.generate.prompt_job import evaluate_prompt_file
+        from bertkit.finetune.prompt.job import evaluate_prompt_file
         metrics = evaluate_prompt_file(args.model, args.data, args.encoding, args.batch_size)
     else:
         metrics = evaluate_file(_model_in_precision(args), args.data, args.encoding, args.batch_size, args.task)
@@ -267,11 +267,11 @@ def run_predict_command(args: argparse.Namespace) -> int:
     task = _generate_job_task(args)
     _check_precision_for_generate_job(args, task)
     if task == SEQ2SEQ:
-        from bertkit.generate.seq2seq_job import predict_seq2seq_file
+        from bertkit.finetune.seq2seq.job import predict_seq2seq_file
         count = predict_seq2seq_file(args.model, args.input, args.output, args.encoding, args.max_new_tokens,
                                      args.num_beams, args.no_repeat_ngram_size)
     elif task == PROMPT:
-        from bertkit.generate.prompt_job import predict_prompt_file
+        from bertkit.finetune.prompt.job import predict_prompt_file
         count = predict_prompt_file(args.model, args.input, args.output, args.encoding, args.batch_size)
     else:
         count = predict_file(_model_in_precision(args), args.input, args.output, args.encoding, args.batch_size,

@@ -10,10 +10,10 @@ from bertkit.checkpoints import load_checkpoint, save_checkpoint
 from bertkit.cli import main
 from bertkit.errors import BertkitWarning
 from bertkit.generate import SamplingConfig
-from bertkit.generate.seq2seq_job import read_pairs
-from bertkit.generate.simbert import (SimBert, SimBertGenerator, evaluate_simbert, pair_rows,
+from bertkit.finetune.seq2seq.job import read_pairs
+from bertkit.finetune.seq2seq.simbert import (SimBert, SimBertGenerator, evaluate_simbert, pair_rows,
                                       trained_pipeline, true_ranks)
-from bertkit.generate.unilm import Seq2SeqLM, seq2seq_decode, seq2seq_sample
+from bertkit.finetune.seq2seq.unilm import Seq2SeqLM, seq2seq_decode, seq2seq_sample
 from bertkit.model.config import EncoderConfig
 from bertkit.model.encoder import Encoder
 from bertkit.model.heads import MaskedLMHead

@@ -1,7 +1,7 @@
 """SimBERT (Su 2020): one BERT trained jointly to generate a similar sentence and to retrieve it
 (`bertkit finetune --task simbert`), then asked for paraphrases that it ranks itself (`bertkit generate --similar`).
 
-Training rows are the UniLM seq2seq batches of bertkit.generate.unilm, each pair twice: row 2i is a_i -> b_i and
+Training rows are the UniLM seq2seq batches of bertkit.finetune.seq2seq.unilm, each pair twice: row 2i is a_i -> b_i and
 row 2i+1 is b_i -> a_i. One forward pass under the seq2seq mask gives both losses:
 - generation: next-token cross-entropy on the target side (unilm.next_token_targets), as `--task seq2seq`;
 - similarity: the source side sees only the source, so pooling it (the folder's one sentence path,
@@ -31,11 +31,11 @@ from bertkit.embed.simcse import contrastive_loss
 from bertkit.errors import BertkitError, BertkitWarning, CheckpointError
 from bertkit.features import EncodeOptions, encode_texts
 from bertkit.finetune.job import FinetuneResult
-from bertkit.generate.finetune_config import (LoopJobConfig, loop_config, max_length_for, mlm_head_of,
+from bertkit.finetune.loop_job import (LoopJobConfig, loop_config, max_length_for, mlm_head_of,
                                               start_run_record, train_and_record)
+from bertkit.finetune.seq2seq.job import Pair, read_pairs
+from bertkit.finetune.seq2seq.unilm import Seq2SeqLM, next_token_targets, seq2seq_inputs, seq2seq_sample
 from bertkit.generate.sampling import SamplingConfig
-from bertkit.generate.seq2seq_job import Pair, read_pairs
-from bertkit.generate.unilm import Seq2SeqLM, next_token_targets, seq2seq_inputs, seq2seq_sample
 from bertkit.model.heads import MaskedLMHead
 from bertkit.model.sentence import SentenceEncoder, SentencePipeline
 from bertkit.runtime import pick_device, seed_everything
