@@ -34,7 +34,7 @@ from pathlib import Path
 import numpy as np
 
 from machine import cpu_description
-from unilm import TfidfIndex, read_rows, words
+from unilm import TfidfIndex, read_rows, words, write_training_pairs
 
 
 def chrf(hypothesis: str, reference: str, max_n: int = 6, beta: float = 2.0) -> float:
@@ -86,20 +86,16 @@ def unit(vectors: np.ndarray) -> np.ndarray:
 def train(args, output: Path) -> dict:
     from bertkit.finetune.seq2seq.simbert import SimBertConfig, run_simbert_finetune
 
-    rows = read_rows(args.data_dir / "bible_pairs_train.jsonl.gz")
-    random.Random(args.seed).shuffle(rows)      # the file is in canonical order: sample all books
-    rows = rows[:args.max_train_examples]
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "train.jsonl"
-        path.write_text("".join(json.dumps({"text_a": r["text_a"], "text_b": r["text_b"]}, ensure_ascii=False)
-                                + "\n" for r in rows), encoding="utf-8")
+        count = write_training_pairs(args.data_dir, args.seed, args.max_train_examples, path)
         config = SimBertConfig(model=args.model, train=str(path), output=str(output), epochs=args.epochs,
                                lr=args.lr, batch_size=args.batch_size, max_length=args.max_length, seed=args.seed,
                                progress_bar=False, precision=args.precision, pooling=args.pooling,
                                time_budget=args.time_budget)
         started = time.perf_counter()
         result = run_simbert_finetune(config)
-    return {"train_pairs": len(rows), "epochs": result.epochs, "steps": result.steps,
+    return {"train_pairs": count, "epochs": result.epochs, "steps": result.steps,
             "train_seconds": result.train_seconds, "wall_seconds": time.perf_counter() - started}
 
 
@@ -119,6 +115,9 @@ def main(argv=None) -> int:
     parser.add_argument("--precision", choices=("auto", "fp32", "bf16"), default="bf16")
     parser.add_argument("--test-pairs", type=int, default=200)
     parser.add_argument("--samples", type=int, default=5, help="paraphrases drawn per test verse")
+    parser.add_argument("--collection", type=int, default=None,
+                        help="WEB verses to rank among (default: all 2,990 test verses; fewer: the test pairs' "
+                             "own verses plus a seeded random sample of the rest)")
     parser.add_argument("--max-new-tokens", type=int, default=64)
     parser.add_argument("--examples", type=int, default=4)
     parser.add_argument("--seed", type=int, default=0)
@@ -146,8 +145,14 @@ def main(argv=None) -> int:
             print(json.dumps(report["training"]), flush=True)
 
         test = read_rows(args.data_dir / "bible_pairs_test.jsonl.gz")
+        rng = random.Random(args.seed)
+        picked = sorted(rng.sample(range(len(test)), args.test_pairs))
+        if args.collection and args.collection < len(test):     # the picked pairs' verses + random others
+            others = rng.sample(sorted(set(range(len(test))) - set(picked)), args.collection - len(picked))
+            kept = sorted(picked + others)
+            position = {index: k for k, index in enumerate(kept)}
+            test, picked = [test[i] for i in kept], [position[i] for i in picked]
         modern = [r["text_b"] for r in test]                                   # the collection, M verses
-        picked = sorted(random.Random(args.seed).sample(range(len(test)), args.test_pairs))
         sources = [test[i]["text_a"] for i in picked]
         owns = np.array(picked)
         tfidf = TfidfIndex(modern)

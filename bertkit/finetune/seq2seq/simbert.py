@@ -33,13 +33,12 @@ from bertkit.features import EncodeOptions, encode_texts
 from bertkit.finetune.job import FinetuneResult
 from bertkit.finetune.loop_job import (LoopJobConfig, loop_config, max_length_for, mlm_head_of,
                                               start_run_record, train_and_record)
-from bertkit.finetune.seq2seq.job import Pair, read_pairs
+from bertkit.finetune.seq2seq.job import Pair, read_pairs, token_ids, tokenized_pairs
 from bertkit.finetune.seq2seq.unilm import Seq2SeqLM, next_token_targets, seq2seq_inputs, seq2seq_sample
 from bertkit.generate.sampling import SamplingConfig
 from bertkit.model.heads import MaskedLMHead
 from bertkit.model.sentence import SentenceEncoder, SentencePipeline
 from bertkit.runtime import pick_device, seed_everything
-from bertkit.tokenizer.coverage import warn_unknown
 from bertkit.tokenizer.spacing import tidy_spacing
 from bertkit.train import IndexedBatches
 
@@ -98,10 +97,6 @@ class SimBertLoss:
                       "tokens": float(targets.numel())}
 
 
-def _token_ids(tokenizer, texts: Sequence[str]) -> list[list[int]]:
-    return [e.ids for e in tokenizer.backend.encode_batch(list(texts), add_special_tokens=False)]
-
-
 def mlm_head_or_new(checkpoint) -> MaskedLMHead:
     """The folder's MLM head, or a new one (tied to the word embeddings, initialised as the encoder's layers
     are) with a warning: SimBERT then learns the generation head from the pairs alone."""
@@ -134,8 +129,8 @@ def evaluate_simbert(model: SimBert, tokenizer, pairs: Sequence[Pair], max_lengt
     was_training = model.training
     model.eval()
     device = next(model.parameters()).device
-    a_ids = _token_ids(tokenizer, [p.source for p in pairs])
-    b_ids = _token_ids(tokenizer, [p.target for p in pairs])
+    a_ids = token_ids(tokenizer, [p.source for p in pairs])
+    b_ids = token_ids(tokenizer, [p.target for p in pairs])
     generation = similarity = tokens = batches = 0.0
     for start in range(0, len(pairs), batch_size):
         batch = pair_rows(tokenizer, a_ids[start:start + batch_size], b_ids[start:start + batch_size], max_length)
@@ -191,10 +186,7 @@ def run_simbert_finetune(config: SimBertConfig) -> FinetuneResult:
     loss = SimBertLoss(config.scale, config.similarity_weight)
     train_pairs = read_pairs(config.train, config.encoding)[:config.max_train_examples]
     dev_pairs = read_pairs(config.dev, config.encoding)[:config.max_dev_examples] if config.dev else None
-    a_ids = _token_ids(tokenizer, [p.source for p in train_pairs])
-    b_ids = _token_ids(tokenizer, [p.target for p in train_pairs])
-    warn_unknown(tokenizer, [p.source for p in train_pairs] + [p.target for p in train_pairs],
-                 f"fine-tune data {config.train}", a_ids + b_ids)
+    a_ids, b_ids = tokenized_pairs(tokenizer, train_pairs, f"fine-tune data {config.train}")
 
     def make_batch(indices: list[int], epoch: int) -> dict:
         return pair_rows(tokenizer, [a_ids[i] for i in indices], [b_ids[i] for i in indices], max_length)
@@ -251,7 +243,7 @@ class SimBertGenerator:
         generator = None
         if seed is not None:
             generator = torch.Generator(device=next(self.model.parameters()).device).manual_seed(seed)
-        ids = _token_ids(self.tokenizer, [text])[0]
+        ids = token_ids(self.tokenizer, [text])[0]
         drawn = seq2seq_sample(self.model, ids, self.tokenizer.cls_id, self.tokenizer.sep_id, num_samples, sampling,
                                max_new_tokens, self.banned_ids, generator)
         return [tidy_spacing(self.tokenizer.decode(target)) for target in drawn]
