@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import re
 import warnings
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple, Optional, Sequence
 
@@ -26,13 +26,12 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from bertkit.atomic_write import write_json
 from bertkit.checkpoints import load_checkpoint, save_checkpoint
 from bertkit.embed.simcse import contrastive_loss
 from bertkit.errors import BertkitError, BertkitWarning, CheckpointError
 from bertkit.features import EncodeOptions, encode_texts
-from bertkit.finetune.job import FinetuneResult
-from bertkit.finetune.loop_job import (LoopJobConfig, loop_config, max_length_for, mlm_head_of,
-                                              start_run_record, train_and_record)
+from bertkit.finetune.loop_job import LoopJobConfig, max_length_for, mlm_head_of
 from bertkit.finetune.seq2seq.job import Pair, read_pairs, token_ids, tokenized_pairs
 from bertkit.finetune.seq2seq.unilm import Seq2SeqLM, next_token_targets, seq2seq_inputs, seq2seq_sample
 from bertkit.generate.sampling import SamplingConfig
@@ -41,6 +40,8 @@ from bertkit.model.sentence import SentenceEncoder, SentencePipeline
 from bertkit.runtime import pick_device, seed_everything
 from bertkit.tokenizer.spacing import tidy_spacing
 from bertkit.train import IndexedBatches
+from bertkit.train.fit import Job, JobResult, check_resume, fit, loop_settings
+from bertkit.train.saved_score import METRICS_FILE
 
 TASK = "simbert"
 DEFAULT_SAMPLING = SamplingConfig(temperature=1.0, top_p=0.95)
@@ -160,7 +161,7 @@ def true_ranks(queries: np.ndarray, corpus: np.ndarray) -> np.ndarray:
     return (scores >= own).sum(axis=1)                                        # itself counts once: rank >= 1
 
 
-def run_simbert_finetune(config: SimBertConfig) -> FinetuneResult:
+def run_simbert_finetune(config: SimBertConfig) -> JobResult:
     for name in ("model", "train", "output"):
         if not getattr(config, name):
             raise BertkitError(f"finetune --task simbert needs --{name}")
@@ -172,6 +173,7 @@ def run_simbert_finetune(config: SimBertConfig) -> FinetuneResult:
     if config.scale <= 0 or config.similarity_weight < 0:
         raise BertkitError(f"--scale must be > 0 and --similarity_weight >= 0, got {config.scale}, "
                            f"{config.similarity_weight}")
+    check_resume(config.resume, config.output)
     seed_everything(config.seed)
     checkpoint = load_checkpoint(config.model)
     mlm = mlm_head_or_new(checkpoint)
@@ -191,25 +193,24 @@ def run_simbert_finetune(config: SimBertConfig) -> FinetuneResult:
     def make_batch(indices: list[int], epoch: int) -> dict:
         return pair_rows(tokenizer, [a_ids[i] for i in indices], [b_ids[i] for i in indices], max_length)
 
-    # A lone last pair has no negatives: drop a short last batch rather than train on it.
+    # A short last batch has fewer negatives (a lone pair none): dropped rather than trained on.
     batches = IndexedBatches(len(train_pairs), config.batch_size, make_batch, seed=config.seed, drop_last=True)
-    output, run_dir = Path(config.output), Path(config.output) / "run"
-    start_run_record(config, run_dir)
+    output = Path(config.output)
     meta = {"task": TASK, "max_length": max_length, "finetuned_from": str(config.model),
             "simbert": {"scale": config.scale, "similarity_weight": config.similarity_weight}}
 
     def save(net: SimBert, metrics: dict) -> None:
         save_checkpoint(output, net.lm.encoder, tokenizer, {"mlm": net.lm.mlm}, {**meta, "dev_metrics": metrics},
                         sentence=pipeline)
+        write_json(output / METRICS_FILE, {"dev": metrics, "metric_for_best": "loss"})
 
     def evaluate_dev(net: SimBert) -> dict:
-        return evaluate_simbert(net, tokenizer, dev_pairs, max_length, config.batch_size, loss)
+        return evaluate_simbert(net, tokenizer, dev_pairs, max_length, config.eval_batch_size, loss)
 
     evaluate = evaluate_dev if dev_pairs is not None else None
-    train_config = replace(loop_config(config, config.lr, run_dir, "loss" if evaluate is not None else None),
-                           time_budget=config.time_budget)
-    return train_and_record(model, loss, batches, train_config, evaluate, save, output, run_dir,
-                            {"train_pairs": len(train_pairs)})
+    job = Job(model, loss, batches, save, evaluate, "loss" if evaluate is not None else None,
+              record={"train_pairs": len(train_pairs)})
+    return fit(job, loop_settings(config, log_every=10), output, config)
 
 
 class Similar(NamedTuple):
