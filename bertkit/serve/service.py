@@ -14,7 +14,7 @@ import numpy as np
 
 from bertkit.data.squad import QAExample
 from bertkit.errors import BertkitError, TimeLimitExceeded
-from bertkit.serve.batching import CPU_BATCH_OVERHEAD_TOKENS, GPU_BATCH_OVERHEAD_TOKENS, Batcher, QueueFull
+from bertkit.serve.batching import Batcher, QueueFull, batch_overhead_tokens
 from bertkit.serve.config import ServeConfig
 from bertkit.serve.inputs import InputRejected, PreparedTexts, TokenSequence, prepare_pairs, prepare_texts
 from bertkit.serve.metrics import render
@@ -64,8 +64,8 @@ class EmbeddingService:
         if config.max_batch_tokens < longest:
             raise BertkitError(f"serve: --max-batch-tokens {config.max_batch_tokens} is below the model's "
                                f"{longest}-token limit, so a long text would fit no batch; raise it")
-        overhead = config.batch_overhead_tokens or (
-            GPU_BATCH_OVERHEAD_TOKENS if runner.device.type == "cuda" else CPU_BATCH_OVERHEAD_TOKENS)
+        overhead = config.batch_overhead_tokens or batch_overhead_tokens(
+            runner.device.type, getattr(runner.model, "precision", "fp32"))
         self.qa_task, self.qa_head = question_answering(runner)
         self.batcher = Batcher(self._run_batch, config.max_batch_tokens, config.max_queued_texts,
                                config.workers, config.max_batch_size, overhead)
@@ -306,7 +306,8 @@ class EmbeddingService:
                       "mean_batch_size": round(batcher.items / batcher.batches, 2) if batcher.batches else 0.0,
                       "padding_efficiency": round(batcher.real_tokens / batcher.padded_tokens, 3)
                       if batcher.padded_tokens else None,
-                      "model_busy_s": round(batcher.busy_seconds, 3)},
+                      "model_busy_s": round(batcher.busy_seconds, 3), "model_cpu_s": round(batcher.cpu_seconds, 3),
+                      "batch_overhead_tokens": self.batcher.batch_overhead_tokens},
             "counters": self.stats.as_dict(),
             "latency": self.stats.latency(),
         }
