@@ -98,7 +98,7 @@ def plot_embeddings(vectors: np.ndarray, labels: list[str], output: str | Path, 
 
 def plot_model(model_dir, input_path, output, method: Method = "auto", pooling: Optional[str] = None,
                layers: str | None = None, max_points: int = 5000, batch_size: int = 64,
-               max_length: int | None = None) -> PlotResult:
+               max_length: int | None = None, progress: bool = False) -> PlotResult:
     import bertkit
     from bertkit.embed.whitening import encode_composed
 
@@ -108,5 +108,5 @@ def plot_model(model_dir, input_path, output, method: Method = "auto", pooling: 
         texts, labels = [texts[i] for i in keep], [labels[i] for i in keep]
     model = bertkit.load(model_dir)
     vectors = encode_composed(model, texts, batch_size=batch_size, max_length=max_length, pooling=pooling,
-                              layers=layers, normalize=True)
+                              layers=layers, normalize=True, progress=progress)
     return plot_embeddings(vectors, labels, output, method, title=Path(model_dir).name)
