@@ -60,11 +60,9 @@ def pad_batch(sequences: list[TokenSequence], pad_id: int, device: torch.device)
 
 class ModelRunner:
     """Wraps the loaded model (from `bertkit.load`) for batched, thread-side inference."""
+    pairs = True      # "a ||| b" is a text pair (the server's PAIR_SEPARATOR)
 
     def __init__(self, model: Any):
-        if not hasattr(model, "sentence_encoder"):
-            raise BertkitError(f"{getattr(model, 'path', 'this model')}: the server runs PyTorch model folders; "
-                               "serve the folder this ONNX file was exported from")
         self.model = model
         self.encoder = model.encoder
         self.tokenizer = model.tokenizer
@@ -73,6 +71,7 @@ class ModelRunner:
         self.meta: dict = dict(getattr(model, "meta", None) or {})
         saved = model.sentence.config
         self.default_pooling: str = saved.pooling
+        self.default_layers: str = saved.layers
         self.default_normalize: bool = saved.normalize
         self._sentence: dict[tuple[str, bool], SentenceEncoder] = {}
         self.heads: dict = dict(getattr(model, "heads", None) or {})
@@ -84,6 +83,12 @@ class ModelRunner:
         self.dimension: Optional[int] = None     # known after self_test()
 
     # --- embeddings --------------------------------------------------------------------------------------
+    def embedding_problem(self, pooling: str, normalize: bool) -> Optional[str]:
+        """Why this model cannot embed with these settings (a 422), or None."""
+        if pooling == "pooler" and self.encoder.config.use_pooler is False:
+            return "pooling 'pooler': this model has no pooler; use 'cls' or 'mean'"
+        return None
+
     def sentence_encoder(self, pooling: str, normalize: bool) -> SentenceEncoder:
         key = (pooling, normalize)
         if key not in self._sentence:     # the worker threads may race here; both build the same module
