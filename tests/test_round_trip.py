@@ -15,6 +15,9 @@ SimCSE, distilled, pruned, pretrained) and tests/serve/test_onnx_serving.py serv
 from __future__ import annotations
 
 import json
+import os
+import stat
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -158,3 +161,19 @@ def test_index_loads_back_and_finds_each_document(written_folders):
             hits = index.search(texts[position], k=3)
             same = [h for h in hits if h.text == texts[position]]
             assert same and hits[0].score == pytest.approx(1.0, abs=1e-5) and same[0].score == pytest.approx(1.0, abs=1e-5)
+
+
+def test_every_written_file_follows_the_umask(written_folders):
+    """Files are created as the user's other programs create theirs (0666 minus the umask), not 0600: issue 17
+    found folders of 0600 files that a group or a server user could not read."""
+    umask = os.umask(0o022)
+    os.umask(umask)
+    wanted = 0o666 & ~umask
+    names = sorted({*DERIVED, *PREDICTING, *ENCODING, "index", "ONNX", "whitened", "pre-trained BERT", "GPT-2",
+                    "P-tuning", "SimCSE"} - {"sentence-transformers"})
+    wrong = []
+    for name in names:
+        for path in Path(written_folders(name)).rglob("*"):
+            if path.is_file() and stat.S_IMODE(path.stat().st_mode) != wanted:
+                wrong.append(f"{name}: {path.name} {oct(stat.S_IMODE(path.stat().st_mode))}")
+    assert not wrong, f"not {oct(wanted)}: {wrong[:10]}"
