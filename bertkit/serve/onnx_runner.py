@@ -12,12 +12,13 @@ import numpy as np
 import torch
 
 from bertkit.serve.inputs import TokenSequence
-from bertkit.serve.runner import (SELF_TEST_TEXT, EmbedItem, NonFiniteResult, SelfTestFailed, pad_batch)
+from bertkit.serve.runner import (SELF_TEST_TEXT, BatchRunner, EmbedItem, NonFiniteResult, SelfTestFailed,
+                                  pad_batch)
 
 ONNX_TASKS = ("classification", "multi-label", "regression")   # the heads export-onnx puts in the graph
 
 
-class OnnxRunner:
+class OnnxRunner(BatchRunner):
     pairs = False                      # one text per input: "a ||| b" is one text, as OnnxModel reads it
 
     def __init__(self, model):
@@ -76,10 +77,3 @@ class OnnxRunner:
         self.dimension = int(result.shape[0])
         return {"text": SELF_TEST_TEXT, "dimension": self.dimension, "norm": float(np.linalg.norm(result)),
                 "passed": True}
-
-    def run_batch(self, kind: str, payloads: list) -> list:
-        if kind == "embed":
-            return self.embed(payloads)
-        if kind == "predict":
-            return self.predict(payloads)
-        raise ValueError(f"unknown batch kind {kind!r}")

@@ -58,7 +58,18 @@ def pad_batch(sequences: list[TokenSequence], pad_id: int, device: torch.device)
     return BatchTensors(*(torch.from_numpy(a).to(device) for a in (ids, types, mask)))
 
 
-class ModelRunner:
+class BatchRunner:
+    """The batcher's entry point, shared by the PyTorch runner below and serve/onnx_runner.py's."""
+
+    def run_batch(self, kind: str, payloads: list) -> list:
+        if kind == "embed":
+            return self.embed(payloads)
+        if kind == "predict":
+            return self.predict(payloads)
+        raise ValueError(f"unknown batch kind {kind!r}")
+
+
+class ModelRunner(BatchRunner):
     """Wraps the loaded model (from `bertkit.load`) for batched, thread-side inference."""
     pairs = True      # "a ||| b" is a text pair (the server's PAIR_SEPARATOR)
 
@@ -152,14 +163,6 @@ class ModelRunner:
                 logits = self.head(out.last_hidden_state).float().cpu().numpy()       # (B, T, L)
                 rows = [logits[i, :len(item.input_ids)] for i, item in enumerate(items)]
         return [row if np.isfinite(row).all() else NonFiniteResult("prediction") for row in rows]
-
-    # --- batcher entry point -----------------------------------------------------------------------------
-    def run_batch(self, kind: str, payloads: list) -> list:
-        if kind == "embed":
-            return self.embed(payloads)
-        if kind == "predict":
-            return self.predict(payloads)
-        raise ValueError(f"unknown batch kind {kind!r}")
 
 
 class SelfTestFailed(BertkitError):
