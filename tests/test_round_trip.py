@@ -46,8 +46,9 @@ PREDICTING = {
     "fine-tuned classification": None, "fine-tuned pair-classification": "pairs", "fine-tuned regression": None,
     "fine-tuned multi-label": None, "fine-tuned ner": None, "fine-tuned rerank": "pairs", "distilled": None,
     "pruned (bertkit, smaller layers)": None, "pruned (transformers/ copy)": None, "quantized int8": None,
-    "linear-probe": None, "hybrid": None, "baseline": None,
+    "linear-probe": None, "hybrid": None, "baseline": None, "prompt/PET": None, "P-tuning": None,
 }
+NOT_SERVED = {"prompt/PET", "P-tuning"}     # prompt classifiers predict offline only (the server answers 409)
 # encoder folders whose encode routes no other test runs
 ENCODING = ["RoBERTa-style", "ALBERT", "fine-tuned pair-classification", "fine-tuned regression",
             "fine-tuned multi-label", "fine-tuned ner", "fine-tuned qa", "fine-tuned rerank", "linear-probe",
@@ -135,6 +136,8 @@ def test_predict_file_and_server_answer_as_the_loaded_folder(name, written_folde
     assert len(rows) == len(expected)
     for row, want in zip(rows, expected):
         _close(row, want, 1e-6)
+    if name in NOT_SERVED:
+        return
     texts = [f"{a} ||| {b}" for a, b in inputs] if pairs else inputs
     served = _served(folder, "/predict", {"texts": texts})["predictions"]
     for got, want in zip(served, expected):
@@ -177,3 +180,13 @@ def test_every_written_file_follows_the_umask(written_folders):
             if path.is_file() and stat.S_IMODE(path.stat().st_mode) != wanted:
                 wrong.append(f"{name}: {path.name} {oct(stat.S_IMODE(path.stat().st_mode))}")
     assert not wrong, f"not {oct(wanted)}: {wrong[:10]}"
+
+
+def test_question_answering_folder_answers_as_loaded_through_the_server(written_folders):
+    folder = written_folders("fine-tuned qa")
+    items = [{"question": "what sat", "context": text} for text in TEXTS]
+    expected = bertkit.load(folder).predict(items)
+    served = _served(folder, "/predict", {"texts": items})["predictions"]
+    for got, want in zip(served, expected):
+        assert (got["answer"], got["start"], got["end"]) == (want["answer"], want["start"], want["end"])
+        assert got["null_score"] == pytest.approx(want["null_score"], abs=1e-5)
