@@ -117,6 +117,8 @@ def write_data(folder: Path) -> None:
     for name in ("heldout.txt", "texts.txt", "unlabeled.txt"):
         (folder / name).write_text("\n".join(texts) + "\n", encoding="utf-8")
     (folder / "docs.jsonl").write_text("".join(json.dumps({"id": i, "text": t}) + "\n" for i, t in enumerate(texts)))
+    (folder / "queries.jsonl").write_text("".join(json.dumps({"text": t, "relevant": i}) + "\n"
+                                                  for i, t in enumerate(texts[:10])))
     (folder / "more.jsonl").write_text("".join(json.dumps({"id": f"m{i}", "text": t}) + "\n"
                                                for i, t in enumerate(texts[:5])))
     (folder / "pairs.jsonl").write_text("".join(json.dumps({"source": a, "target": b}) + "\n"
@@ -135,9 +137,9 @@ def test_usage_commands_parse_into_the_whole_block():
     commands = usage_commands()
     names = [c[0] for c in commands]
     for name in ("encode", "convert", "pretrain", "finetune", "predict", "whiten", "index", "search", "serve",
-                 "distill", "quantize", "export-onnx", "generate"):
+                 "distill", "quantize", "export-onnx", "generate", "evaluate-embeddings", "plot-embeddings"):
         assert name in names, name
-    assert len(commands) >= 28
+    assert len(commands) >= 30
 
 
 @pytest.mark.slow
@@ -156,4 +158,4 @@ def test_every_usage_command_runs_and_writes_what_it_names(tmp_path, monkeypatch
         for name in written(argv):
             assert (tmp_path / name).exists(), f"bertkit {' '.join(argv)} did not write {name}"
         ran.append(" ".join(argv))
-    assert skipped == list(SKIPPED) and len(ran) >= 27
+    assert skipped == list(SKIPPED) and len(ran) >= 29
