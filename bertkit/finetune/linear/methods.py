@@ -27,7 +27,7 @@ from bertkit.finetune.linear.model import LinearModel
 from bertkit.finetune.linear.splits import Splits, read_splits
 from bertkit.finetune.linear.training import TfidfOptions, fit_tfidf_part, fit_vector_part, training_versions
 from bertkit.finetune.linear.vectors import cached_vectors, encoding_of, model_fingerprint
-from bertkit.finetune.saved_score import METRICS_FILE, dev_fingerprint, read_saved_metrics, saved_score
+from bertkit.train.saved_score import METRICS_FILE, dev_fingerprint, read_saved_metrics, saved_score
 from bertkit.train.loop import say
 
 METHODS = ("linear-probe", "hybrid")
