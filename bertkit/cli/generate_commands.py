@@ -119,7 +119,6 @@ def run_seq2seq_generate(args: argparse.Namespace) -> int:
 
 
 def run_similar_generate(args: argparse.Namespace) -> int:
-    from bertkit.errors import BertkitError
     from bertkit.generate import SamplingConfig
     from bertkit.finetune.seq2seq.simbert import DEFAULT_SAMPLING, SimBertGenerator
 

@@ -132,9 +132,10 @@ class EmbeddingService:
                     normalize: Optional[bool]) -> tuple[np.ndarray, list[int], int]:
         """(vectors (N, dim) float32, indices of truncated texts, tokens encoded)."""
         pooling = pooling or self.runner.default_pooling
-        if pooling == "pooler" and self.runner.encoder.config.use_pooler is False:
-            raise ServiceError(422, "pooling 'pooler': this model has no pooler; use 'cls' or 'mean'")
         normalize = self.runner.default_normalize if normalize is None else normalize
+        problem = self.runner.embedding_problem(pooling, normalize)
+        if problem:
+            raise ServiceError(422, problem)
         items = [EmbedItem(seq, pooling, normalize) for seq in prepared.sequences]
         lengths = [len(seq.input_ids) for seq in prepared.sequences]
         results = await self._queue("embed", items, lengths)
@@ -154,7 +155,7 @@ class EmbeddingService:
                           max_length: Optional[int] = None):
         self.check_count(len(texts), field)
         prepared = await self.prepare(prepare_texts, texts, max_length or self.runner.max_length, truncate,
-                                      field=field, allow_pairs=allow_pairs)
+                                      field=field, allow_pairs=allow_pairs and self.runner.pairs)
         return await self.embed(prepared, pooling, normalize)
 
     # --- fine-tuned heads --------------------------------------------------------------------------------
@@ -182,7 +183,7 @@ class EmbeddingService:
             raise ServiceError(422, f"texts[{objects[0]}] is a question/context object, but this model was "
                                     f"fine-tuned for {self.runner.task!r}, not question answering; send texts")
         prepared = await self.prepare(prepare_texts, texts, self.runner.position_limit, truncate,
-                                      allow_pairs=self.runner.task != "ner")
+                                      allow_pairs=self.runner.task != "ner" and self.runner.pairs)
         if self.runner.task == "ner":
             # Offsets map token tags back to characters; one more (Rust) tokenization, only for NER.
             encoded = await asyncio.to_thread(self.runner.tokenizer.encode_batch, texts,
