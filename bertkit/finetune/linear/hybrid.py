@@ -92,8 +92,6 @@ def hybrid_model(task: str, label_names: list[str], pairs: bool, parts: Sequence
 def fit_dev_pooling(dev_outputs: Sequence[np.ndarray], dev_y: np.ndarray, num_labels: int, seed: int = 0) -> Fitted:
     """Log-linear pooling of two parts' (N_dev, K) probabilities [TF-IDF, fine-tuned], fitted on dev (above).
     The layer is the stacker over stack_inputs: weight t * [w I; (1 - w) I], bias 0."""
-    from sklearn.model_selection import StratifiedKFold
-
     tfidf_log, model_log = (np.log(np.maximum(p, 1e-12)) for p in dev_outputs)
 
     def fit_rows(rows) -> tuple[float, float]:      # (w, t) with the least log-loss on `rows`
@@ -104,10 +102,7 @@ def fit_dev_pooling(dev_outputs: Sequence[np.ndarray], dev_y: np.ndarray, num_la
     everything = np.arange(len(dev_y))
     share, temperature = fit_rows(everything)
     cross_fitted = np.zeros(len(dev_y), dtype=np.int64)
-    with warnings.catch_warnings():    # "the least populated class has only N members": rare classes are fine
-        warnings.simplefilter("ignore", UserWarning)
-        splits = list(StratifiedKFold(FOLDS, shuffle=True, random_state=seed).split(everything, dev_y))
-    for rows, held_rows in splits:
+    for rows, held_rows in _dev_folds(dev_y, seed):
         w, _ = fit_rows(rows)
         cross_fitted[held_rows] = (w * tfidf_log[held_rows] + (1 - w) * model_log[held_rows]).argmax(-1)
     eye = np.eye(num_labels)
@@ -116,6 +111,21 @@ def fit_dev_pooling(dev_outputs: Sequence[np.ndarray], dev_y: np.ndarray, num_la
     grid = [(w, classification_metrics(dev_y, (w * tfidf_log + (1 - w) * model_log).argmax(-1), num_labels))
             for w in POOL_SHARES]
     return Fitted(layer, None, share, classification_metrics(dev_y, cross_fitted, num_labels), grid)
+
+
+def _dev_folds(y: np.ndarray, seed: int) -> list:
+    """Stratified folds of dev; plain folds when every class has fewer rows than folds (StratifiedKFold refuses
+    that), one in-sample 'fold' below 2 rows."""
+    from sklearn.model_selection import KFold, StratifiedKFold
+
+    rows = np.arange(len(y))
+    if len(y) < 2:
+        return [(rows, rows)]
+    if np.bincount(y).max() >= FOLDS:
+        with warnings.catch_warnings():    # "the least populated class has only N members": rare classes are fine
+            warnings.simplefilter("ignore", UserWarning)
+            return list(StratifiedKFold(FOLDS, shuffle=True, random_state=seed).split(rows, y))
+    return list(KFold(min(FOLDS, len(y)), shuffle=True, random_state=seed).split(rows))
 
 
 def _log_loss(logits: np.ndarray, y: np.ndarray) -> float:
