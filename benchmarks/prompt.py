@@ -68,8 +68,8 @@ def accuracy(scores: np.ndarray, gold: np.ndarray) -> float:
 
 
 def zero_shot(args, checkpoint, dev: list[dict], test: list[dict]) -> dict:
-    from bertkit.generate.pet import Pattern, PETClassifier, Verbalizer
-    from bertkit.generate.prompt_job import label_scores
+    from bertkit.finetune.prompt.pet import Pattern, PETClassifier, Verbalizer
+    from bertkit.finetune.prompt.job import label_scores
 
     verbalizers = [Verbalizer.parse(spec, checkpoint.tokenizer) for spec in args.verbalizers]
     # One pass per template scores every candidate word at [MASK]; each verbalizer then picks its columns.
@@ -119,7 +119,7 @@ def draw(train: list[dict], size: int, seed: int, path: Path) -> Path:
 
 def few_shot(args, data: Path, work: Path, template: str, verbalizer: str) -> list[dict]:
     from bertkit.finetune import FinetuneConfig, evaluate_file, run_finetune
-    from bertkit.generate.prompt_job import PromptConfig, evaluate_prompt_file, run_prompt_finetune
+    from bertkit.finetune.prompt.job import PromptConfig, evaluate_prompt_file, run_prompt_finetune
 
     prefix = DATASETS[args.dataset][0]
     train = read_rows(data / f"{prefix}_train.jsonl.gz")

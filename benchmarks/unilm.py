@@ -78,7 +78,7 @@ def retrieval(ranks: np.ndarray, own: np.ndarray) -> dict:
 
 
 def train(args, data: Path, output: Path) -> dict:
-    from bertkit.generate.seq2seq_job import Seq2SeqConfig, run_seq2seq_finetune
+    from bertkit.finetune.seq2seq.job import Seq2SeqConfig, run_seq2seq_finetune
 
     rows = read_rows(data / "bible_pairs_train.jsonl.gz")
     random.Random(args.seed).shuffle(rows)      # the file is in canonical order: sample all books
@@ -118,7 +118,7 @@ def main(argv=None) -> int:
                         help="training precision (bf16: autocast on CPU too; fast with AMX)")
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args(argv)
-    from bertkit.generate.seq2seq_job import Pair, Seq2SeqGenerator, evaluate_pairs
+    from bertkit.finetune.seq2seq.job import Pair, Seq2SeqGenerator, evaluate_pairs
 
     with tempfile.TemporaryDirectory() as tmp:
         output = args.output or Path(tmp) / "unilm"

@@ -15,7 +15,7 @@ import torch
 
 from bertkit.checkpoints.weights import read_weights
 from bertkit.errors import CheckpointError
-from bertkit.generate.model import CausalLM, gpt_config
+from bertkit.model.causal_lm import CausalLM, gpt_config
 from bertkit.model.config import EncoderConfig
 from bertkit.tokenizer.bpe import BPETokenizer
 

@@ -154,7 +154,7 @@ def _job(given: dict):
         if prompt_flags:
             raise BertkitError(f"--{prompt_flags[0].replace('_', '-')} is for prompt-based classification, not "
                                "--task seq2seq")
-        from bertkit.generate.seq2seq_job import Seq2SeqConfig, run_seq2seq_finetune
+        from bertkit.finetune.seq2seq.job import Seq2SeqConfig, run_seq2seq_finetune
         return Seq2SeqConfig, run_seq2seq_finetune, "--task seq2seq"
     if given.get("task") == RERANK:
         if prompt_flags:
@@ -166,7 +166,7 @@ def _job(given: dict):
         if given.get("task", "classification") != "classification":
             raise BertkitError(f"--{prompt_flags[0].replace('_', '-')} (prompt-based classification) works with "
                                f"--task classification, not --task {given['task']}")
-        from bertkit.generate.prompt_job import PromptConfig, run_prompt_finetune
+        from bertkit.finetune.prompt.job import PromptConfig, run_prompt_finetune
         return PromptConfig, run_prompt_finetune, "--template (prompt-based classification)"
     from bertkit.finetune.job import FinetuneConfig, run_finetune
     return FinetuneConfig, run_finetune, None
@@ -211,7 +211,7 @@ def run_baseline_command(args: argparse.Namespace) -> int:
 
 def _generate_job_task(args: argparse.Namespace):
     """SEQ2SEQ or PROMPT when args.model is such a folder (checking --task against it), else None."""
-    from bertkit.generate.finetune_config import saved_task
+    from bertkit.finetune.loop_job import saved_task
 
     task = saved_task(args.model)
     if task not in (SEQ2SEQ, PROMPT):
@@ -245,10 +245,10 @@ def run_evaluate_command(args: argparse.Namespace) -> int:
     task = _generate_job_task(args)
     _check_precision_for_generate_job(args, task)
     if task == SEQ2SEQ:
-        from bertkit.generate.seq2seq_job import evaluate_seq2seq_file
+        from bertkit.finetune.seq2seq.job import evaluate_seq2seq_file
         metrics = evaluate_seq2seq_file(args.model, args.data, args.encoding, args.batch_size)
     elif task == PROMPT:
-        from bertkit.generate.prompt_job import evaluate_prompt_file
+        from bertkit.finetune.prompt.job import evaluate_prompt_file
         metrics = evaluate_prompt_file(args.model, args.data, args.encoding, args.batch_size)
     else:
         metrics = evaluate_file(_model_in_precision(args), args.data, args.encoding, args.batch_size, args.task)
@@ -262,11 +262,11 @@ def run_predict_command(args: argparse.Namespace) -> int:
     task = _generate_job_task(args)
     _check_precision_for_generate_job(args, task)
     if task == SEQ2SEQ:
-        from bertkit.generate.seq2seq_job import predict_seq2seq_file
+        from bertkit.finetune.seq2seq.job import predict_seq2seq_file
         count = predict_seq2seq_file(args.model, args.input, args.output, args.encoding, args.max_new_tokens,
                                      args.num_beams, args.no_repeat_ngram_size)
     elif task == PROMPT:
-        from bertkit.generate.prompt_job import predict_prompt_file
+        from bertkit.finetune.prompt.job import predict_prompt_file
         count = predict_prompt_file(args.model, args.input, args.output, args.encoding, args.batch_size)
     else:
         count = predict_file(_model_in_precision(args), args.input, args.output, args.encoding, args.batch_size,

@@ -62,7 +62,7 @@ def run_generate(args: argparse.Namespace) -> int:
     if args.num_beams != 1 or args.no_repeat_ngram_size != 0:
         raise BertkitError("--num-beams and --no-repeat-ngram-size are for seq2seq folders (--source); GPT-2 "
                            "generation is greedy or sampled")
-    from bertkit.generate.finetune_config import saved_task
+    from bertkit.finetune.loop_job import saved_task
     if saved_task(args.model) == "seq2seq":
         raise BertkitError(f"{args.model} is a seq2seq model: give --source TEXT instead of --prompt")
     args.prompt = args.prompt or ""
@@ -93,7 +93,7 @@ def run_generate(args: argparse.Namespace) -> int:
 
 def run_seq2seq_generate(args: argparse.Namespace) -> int:
     from bertkit.errors import BertkitError
-    from bertkit.generate.seq2seq_job import Seq2SeqGenerator
+    from bertkit.finetune.seq2seq.job import Seq2SeqGenerator
 
     if args.prompt is not None:
         raise BertkitError("--prompt continues a GPT-2 model's text and --source decodes a seq2seq model: give one")

@@ -103,9 +103,9 @@ def _predict_generate_job(task: str, folder: Path, device: Optional[str], inputs
     """Prompt classifiers: label, score and per-label scores (as classifiers give); seq2seq: generated text."""
     texts = [str(x) for x in inputs]
     if task == SEQ2SEQ_TASK:
-        from bertkit.generate.seq2seq_job import Seq2SeqGenerator
+        from bertkit.finetune.seq2seq.job import Seq2SeqGenerator
         return [{"generated": text} for text in Seq2SeqGenerator(folder, device).decode(texts)]
-    from bertkit.generate.prompt_job import label_scores, load_prompt_classifier
+    from bertkit.finetune.prompt.job import label_scores, load_prompt_classifier
     classifier = load_prompt_classifier(folder, device)
     labels = classifier.verbalizer.labels
     scores = label_scores(classifier, texts, batch_size) if texts else np.zeros((0, len(labels)))
@@ -136,9 +136,9 @@ def evaluate_file(model: Any, data: str | Path, encoding: str = "utf-8", batch_s
     if generate_job is not None:
         _check_task(task, generate_job)
         if generate_job[0] == SEQ2SEQ_TASK:
-            from bertkit.generate.seq2seq_job import evaluate_seq2seq_file
+            from bertkit.finetune.seq2seq.job import evaluate_seq2seq_file
             return evaluate_seq2seq_file(generate_job[1], data, encoding, batch_size)
-        from bertkit.generate.prompt_job import evaluate_prompt_file
+        from bertkit.finetune.prompt.job import evaluate_prompt_file
         return evaluate_prompt_file(generate_job[1], data, encoding, batch_size)
     net, task_object = finetuned_model(model, task)
     known = LabelMap(tuple(net.label_names)) if net.task not in ("regression", "qa") else None
@@ -158,9 +158,9 @@ def predict_file(model: Any, input_path: str | Path, output_path: str | Path, en
     if generate_job is not None:
         _check_task(task, generate_job)
         if generate_job[0] == SEQ2SEQ_TASK:
-            from bertkit.generate.seq2seq_job import predict_seq2seq_file
+            from bertkit.finetune.seq2seq.job import predict_seq2seq_file
             return predict_seq2seq_file(generate_job[1], input_path, output_path, encoding)
-        from bertkit.generate.prompt_job import predict_prompt_file
+        from bertkit.finetune.prompt.job import predict_prompt_file
         return predict_prompt_file(generate_job[1], input_path, output_path, encoding, batch_size)
     net, task_object = finetuned_model(model, task)
     raw = read_raw_texts(input_path, ReadOptions(encoding)) if net.task == "ner" else None

@@ -273,7 +273,7 @@ def profile_data(task: str, tokenizer, examples: Sequence, label_names: Sequence
     return DataProfile.of(task, lengths, labels, len(label_names))
 
 
-# Prompt-based few-shot (PET / P-tuning, bertkit.generate.prompt_job). PET trains the pre-trained MLM head, no new
+# Prompt-based few-shot (PET / P-tuning, bertkit.finetune.prompt.job). PET trains the pre-trained MLM head, no new
 # layer, so there is no head lr. Measured (issue 19, 32 BBC examples): PET at its old default lr 1e-5 reached 36%
 # test accuracy, at 5e-5 85% (P-tuning 84%, plain fine-tuning 53%); on the 128-wide Chinese MLM of BENCHMARKS.md
 # (32 examples, 5 draws, 20 epochs) PET at 1e-4 0.580 and 1e-3 0.572. Half the width rule's lr gives 5e-5 at

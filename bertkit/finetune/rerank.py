@@ -28,7 +28,7 @@ from bertkit.finetune.batching import pad_rows
 from bertkit.finetune.job import FinetuneResult
 from bertkit.finetune.model import FinetuneModel, hf_config_extra, model_from_checkpoint, model_meta
 from bertkit.finetune.tasks import TaskOptions
-from bertkit.generate.finetune_config import (LoopJobConfig, loop_config, max_length_for, start_run_record,
+from bertkit.finetune.loop_job import (LoopJobConfig, loop_config, max_length_for, start_run_record,
                                               train_and_record, write_json)
 from bertkit.runtime import seed_everything
 from bertkit.tokenizer.coverage import warn_unknown

@@ -10,7 +10,7 @@ from typing import Callable, NamedTuple, Optional, Sequence
 import torch
 
 from bertkit.errors import BertkitError
-from bertkit.generate.model import CausalLM
+from bertkit.model.causal_lm import CausalLM
 from bertkit.generate.sampling import GREEDY, SamplingConfig, next_token
 
 

@@ -18,7 +18,7 @@ import torch.nn.functional as F
 
 from bertkit.data.corpus import iter_documents
 from bertkit.errors import BertkitError
-from bertkit.generate.model import CausalLM, causal_lm_loss
+from bertkit.model.causal_lm import CausalLM, causal_lm_loss
 from bertkit.train import IndexedBatches, TrainConfig, TrainResult, train
 
 DOCUMENTS_PER_CALL = 256   # documents per tokenizer call: one Python -> Rust crossing per batch

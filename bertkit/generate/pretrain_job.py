@@ -17,7 +17,7 @@ import torch
 
 from bertkit.config import save_config
 from bertkit.errors import BertkitError
-from bertkit.generate.model import CausalLM, gpt_config
+from bertkit.model.causal_lm import CausalLM, gpt_config
 from bertkit.generate.pretrain import (GPTTrainConfig, split_documents, tokenize_documents, train_causal_lm,
                                        unigram_perplexity)
 from bertkit.runtime import init_distributed, pick_device, seed_everything

@@ -13,8 +13,8 @@ from bertkit.checkpoints import save_checkpoint
 from bertkit.errors import CheckpointError
 from bertkit.finetune.classification import examples_from_inputs
 from bertkit.finetune.predict import evaluate_file, finetuned_model, predict_file
-from bertkit.generate.prompt_job import label_scores, load_prompt_classifier
-from bertkit.generate.seq2seq_job import Seq2SeqGenerator
+from bertkit.finetune.prompt.job import label_scores, load_prompt_classifier
+from bertkit.finetune.seq2seq.job import Seq2SeqGenerator
 from bertkit.model.config import EncoderConfig
 from bertkit.model.encoder import Encoder
 from bertkit.model.heads import MaskedLMHead, SequenceClassificationHead

@@ -2,7 +2,7 @@ import pytest
 import torch
 
 from bertkit.errors import BertkitError
-from bertkit.generate.pet import Pattern, PETClassifier, Verbalizer, pet_loss
+from bertkit.finetune.prompt.pet import Pattern, PETClassifier, Verbalizer, pet_loss
 from bertkit.model.config import EncoderConfig
 from bertkit.model.encoder import Encoder
 from bertkit.model.heads import MaskedLMHead
@@ -64,7 +64,7 @@ def test_few_shot_training_fits_the_examples(tokenizer):
 
 
 def test_p_tuning_trains_only_the_prompt_when_frozen(tokenizer_with_unused):
-    from bertkit.generate.ptuning import PTuningClassifier
+    from bertkit.finetune.prompt.ptuning import PTuningClassifier
 
     tok = tokenizer_with_unused
     torch.manual_seed(0)

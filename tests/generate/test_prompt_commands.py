@@ -6,9 +6,9 @@ import torch
 
 from bertkit.checkpoints import load_checkpoint
 from bertkit.cli import main
-from bertkit.generate.pet import Pattern, PETClassifier, Verbalizer
-from bertkit.generate.prompt_job import label_scores, load_prompt_classifier
-from bertkit.generate.ptuning import PTuningClassifier
+from bertkit.finetune.prompt.pet import Pattern, PETClassifier, Verbalizer
+from bertkit.finetune.prompt.job import label_scores, load_prompt_classifier
+from bertkit.finetune.prompt.ptuning import PTuningClassifier
 
 ROWS = [("a good movie", "pos"), ("very good film", "pos"), ("a bad movie", "neg"), ("very bad film", "neg")] * 2
 

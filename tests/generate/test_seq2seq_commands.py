@@ -6,7 +6,7 @@ import pytest
 from bertkit.checkpoints import load_checkpoint, save_checkpoint
 from bertkit.cli import main
 from bertkit.errors import InputFileError
-from bertkit.generate.seq2seq_job import Seq2SeqGenerator, read_pairs
+from bertkit.finetune.seq2seq.job import Seq2SeqGenerator, read_pairs
 
 PAIRS = [("thou art good", "you are good"), ("god hath said", "god has said"),
          ("let there be light", "let there be light"), ("thee art very bad", "you are very bad")] * 4

@@ -2,7 +2,7 @@ import itertools
 
 import torch
 
-from bertkit.generate.unilm import Seq2SeqLM, seq2seq_decode, seq2seq_inputs, seq2seq_loss, unilm_mask
+from bertkit.finetune.seq2seq.unilm import Seq2SeqLM, seq2seq_decode, seq2seq_inputs, seq2seq_loss, unilm_mask
 from bertkit.model.config import EncoderConfig
 from bertkit.model.encoder import Encoder
 from bertkit.model.heads import MaskedLMHead

@@ -11,7 +11,7 @@ import torch
 from torch import nn
 
 from bertkit.errors import BertkitError
-from bertkit.generate.pet import PROMPT_SLOT, Pattern, PETClassifier, Verbalizer
+from bertkit.finetune.prompt.pet import PROMPT_SLOT, Pattern, PETClassifier, Verbalizer
 
 
 class PTuningClassifier(PETClassifier):

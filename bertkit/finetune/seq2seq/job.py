@@ -2,7 +2,7 @@
 saved folder (`bertkit generate --source`, `bertkit predict`).
 
 Pairs are JSONL rows `{"source": ..., "target": ...}`; `text_a` / `text_b` (the paraphrase-pair files) are
-read the same way. The model is the folder's encoder + MLM head under the seq2seq mask (bertkit.generate.unilm),
+read the same way. The model is the folder's encoder + MLM head under the seq2seq mask (bertkit.finetune.seq2seq.unilm),
 trained with seq2seq_loss on the shared loop; with --dev the lowest dev loss picks the model. The saved folder
 is a BertForMaskedLM folder whose bertkit.json says task "seq2seq".
 """
@@ -20,9 +20,9 @@ from bertkit.checkpoints import load_checkpoint, save_checkpoint
 from bertkit.data.text import iter_jsonl
 from bertkit.errors import BertkitError, CheckpointError, InputFileError
 from bertkit.finetune.job import FinetuneResult
-from bertkit.generate.finetune_config import (LoopJobConfig, loop_config, max_length_for, mlm_head_of,
+from bertkit.finetune.loop_job import (LoopJobConfig, loop_config, max_length_for, mlm_head_of,
                                               start_run_record, train_and_record, write_json)
-from bertkit.generate.unilm import Seq2SeqLM, seq2seq_decode, seq2seq_inputs, seq2seq_loss
+from bertkit.finetune.seq2seq.unilm import Seq2SeqLM, seq2seq_decode, seq2seq_inputs, seq2seq_loss
 from bertkit.runtime import pick_device, seed_everything
 from bertkit.tokenizer.coverage import warn_unknown
 from bertkit.tokenizer.spacing import tidy_spacing

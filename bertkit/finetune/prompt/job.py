@@ -27,10 +27,10 @@ from bertkit.finetune.job import FinetuneResult
 from bertkit.finetune.metrics import classification_metrics
 from bertkit.finetune.predictions import sequence_predictions
 from bertkit.finetune.recipe import prompt_recipe
-from bertkit.generate.finetune_config import (LoopJobConfig, loop_config, max_length_for, mlm_head_of,
+from bertkit.finetune.loop_job import (LoopJobConfig, loop_config, max_length_for, mlm_head_of,
                                               start_run_record, train_and_record, write_json)
-from bertkit.generate.pet import PROMPT_SLOT, Pattern, PETClassifier, Verbalizer, pet_loss
-from bertkit.generate.ptuning import PTuningClassifier
+from bertkit.finetune.prompt.pet import PROMPT_SLOT, Pattern, PETClassifier, Verbalizer, pet_loss
+from bertkit.finetune.prompt.ptuning import PTuningClassifier
 from bertkit.runtime import pick_device, seed_everything
 from bertkit.tokenizer.coverage import texts_of, warn_unknown
 from bertkit.train import IndexedBatches
