@@ -23,7 +23,7 @@ def tuned(tmp_path_factory, cased_encoder_dir, split_signal_files):
     root = tmp_path_factory.mktemp("hybrid_finetuned")
     files = {k: str(v) for k, v in split_signal_files.items()}
     common = dict(train=files["train"], dev=files["dev"], progress_bar=False)
-    finetuned = run_finetune(FinetuneConfig(model=str(cased_encoder_dir), output=str(root / "ft"), seed=0,
+    finetuned = run_finetune(FinetuneConfig(model=str(cased_encoder_dir), output=str(root / "ft"), seed=0, epochs=6,
                                             baseline=False, **common)).output
     hybrid = run_finetune(FinetuneConfig(model=str(finetuned), output=str(root / "hybrid"), method="hybrid",
                                          **common)).output
