@@ -107,9 +107,10 @@ def run_linear_job(job: LinearJob) -> LinearJobResult:
         "dev": fitted.dev_metrics, "metric_for_best": metric, "dev_data": dev_data, "method": job.method,
         "seconds": seconds, "encode_seconds": fit.encode_seconds, "train_examples": len(splits.train),
         "regularization": fit.regularization})
-    over = "the fine-tuned model's logits" if head is not None else "vectors"
-    print(f"bertkit: {job.method}: {len(splits.train):,} training rows, {over} encoded (or read from the cache) in "
-          f"{fit.encode_seconds:.0f} s, fitted in {seconds - fit.encode_seconds:.0f} s", file=sys.stderr)
+    encoded = ("the fine-tuned model's dev logits computed" if head is not None
+               else "encoded (or read from the cache)")
+    print(f"bertkit: {job.method}: {len(splits.train):,} training rows, {encoded} in {fit.encode_seconds:.0f} s, "
+          f"fitted in {seconds - fit.encode_seconds:.0f} s", file=sys.stderr)
     return LinearJobResult(output, fit.model, fitted.dev_metrics, seconds, fit.encode_seconds, splits,
                            fit.predicted_dev, fit.baseline)
 
