@@ -25,7 +25,7 @@ import torch
 from bertkit.checkpoints.gpt2 import load_gpt2, save_gpt2
 from bertkit.data.corpus import iter_documents
 from bertkit.generate import GREEDY, CausalLM, SamplingConfig, generate, gpt_config
-from bertkit.generate.pretrain import (GPTTrainConfig, heldout_perplexity, tokenize_documents, train_causal_lm,
+from bertkit.generate.pretrain import (GPTDataConfig, heldout_perplexity, tokenize_documents, train_causal_lm,
                                        unigram_perplexity)
 from bertkit.tokenizer.bpe import train_bpe
 from bertkit.train import TrainConfig
@@ -77,11 +77,11 @@ def main() -> None:
     config = gpt_config(vocab_size=tokenizer.vocab_size, hidden_size=args.hidden, num_layers=args.layers,
                         num_heads=args.heads, max_position_embeddings=max(256, args.block_size))
     model = CausalLM(config)
-    job = GPTTrainConfig(block_size=args.block_size, batch_size=args.batch_size, train=TrainConfig(
-        lr=args.lr, warmup_ratio=0.05, weight_decay=0.1, adam_beta2=0.95, time_budget=args.time_budget,
-        device="cpu", progress_bar=False))
+    data = GPTDataConfig(block_size=args.block_size, batch_size=args.batch_size)
+    train_config = TrainConfig(lr=args.lr, warmup_ratio=0.05, weight_decay=0.1, adam_beta2=0.95,
+                               time_budget=args.time_budget, device="cpu", progress_bar=False)
     before = heldout_perplexity(model, heldout_stream, args.block_size)["perplexity"]
-    result = train_causal_lm(model, train_stream, heldout_stream, job)
+    result = train_causal_lm(model, train_stream, heldout_stream, data, train_config)
     after = result.last_eval
     unigram = unigram_perplexity(train_stream, heldout_stream, args.block_size, tokenizer.vocab_size)
 

@@ -9,7 +9,6 @@ to one through importlib.resources, so they work from an installed wheel, not on
 from __future__ import annotations
 
 import dataclasses
-import json
 import sys
 import types
 import typing
@@ -18,6 +17,7 @@ from importlib.resources.abc import Traversable
 from pathlib import Path
 from typing import Any, TypeVar
 
+from bertkit.atomic_write import write_json
 from bertkit.errors import BertkitError
 
 if sys.version_info >= (3, 11):
@@ -204,8 +204,6 @@ def config_to_dict(config: Any) -> dict[str, Any]:
 
 def save_config(config: Any, folder: str | Path, name: str = "config.effective.json") -> Path:
     """Write the effective config (after file and overrides) into a run folder."""
-    folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
-    target = folder / name
-    target.write_text(json.dumps(config_to_dict(config), indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    target = Path(folder) / name
+    write_json(target, config_to_dict(config))
     return target

@@ -13,7 +13,7 @@ _DISTILL_FLAGS = {"teacher": str, "student": str, "student_layers": int, "task":
                   "hidden_loss": str, "attention_weight": float, "pooling": str, "epochs": int, "lr": float,
                   "batch_size": int, "max_length": int, "max_train_examples": int, "max_dev_examples": int,
                   "seed": int, "device": str, "augment_copies": int,
-                  "augment_mask_prob": float, "transfer": str}
+                  "augment_mask_prob": float, "transfer": str, "save_every": int, "resume": bool}
 
 
 def register(subparsers) -> None:
@@ -96,6 +96,9 @@ def register(subparsers) -> None:
     for flag in ("epochs", "batch_size", "max_length", "max_train_examples", "max_dev_examples", "seed"):
         p.add_argument("--" + flag.replace("_", "-"), type=int)
     p.add_argument("--device")
+    p.add_argument("--save-every", type=int, help="save the training state every N steps (for --resume)")
+    p.add_argument("--resume", action="store_true", default=None,
+                   help="continue the interrupted run in --output from its last saved state")
     p.set_defaults(func=_distill, accepts_overrides=True)
 
 

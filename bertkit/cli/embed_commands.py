@@ -10,7 +10,8 @@ from bertkit.model.pooling import LAYER_STRATEGIES, POOLINGS
 # flag -> SimCSEConfig field for the common flags; everything else via --key=value overrides.
 SIMCSE_FLAGS = {"model": "model", "train": "train", "output": "output", "mode": "mode", "dev": "dev",
                 "pooling": "pooling", "batch_size": "batch_size", "epochs": "epochs", "max_steps": "max_steps",
-                "lr": "lr", "max_length": "max_length", "temperature": "temperature", "seed": "seed"}
+                "lr": "lr", "max_length": "max_length", "temperature": "temperature", "seed": "seed",
+                "save_every": "save_every", "resume": "resume"}
 
 
 def _say(message: str) -> None:
@@ -51,6 +52,9 @@ def register(subparsers) -> None:
     p.add_argument("--max-length", type=int, default=None)
     p.add_argument("--temperature", type=float, default=None)
     p.add_argument("--seed", type=int, default=None)
+    p.add_argument("--save-every", type=int, default=None, help="save the training state every N steps (for --resume)")
+    p.add_argument("--resume", action="store_true", default=None,
+                   help="continue the interrupted run in --output from its last saved state")
     p.set_defaults(func=run_simcse_command, accepts_overrides=True)
 
     p = subparsers.add_parser("evaluate-embeddings", help="retrieval metrics / Spearman of a model's vectors",

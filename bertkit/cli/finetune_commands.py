@@ -23,7 +23,7 @@ _FLAGS = {"task": str, "model": str, "train": str, "dev": str, "output": str, "e
           "batch_size": int, "max_length": int, "seed": int, "warmup_ratio": float, "eval_every": int,
           "early_stopping_patience": int, "layerwise_lr_decay": float, "schedule": str, "metric": str,
           "encoding": str, "device": str, "max_train_examples": int, "max_dev_examples": int,
-          "aux_mlm_weight": float, "head_lr": float, "class_weights": str, "time_budget": str, "method": str}
+          "aux_mlm_weight": float, "head_lr": float, "class_weights": str, "time_budget": str, "method": str, "save_every": int}
 
 
 def register(subparsers) -> None:
@@ -71,7 +71,9 @@ def register(subparsers) -> None:
     p.add_argument("--max-dev-examples", type=int, help="use only the first N dev rows")
     p.add_argument("--device", help="cpu, cuda or auto")
     p.add_argument("--resume", action="store_true", default=None,
-                   help="continue the interrupted run in --output from its last evaluation")
+                   help="continue the interrupted run in --output from its last saved state (saved after each "
+                        "evaluation and every --save-every steps)")
+    p.add_argument("--save-every", type=int, help="also save the training state every N steps (for --resume)")
     p.add_argument("--method", choices=("finetune", "linear-probe", "hybrid"),
                    help="linear-probe: logistic regression on the frozen model's vectors (minutes on a CPU); "
                         "hybrid: that stacked with the TF-IDF baseline; default: fine-tune the whole model")

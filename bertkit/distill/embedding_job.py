@@ -6,8 +6,6 @@ cosine between student and teacher vectors (through the map), higher is better.
 """
 from __future__ import annotations
 
-import json
-import shutil
 from pathlib import Path
 from typing import NamedTuple
 
@@ -16,14 +14,13 @@ import torch.nn.functional as F
 from torch import nn
 
 from bertkit.checkpoints import save_checkpoint
-from bertkit.config import save_config
 from bertkit.data.text import read_texts
 from bertkit.distill.student import build_student
 from bertkit.finetune.batching import BucketedBatches, collate, inference_batches
 from bertkit.finetune.inference import no_targets
 from bertkit.model.pooling import normalize
 from bertkit.model.sentence import SentenceConfig, SentenceEncoder, SentencePipeline
-from bertkit.train import TrainConfig, train
+from bertkit.train.fit import Job, JobResult, fit, loop_settings
 
 
 class TextFeature(NamedTuple):
@@ -104,17 +101,10 @@ def run_embedding_distill(config, teacher_ckpt) -> dict:
     def save(net: EmbeddingDistillation, metrics: dict) -> None:
         save_checkpoint(output, net.student, tokenizer, {}, {**meta, "dev_metrics": metrics}, sentence=sentence)
 
-    run_dir = output / "run"
-    run_dir.mkdir(parents=True, exist_ok=True)
-    save_config(config, run_dir)
-    result = train(model, loss_fn, batches, TrainConfig(
-        lr=config.lr, warmup_ratio=config.warmup_ratio, epochs=config.epochs, seed=config.seed, device=config.device,
-        output_dir=str(run_dir), metric_for_best="cosine" if dev_features else None,
-        progress_bar=config.progress_bar, log_every=10),
-        evaluate=evaluate if dev_features else None, on_best=save if dev_features else None)
-    if not dev_features:
-        save(model, {})
-    shutil.rmtree(run_dir / "checkpoint", ignore_errors=True)
-    record = {"dev": result.best_eval or result.last_eval, "steps": result.steps, "train_seconds": result.elapsed_s}
-    (output / "metrics.json").write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
-    return record
+    job = Job(model, loss_fn, batches, save, evaluate if dev_features else None, "cosine" if dev_features else None)
+    return distill_record(fit(job, loop_settings(config, log_every=10), output, config))
+
+
+def distill_record(result: JobResult) -> dict:
+    """What `bertkit distill` prints for either task (metrics.json holds more)."""
+    return {"dev": result.metrics, "steps": result.steps, "train_seconds": result.train_seconds}

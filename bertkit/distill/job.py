@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import json
-import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, Optional
@@ -22,11 +20,11 @@ from torch import nn
 
 from bertkit.checkpoints import load_checkpoint, save_checkpoint
 from bertkit.checkpoints.families import require_bert_encoder
-from bertkit.config import save_config
 from bertkit.data.labels import LabelMap
 from bertkit.data.readers import ReadOptions
 from bertkit.distill import losses
 from bertkit.distill.augment import UNLABELED, masked_copies
+from bertkit.distill.embedding_job import distill_record
 from bertkit.distill.student import build_student
 from bertkit.model.sentence import SentencePipeline
 from bertkit.errors import BertkitError
@@ -34,7 +32,7 @@ from bertkit.finetune.batching import BucketedBatches, collate
 from bertkit.finetune.model import FinetuneModel, hf_config_extra, model_from_checkpoint, model_meta, new_head
 from bertkit.finetune.tasks import TaskOptions, build_task, read_examples
 from bertkit.runtime import seed_everything
-from bertkit.train import TrainConfig, train
+from bertkit.train.fit import Job, check_resume, fit, loop_settings
 
 
 @dataclass
@@ -65,6 +63,11 @@ class DistillConfig:
     seed: int = 42
     warmup_ratio: float = 0.1
     device: str = "auto"
+    # auto: bf16 autocast on CUDA, fp32 on CPU; bf16: also on CPU (fast on CPUs with AMX / avx512_bf16)
+    precision: Literal["auto", "fp32", "bf16"] = "auto"
+    grad_accum: int = 1                   # micro-batches per optimizer step
+    save_every: int = 0                   # steps between training states, which resume continues from
+    resume: bool = False                  # continue an interrupted run from output/run/checkpoint
     progress_bar: bool = True
 
 
@@ -80,6 +83,7 @@ def run_distill(config: DistillConfig) -> dict:
     for name in ("teacher", "train", "output"):
         if not getattr(config, name):
             raise BertkitError(f"distill needs --{name}")
+    check_resume(config.resume, config.output)
     seed_everything(config.seed)
     teacher_ckpt = load_checkpoint(config.teacher)
     require_bert_encoder(teacher_ckpt, "distill")
@@ -189,20 +193,8 @@ def run_distill(config: DistillConfig) -> dict:
     def evaluate(net: Distillation):
         return task.evaluate(net.student, dev_features, dev_examples)
 
-    run_dir = output / "run"
-    run_dir.mkdir(parents=True, exist_ok=True)
-    save_config(config, run_dir)
-    result = train(model, loss_fn, batches, TrainConfig(
-        lr=config.lr, warmup_ratio=config.warmup_ratio, epochs=config.epochs, seed=config.seed, device=config.device,
-        output_dir=str(run_dir), metric_for_best=task.main_metric if has_dev else None,
-        progress_bar=config.progress_bar, log_every=10),
-        evaluate=evaluate if has_dev else None, on_best=save if has_dev else None)
-    if not has_dev:      # no dev set: the last student is the one saved
-        save(model, {})
-    shutil.rmtree(run_dir / "checkpoint", ignore_errors=True)
-    record = {"dev": result.best_eval or result.last_eval, "steps": result.steps, "train_seconds": result.elapsed_s}
-    (output / "metrics.json").write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
-    return record
+    job = Job(model, loss_fn, batches, save, evaluate if has_dev else None, task.main_metric if has_dev else None)
+    return distill_record(fit(job, loop_settings(config, log_every=10), output, config))
 
 
 def _pooled(out) -> torch.Tensor:

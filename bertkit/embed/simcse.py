@@ -12,7 +12,6 @@ for pairs. Output: a model folder whose bertkit.json records the pooling trained
 """
 from __future__ import annotations
 
-import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Literal, Optional
@@ -21,6 +20,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from bertkit.atomic_write import write_json
 from bertkit.errors import BertkitError, InputFileError
 from bertkit.model.sentence import SentenceEncoder, SentencePipeline
 from bertkit.tokenizer.padding import pad_to_tensors
@@ -49,6 +49,11 @@ class SimCSEConfig:
     dev: Optional[str] = None          # pairs .jsonl: recall@1 (or Spearman with `score`) each eval
     eval_every: int = 0
     device: str = "auto"
+    # auto: bf16 autocast on CUDA, fp32 on CPU; bf16: also on CPU (fast on CPUs with AMX / avx512_bf16)
+    precision: Literal["auto", "fp32", "bf16"] = "auto"
+    grad_accum: int = 1                # micro-batches per optimizer step (the negatives stay per micro-batch)
+    save_every: int = 0                # steps between training states, which resume continues from
+    resume: bool = False               # continue an interrupted run from output/run/checkpoint
     progress_bar: bool = True
 
 
@@ -112,16 +117,17 @@ def embed(net: SentenceEncoder, tokenizer, texts: list[str], max_length: int, ba
 def run_simcse(config: SimCSEConfig):
     """Train and save to config.output; returns the loop's TrainResult."""
     from bertkit.checkpoints import load_checkpoint, save_checkpoint
-    from bertkit.config import save_config
     from bertkit.embed.evaluation import pair_similarities, read_pairs, retrieval_metrics, spearman
     from bertkit.runtime import seed_everything
-    from bertkit.train import IndexedBatches, TrainConfig, train
+    from bertkit.train import IndexedBatches
+    from bertkit.train.fit import Job, check_resume, fit, loop_settings
 
     for name in ("model", "train", "output"):
         if not getattr(config, name):
             raise BertkitError(f"simcse needs --{name}")
     if config.batch_size < 2:
         raise BertkitError("--batch-size must be >= 2: the other sentences of a batch are the negatives")
+    check_resume(config.resume, config.output)
     seed_everything(config.seed)
     checkpoint = load_checkpoint(config.model)
     tokenizer = checkpoint.tokenizer
@@ -171,21 +177,19 @@ def run_simcse(config: SimCSEConfig):
             return {"recall_at_1": retrieval_metrics(va, vb, [{i} for i in range(len(dev_b))]).recall_at_1}
 
     output = Path(config.output)
-    run_dir = output / "run"
-    run_dir.mkdir(parents=True, exist_ok=True)
-    save_config(config, run_dir)
-    train_config = TrainConfig(lr=config.lr, weight_decay=config.weight_decay, warmup_ratio=config.warmup_ratio,
-                               epochs=config.epochs, max_steps=config.max_steps, eval_every=config.eval_every,
-                               seed=config.seed, device=config.device, output_dir=str(run_dir),
-                               progress_bar=config.progress_bar, log_every=10)
-    result = train(net, loss_fn, batches, train_config, evaluate=evaluate)
     mode = "unsupervised" if data.positives is None else ("triplets" if data.negatives is not None else "pairs")
-    meta = {"task": "sentence-embedding", "trained_from": str(config.model),
-            "simcse": {"mode": mode, "temperature": config.temperature, "steps": result.steps,
-                       "examples": len(data.anchors), "layers": config.layers, "last_eval": result.last_eval}}
-    net.cpu().eval()
-    sentence = SentencePipeline(settings.replace(normalize=source.config.normalize), list(net.dense))
-    save_checkpoint(output, net.encoder, tokenizer, meta=meta, sentence=sentence)
-    (output / "simcse.json").write_text(json.dumps({"config": asdict(config), **meta["simcse"]}, indent=2) + "\n",
-                                        encoding="utf-8")
-    return result
+    about = {"mode": mode, "temperature": config.temperature, "examples": len(data.anchors), "layers": config.layers}
+
+    def save(model: SentenceEncoder, last_eval: dict) -> None:
+        meta = {"task": "sentence-embedding", "trained_from": str(config.model),
+                "simcse": {**about, "last_eval": last_eval}}
+        model.cpu().eval()
+        sentence = SentencePipeline(settings.replace(normalize=source.config.normalize), list(model.dense))
+        save_checkpoint(output, model.encoder, tokenizer, meta=meta, sentence=sentence)
+
+    # evaluations are logged but pick no model (metric None): fit saves the last one
+    result = fit(Job(net, loss_fn, batches, save, evaluate, record={"simcse": about}),
+                 loop_settings(config, log_every=10), output, config)
+    write_json(output / "simcse.json", {"config": asdict(config), **about, "steps": result.steps,
+                                        "last_eval": result.loop.last_eval})
+    return result.loop

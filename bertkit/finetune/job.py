@@ -17,22 +17,15 @@ data (saved_score.py).
 from __future__ import annotations
 
 import dataclasses
-import json
-import platform
 import re
-import shutil
-import sys
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal, Optional
 
-import torch
-
 from bertkit.checkpoints import load_checkpoint, save_checkpoint
-from bertkit.config import save_config
 from bertkit.data.labels import LabelMap
 from bertkit.data.readers import ReadOptions
+from bertkit.atomic_write import write_json
 from bertkit.errors import BertkitError
 from bertkit.finetune.aux_mlm import (AuxMlmModel, BatchMasker, MaskedCopy, add_aux_mlm_loss, mlm_head_for_aux_loss,
                                       task_model)
@@ -42,13 +35,12 @@ from bertkit.finetune.linear.methods import LinearJob, run_linear_job
 from bertkit.finetune.linear.model import LINEAR_TASKS
 from bertkit.finetune.model import FinetuneModel, check_saved_task, hf_config_extra, model_from_checkpoint, model_meta
 from bertkit.finetune.recipe import ModelProfile, Recipe, Requested, choose_recipe, describe, profile_data
-from bertkit.finetune.saved_score import METRICS_FILE, dev_fingerprint, read_saved_metrics, saved_score
 from bertkit.finetune.tasks import TaskOptions, build_task, check_training_labels, label_names_from, read_examples
 from bertkit.runtime import fast_bf16, pick_device, seed_everything
-from bertkit.train import TrainConfig, train
 from bertkit.tokenizer.coverage import texts_of, warn_unknown
-from bertkit.train.checkpointing import state_path
+from bertkit.train.fit import Job, JobResult, check_resume, fit, loop_settings
 from bertkit.train.loop import say
+from bertkit.train.saved_score import METRICS_FILE, dev_fingerprint, saved_score
 
 Task = Literal["classification", "pair-classification", "multi-label", "regression", "ner", "qa"]
 
@@ -87,6 +79,7 @@ class FinetuneConfig:
     skip_bad_rows: bool = False
     device: str = "auto"
     resume: bool = False                  # continue an interrupted run from output/run/checkpoint
+    save_every: int = 0                   # steps between training states (besides one after each evaluation)
     # auto: bf16 autocast on CUDA and on CPUs with AMX / avx512_bf16, fp32 on other CPUs
     precision: Literal["auto", "fp32", "bf16"] = "auto"
     progress_bar: bool = True
@@ -98,16 +91,7 @@ class FinetuneConfig:
     options: TaskOptions = field(default_factory=TaskOptions)
 
 
-@dataclass
-class FinetuneResult:
-    output: Path
-    metrics: dict                         # best dev metrics (or final train-set stats without dev)
-    train_seconds: float                  # optimizer steps only (no evaluation or saving)
-    epochs: int
-    steps: int
-    stop_reason: str
-    kept_earlier_model: bool = False      # this run did not beat the model already in `output`, which stays
-                                          # (then `metrics` are that model's)
+FinetuneResult = JobResult      # what every fine-tuning job returns (train/fit.py)
 
 
 def run_finetune(config: FinetuneConfig) -> FinetuneResult:
@@ -142,9 +126,7 @@ def run_finetune(config: FinetuneConfig) -> FinetuneResult:
         known = LabelMap(tuple(label_names)) if label_names is not None else None
         dev_examples = read_examples(config.task, config.dev, known, True, dev_read)[:config.max_dev_examples]
     model = model_from_checkpoint(checkpoint, config.task, label_names)
-    saved_state = state_path(Path(config.output) / "run")
-    if config.resume and not saved_state.is_file():       # before the recipe lines: a one-line error
-        raise BertkitError(f"--resume: no training state at {saved_state}; start without --resume")
+    check_resume(config.resume, config.output)          # before the recipe lines: a one-line error
     config, recipe = _apply_recipe(config, checkpoint, model, train_examples)
     options = dataclasses.replace(config.options, max_length=config.max_length)
     task = build_task(config.task, checkpoint.tokenizer, model.label_names, options, train_examples,
@@ -180,7 +162,6 @@ def run_finetune(config: FinetuneConfig) -> FinetuneResult:
         return loss, metrics
 
     output = Path(config.output)
-    run_dir = output / "run"
     meta_extra = {"task_options": dataclasses.asdict(options), "finetuned_from": str(config.model)}
     metric = config.metric or task.main_metric
     dev_data = dev_fingerprint(config.task, config.dev, len(dev_examples)) if dev_examples is not None else None
@@ -194,68 +175,33 @@ def run_finetune(config: FinetuneConfig) -> FinetuneResult:
         save_checkpoint(output, net.encoder, checkpoint.tokenizer, {net.head_key: net.head},
                         model_meta(net, {**meta_extra, "dev_metrics": metrics}), hf_config_extra(net),
                         sentence=checkpoint.sentence.after_training())
-        _write_json(output / METRICS_FILE, {"dev": metrics, "metric_for_best": metric, "dev_data": dev_data})
+        write_json(output / METRICS_FILE, {"dev": metrics, "metric_for_best": metric, "dev_data": dev_data})
 
-    evaluate, evaluations = None, []
+    evaluate = None
     if dev_features is not None:
         def evaluate(net):
-            evaluations.append(task.evaluate(net, dev_features, dev_examples, config.eval_batch_size))
-            return evaluations[-1]
+            return task.evaluate(net, dev_features, dev_examples, config.eval_batch_size)
 
     # With a time budget the run ends after `epochs` or at the budget, whichever comes first; the lr schedule
     # follows whichever is further along (the loop's time-budget schedule).
     max_steps = -(-config.epochs * len(batches) // config.grad_accum) if config.time_budget else None
-    train_config = TrainConfig(
-        lr=config.lr, weight_decay=config.weight_decay, warmup_ratio=config.warmup_ratio, max_steps=max_steps,
-        time_budget=config.time_budget, schedule=config.schedule, epochs=config.epochs, grad_accum=config.grad_accum,
-        clip_norm=config.clip_norm,
-        eval_every=config.eval_every, seed=config.seed, device=config.device, bf16=config.precision != "fp32",
-        cpu_bf16=config.precision == "bf16", head_lr=config.head_lr,
-        layerwise_lr_decay=config.layerwise_lr_decay, output_dir=str(run_dir), resume=config.resume,
-        metric_for_best=metric if evaluate is not None else None, best_to_beat=to_beat,
-        checkpoint_on_eval=evaluate is not None, early_stopping_patience=config.early_stopping_patience or None,
-        early_stopping_start=recipe.early_stopping_start, progress_bar=config.progress_bar,
-        log_every=10)
-    run_dir.mkdir(parents=True, exist_ok=True)
-    save_config(config, run_dir)
-    _write_json(run_dir / "recipe.json", recipe.to_dict())
-    _write_json(run_dir / "versions.json", package_versions())
-    unfreeze = _gradual_unfreezing if config.gradual_unfreezing else None
-    started = time.perf_counter()
+    train_config = loop_settings(config, max_steps=max_steps, checkpoint_on_eval=evaluate is not None,
+                                 early_stopping_patience=config.early_stopping_patience or None,
+                                 early_stopping_start=recipe.early_stopping_start, log_every=10)
     trained = AuxMlmModel(model, mlm_head) if mlm_head is not None else model
-    result = train(trained, loss_fn, batches, train_config, evaluate=evaluate,
-                   on_best=save if evaluate is not None else None, on_epoch_start=unfreeze, is_head=_is_head)
-    wall = time.perf_counter() - started
-    for param in model.parameters():
-        param.requires_grad_(True)
-    if evaluate is None:
-        save(model, {})
-    shutil.rmtree(run_dir / "checkpoint", ignore_errors=True)   # resume state; the best model is `output`
-    metrics = result.best_eval or result.last_eval
-    epochs, stop_reason = result.epochs, result.stop_reason
-    if max_steps is not None:            # the epochs were counted in steps
-        epochs = result.steps * config.grad_accum // len(batches)
-        stop_reason = "epochs" if stop_reason == "max_steps" else stop_reason
-    record = {"dev": metrics, "metric_for_best": metric, "dev_data": dev_data, "train_seconds": result.elapsed_s,
-              "wall_seconds": wall, "epochs": epochs, "steps": result.steps,
-              "stop_reason": stop_reason, "train_examples": len(train_examples),
-              "train_features": len(train_features), "recipe": recipe.to_dict()}
-    kept = to_beat is not None and not result.best_eval   # nothing of this run beat the saved model
-    if kept:
-        best_of = min if "loss" in metric else max       # the loop's greater_is_better rule
-        ours = best_of((e[metric] for e in evaluations if metric in e), default=None)
-        say(f"kept the model already in {output} ({metric} {to_beat:.4g}); the best of this run"
-            f"{f', {ours:.4g},' if ours is not None else ''} did not beat it")
-        earlier = read_saved_metrics(output) or {}
-        metrics = earlier.get("dev", {})
-        record = {**earlier, "last_run_not_saved": record}
-    _write_json(output / METRICS_FILE, record)
+    job = Job(trained, loss_fn, batches, save, evaluate, metric, to_beat,
+              on_epoch_start=_gradual_unfreezing if config.gradual_unfreezing else None, is_head=_is_head,
+              record={"dev_data": dev_data, "train_examples": len(train_examples),
+                      "train_features": len(train_features), "recipe": recipe.to_dict()},
+              run_files={"recipe.json": recipe.to_dict()}, epoch_batches=len(batches) if max_steps else None)
+    result = fit(job, train_config, output, config)
+    metrics, kept = result.metrics, result.kept_earlier_model
     if config.baseline and config.task in LINEAR_TASKS and evaluate is not None and not kept:
         predicted = None if config.task == "regression" else best_dev_predictions(
             output, config.task, label_names, dev_features, checkpoint.tokenizer.pad_id, config.eval_batch_size)
         report_beside(output, "fine-tuned", splits_of(config.task, train_examples, dev_examples, label_names),
                       metrics, predicted, config.seed)
-    return FinetuneResult(output, metrics, result.elapsed_s, epochs, result.steps, stop_reason, kept)
+    return result
 
 
 def _apply_recipe(config: FinetuneConfig, checkpoint, model: FinetuneModel, examples) -> tuple[FinetuneConfig, Recipe]:
@@ -317,21 +263,3 @@ def _gradual_unfreezing(model: FinetuneModel, epoch: int) -> None:
     frozen_part = [*model.encoder.embeddings.parameters(), *(p for b in blocks for p in b.parameters())]
     for param in frozen_part:
         param.requires_grad_(id(param) in trainable)
-
-
-def package_versions() -> dict[str, str]:
-    versions = {"python": sys.version.split()[0], "platform": platform.platform(), "torch": torch.__version__}
-    for name in ("bertkit", "numpy", "tokenizers", "safetensors", "transformers"):
-        try:
-            from importlib.metadata import version
-            versions[name] = version(name)
-        except Exception:  # not installed: nothing to record
-            continue
-    return versions
-
-
-def _write_json(path: Path, value: dict) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(value, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-    tmp.replace(path)

@@ -20,19 +20,19 @@ from typing import Literal, NamedTuple
 import torch
 import torch.nn.functional as F
 
+from bertkit.atomic_write import write_json
 from bertkit.checkpoints import load_checkpoint, save_checkpoint
 from bertkit.data.text import iter_jsonl
 from bertkit.errors import BertkitError, CheckpointError, InputFileError
-from bertkit.finetune.saved_score import METRICS_FILE
 from bertkit.finetune.batching import pad_rows
-from bertkit.finetune.job import FinetuneResult
 from bertkit.finetune.model import FinetuneModel, hf_config_extra, model_from_checkpoint, model_meta
 from bertkit.finetune.tasks import TaskOptions
-from bertkit.finetune.loop_job import (LoopJobConfig, loop_config, max_length_for, start_run_record,
-                                              train_and_record, write_json)
+from bertkit.finetune.loop_job import LoopJobConfig, max_length_for
 from bertkit.runtime import seed_everything
 from bertkit.tokenizer.coverage import warn_unknown
 from bertkit.train import IndexedBatches
+from bertkit.train.fit import Job, JobResult, check_resume, fit, loop_settings
+from bertkit.train.saved_score import METRICS_FILE
 
 TASK = "rerank"
 SAVED_TASK = "pair-classification"
@@ -145,12 +145,13 @@ def evaluate_ranking(net: FinetuneModel, tokenizer, triples: list[Triple], confi
     return {"mrr": reciprocal / len(triples), "top1_accuracy": top1 / len(triples), "queries": len(triples)}
 
 
-def run_rerank_finetune(config: RerankConfig) -> FinetuneResult:
+def run_rerank_finetune(config: RerankConfig) -> JobResult:
     for name in ("model", "train", "output"):
         if not getattr(config, name):
             raise BertkitError(f"finetune --task rerank needs --{name}")
     if config.negatives < 0 or config.in_batch_negatives < 0:
         raise BertkitError("--negatives and --in-batch-negatives must be >= 0")
+    check_resume(config.resume, config.output)
     seed_everything(config.seed)
     checkpoint = load_checkpoint(config.model)
     if checkpoint.tokenizer is None:
@@ -175,8 +176,7 @@ def run_rerank_finetune(config: RerankConfig) -> FinetuneResult:
         return ranking_loss(scores, config.loss), {"tokens": float(batch["attention_mask"].sum())}
 
     batches = IndexedBatches(len(train_triples), config.batch_size, make_batch, seed=config.seed)
-    output, run_dir = Path(config.output), Path(config.output) / "run"
-    start_run_record(config, run_dir)
+    output = Path(config.output)
     options = dataclasses.asdict(TaskOptions(max_length=max_length))
     extra = {"trained_as": TASK, "rerank_loss": config.loss, "task_options": options,
              "finetuned_from": str(config.model)}
@@ -192,6 +192,6 @@ def run_rerank_finetune(config: RerankConfig) -> FinetuneResult:
         def evaluate(net):
             return evaluate_ranking(net, tokenizer, dev_triples, config, max_length)
 
-    train_config = loop_config(config, config.lr, run_dir, "mrr" if evaluate is not None else None)
-    return train_and_record(model, loss_fn, batches, train_config, evaluate, save, output, run_dir,
-                            {"train_queries": len(train_triples)})
+    job = Job(model, loss_fn, batches, save, evaluate, "mrr" if evaluate is not None else None,
+              record={"train_queries": len(train_triples)})
+    return fit(job, loop_settings(config, log_every=10), output, config)

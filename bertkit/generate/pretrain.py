@@ -8,7 +8,7 @@ token after the first is a next-token target exactly once. Training runs on the 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Optional, Sequence
 
@@ -100,21 +100,21 @@ def unigram_perplexity(train_stream: np.ndarray, stream: np.ndarray, block_size:
 
 
 @dataclass
-class GPTTrainConfig:
-    block_size: int = 128
-    batch_size: int = 16
+class GPTDataConfig:
+    block_size: int = 128                 # tokens per training row (<= encoder.max_position_embeddings)
+    batch_size: int = 16                  # rows per process and micro-step
     eval_batch_size: int = 32
-    train: TrainConfig = field(default_factory=lambda: TrainConfig(lr=1e-3, warmup_ratio=0.05, schedule="linear",
-                                                                   weight_decay=0.1, adam_beta2=0.95))
+    heldout_fraction: float = 0.01        # whole documents kept out for held-out perplexity
+    max_documents: Optional[int] = None   # read only the first N documents of the corpus
 
 
 def train_causal_lm(model: CausalLM, train_stream: np.ndarray, heldout_stream: Optional[np.ndarray],
-                    config: GPTTrainConfig,
+                    data: GPTDataConfig, train_config: TrainConfig,
                     on_checkpoint: Optional[Callable[[CausalLM, int], None]] = None) -> TrainResult:
     """Pre-train `model` in place on the shared loop; evaluations report held-out loss and perplexity.
     on_checkpoint(model, step) runs with each loop checkpoint (save the model folder there)."""
-    batches = block_batches(train_stream, config.block_size, config.batch_size, seed=config.train.seed)
+    batches = block_batches(train_stream, data.block_size, data.batch_size, seed=train_config.seed)
     evaluate = None
     if heldout_stream is not None:
-        evaluate = lambda m: heldout_perplexity(m, heldout_stream, config.block_size, config.eval_batch_size)
-    return train(model, causal_lm_loss, batches, config.train, evaluate=evaluate, on_checkpoint=on_checkpoint)
+        evaluate = lambda m: heldout_perplexity(m, heldout_stream, data.block_size, data.eval_batch_size)
+    return train(model, causal_lm_loss, batches, train_config, evaluate=evaluate, on_checkpoint=on_checkpoint)

@@ -18,7 +18,7 @@ import torch
 from bertkit.config import save_config
 from bertkit.errors import BertkitError
 from bertkit.model.causal_lm import CausalLM, gpt_config
-from bertkit.generate.pretrain import (GPTTrainConfig, split_documents, tokenize_documents, train_causal_lm,
+from bertkit.generate.pretrain import (GPTDataConfig, split_documents, tokenize_documents, train_causal_lm,
                                        unigram_perplexity)
 from bertkit.runtime import init_distributed, pick_device, seed_everything
 from bertkit.train import TrainConfig, TrainResult
@@ -36,15 +36,6 @@ class GPTEncoderConfig:
     max_position_embeddings: int = 1024
     intermediate_size: Optional[int] = None   # None: 4 x hidden_size, as GPT-2
     dropout: float = 0.1                      # GPT-2's resid/embd/attn dropout
-
-
-@dataclass
-class GPTDataConfig:
-    block_size: int = 128                 # tokens per training row (<= encoder.max_position_embeddings)
-    batch_size: int = 16                  # rows per process and micro-step
-    eval_batch_size: int = 32
-    heldout_fraction: float = 0.01        # whole documents kept out for held-out perplexity
-    max_documents: Optional[int] = None   # read only the first N documents of the corpus
 
 
 @dataclass
@@ -163,9 +154,8 @@ def run_gpt_pretraining(config: GPTPretrainConfig, corpus: Sequence[str], output
     def save_model(m: CausalLM, step: int) -> None:
         save_gpt2(output, m, tokenizer)
 
-    job = GPTTrainConfig(block_size=block, batch_size=config.data.batch_size,
-                         eval_batch_size=config.data.eval_batch_size, train=train_config)
-    result = train_causal_lm(model, train_stream, heldout_stream, job, on_checkpoint=save_model)
+    data = dataclasses.replace(config.data, block_size=block)
+    result = train_causal_lm(model, train_stream, heldout_stream, data, train_config, on_checkpoint=save_model)
     unigram = None
     if heldout_stream is not None:
         unigram = unigram_perplexity(train_stream, heldout_stream, block, tokenizer.vocab_size)

@@ -58,3 +58,9 @@ def broadcast_float(value: float, device: torch.device) -> float:
     tensor = torch.tensor([value], dtype=torch.float64, device=device)
     dist.broadcast(tensor, src=0)
     return float(tensor.item())
+
+
+def barrier() -> None:
+    """Every rank waits here until all have arrived (rank 0 writing the run folder, say)."""
+    if is_distributed():
+        dist.barrier()

@@ -3,7 +3,7 @@ import pytest
 import torch
 
 from bertkit.generate import CausalLM, gpt_config
-from bertkit.generate.pretrain import (GPTTrainConfig, blocks, heldout_perplexity, split_documents,
+from bertkit.generate.pretrain import (GPTDataConfig, blocks, heldout_perplexity, split_documents,
                                        tokenize_documents, train_causal_lm, unigram_perplexity)
 from bertkit.train import TrainConfig
 
@@ -30,9 +30,8 @@ def test_tiny_gpt_beats_the_unigram_baseline(tmp_path, bpe):
     torch.manual_seed(0)
     model = CausalLM(gpt_config(vocab_size=bpe.vocab_size, hidden_size=32, num_layers=1, num_heads=2,
                                 max_position_embeddings=32))
-    config = GPTTrainConfig(block_size=16, batch_size=8, train=TrainConfig(
+    result = train_causal_lm(model, train_stream, heldout, GPTDataConfig(block_size=16, batch_size=8), TrainConfig(
         lr=1e-2, max_steps=30, warmup_steps=3, progress_bar=False, device="cpu", eval_every=30))
-    result = train_causal_lm(model, train_stream, heldout, config)
     unigram = unigram_perplexity(train_stream, heldout, 16, bpe.vocab_size)
     assert result.last_eval["perplexity"] < unigram / 2
     assert heldout_perplexity(model, heldout, 16)["perplexity"] == pytest.approx(result.last_eval["perplexity"])

@@ -24,7 +24,7 @@ from bertkit.finetune.linear.layer import Fitted, scores_metrics
 from bertkit.finetune.linear.model import LinearModel
 from bertkit.finetune.linear.splits import Splits, read_splits
 from bertkit.finetune.linear.training import TfidfFit, TfidfOptions, fit_tfidf_part, training_versions
-from bertkit.finetune.saved_score import METRICS_FILE
+from bertkit.train.saved_score import METRICS_FILE
 
 
 @dataclass

@@ -23,7 +23,7 @@ from bertkit.finetune.linear.report import Comparison, compare
 from bertkit.finetune.linear.splits import Splits
 from bertkit.finetune.linear.training import Targets, targets
 from bertkit.finetune.model import model_from_checkpoint
-from bertkit.finetune.saved_score import METRICS_FILE
+from bertkit.train.saved_score import METRICS_FILE
 from bertkit.train.loop import say
 
 BASELINE_FOLDER = Path("run") / "baseline"

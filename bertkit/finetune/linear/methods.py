@@ -33,7 +33,7 @@ from bertkit.finetune.linear.training import (Targets, TfidfOptions, fit_tfidf_p
                                               training_versions)
 from bertkit.finetune.linear.vectors import cached_vectors, encoding_of, model_fingerprint
 from bertkit.finetune.model import hf_config_extra, model_meta
-from bertkit.finetune.saved_score import METRICS_FILE, dev_fingerprint, read_saved_metrics, saved_score
+from bertkit.train.saved_score import METRICS_FILE, dev_fingerprint, read_saved_metrics, saved_score
 from bertkit.train.loop import say
 
 METHODS = ("linear-probe", "hybrid")

@@ -19,22 +19,23 @@ from typing import Optional, Sequence
 import numpy as np
 import torch
 
+from bertkit.atomic_write import write_json
 from bertkit.checkpoints import load_checkpoint, save_checkpoint
 from bertkit.data.labels import LabelMap
 from bertkit.data.readers import ReadOptions, TextExample, read_text_examples
 from bertkit.errors import BertkitError, CheckpointError
-from bertkit.finetune.job import FinetuneResult
 from bertkit.finetune.metrics import classification_metrics
 from bertkit.finetune.predictions import sequence_predictions
 from bertkit.finetune.recipe import prompt_recipe
-from bertkit.finetune.loop_job import (LoopJobConfig, loop_config, max_length_for, mlm_head_of,
-                                              start_run_record, train_and_record, write_json)
+from bertkit.finetune.loop_job import LoopJobConfig, max_length_for, mlm_head_of
 from bertkit.finetune.prompt.pet import PROMPT_SLOT, Pattern, PETClassifier, Verbalizer, pet_loss
 from bertkit.finetune.prompt.ptuning import PTuningClassifier
 from bertkit.runtime import pick_device, seed_everything
 from bertkit.tokenizer.coverage import texts_of, warn_unknown
 from bertkit.train import IndexedBatches
+from bertkit.train.fit import Job, JobResult, check_resume, fit, loop_settings, record_run, run_folder
 from bertkit.train.loop import say
+from bertkit.train.saved_score import METRICS_FILE
 
 TASK = "prompt-classification"
 METRIC = "accuracy"
@@ -109,7 +110,7 @@ def _build_model(config: PromptConfig, checkpoint, max_length: int) -> PETClassi
     return PETClassifier(checkpoint.encoder, mlm, checkpoint.tokenizer, pattern, verbalizer, max_length)
 
 
-def run_prompt_finetune(config: PromptConfig) -> FinetuneResult:
+def run_prompt_finetune(config: PromptConfig) -> JobResult:
     """Train (or with epochs=0 only evaluate) a prompt classifier and save the best model to config.output."""
     for name in ("model", "output", "template", "verbalizer"):
         if not getattr(config, name):
@@ -119,6 +120,7 @@ def run_prompt_finetune(config: PromptConfig) -> FinetuneResult:
         raise BertkitError("--epochs 0 evaluates zero-shot on --dev: give --dev")
     if not zero_shot and not config.train:
         raise BertkitError("prompt-based fine-tuning needs --train (or --epochs 0 --dev FILE for zero-shot)")
+    check_resume(config.resume, config.output)
     seed_everything(config.seed)
     checkpoint = load_checkpoint(config.model)
     max_length = max_length_for(config, checkpoint)
@@ -136,8 +138,7 @@ def run_prompt_finetune(config: PromptConfig) -> FinetuneResult:
         say(line if (config.epochs, config.lr) == (epochs, lr) else
             f"recipe: {config.epochs} epochs, lr {config.lr:g} (set by the user)")
     device = pick_device(config.device)
-    output, run_dir = Path(config.output), Path(config.output) / "run"
-    start_run_record(config, run_dir)
+    output = Path(config.output)
     meta = {"task": TASK, "labels": list(labels), "template": config.template, "verbalizer": config.verbalizer,
             "ptuning": config.ptuning, "prompt_token_ids": list(model.prompt_token_ids()),
             "max_length": max_length, "finetuned_from": str(config.model)}
@@ -146,7 +147,7 @@ def run_prompt_finetune(config: PromptConfig) -> FinetuneResult:
         if isinstance(net, PTuningClassifier):
             net.store_prompt_in_embeddings()
         save_checkpoint(output, net.encoder, net.tokenizer, {"mlm": net.mlm}, {**meta, "dev_metrics": metrics})
-        write_json(output / "metrics.json", {"dev": metrics, "metric_for_best": METRIC})
+        write_json(output / METRICS_FILE, {"dev": metrics, "metric_for_best": METRIC})
 
     def evaluate_dev(net: PETClassifier) -> dict:
         return evaluate_examples(net, dev_examples, config.eval_batch_size)
@@ -154,12 +155,13 @@ def run_prompt_finetune(config: PromptConfig) -> FinetuneResult:
     evaluate = evaluate_dev if dev_examples is not None else None
 
     if zero_shot:
+        record_run(config, run_folder(output))
         model.to(device)
         metrics = evaluate(model)
         save(model, metrics)
         record = {"dev": metrics, "metric_for_best": METRIC, "zero_shot": True, "train_examples": 0}
-        write_json(output / "metrics.json", record)
-        return FinetuneResult(output, metrics, 0.0, 0, 0, "zero_shot")
+        write_json(output / METRICS_FILE, record)
+        return JobResult(output, metrics, 0.0, 0, 0, "zero_shot")
 
     rows = model.pattern.encode(model.tokenizer, [ex.text for ex in train_examples],
                                 max_length, model.prompt_token_ids())
@@ -169,9 +171,9 @@ def run_prompt_finetune(config: PromptConfig) -> FinetuneResult:
         return {**_padded([rows[i] for i in indices], model.tokenizer.pad_id), "labels": targets[indices]}
 
     batches = IndexedBatches(len(rows), config.batch_size, make_batch, seed=config.seed)
-    train_config = loop_config(config, config.lr, run_dir, METRIC if evaluate is not None else None)
-    return train_and_record(model, pet_loss, batches, train_config, evaluate, save, output, run_dir,
-                            {"train_examples": len(train_examples), "lr": config.lr, "epochs_planned": config.epochs})
+    job = Job(model, pet_loss, batches, save, evaluate, METRIC if evaluate is not None else None,
+              record={"train_examples": len(train_examples), "lr": config.lr, "epochs_planned": config.epochs})
+    return fit(job, loop_settings(config, log_every=10), output, config)
 
 
 def load_prompt_classifier(folder: str | Path, device: Optional[str] = None) -> PETClassifier:

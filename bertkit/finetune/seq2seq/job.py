@@ -16,17 +16,18 @@ from typing import NamedTuple, Optional, Sequence
 
 import torch
 
+from bertkit.atomic_write import write_json
 from bertkit.checkpoints import load_checkpoint, save_checkpoint
 from bertkit.data.text import iter_jsonl
 from bertkit.errors import BertkitError, CheckpointError, InputFileError
-from bertkit.finetune.job import FinetuneResult
-from bertkit.finetune.loop_job import (LoopJobConfig, loop_config, max_length_for, mlm_head_of,
-                                              start_run_record, train_and_record, write_json)
+from bertkit.finetune.loop_job import LoopJobConfig, max_length_for, mlm_head_of
 from bertkit.finetune.seq2seq.unilm import Seq2SeqLM, seq2seq_decode, seq2seq_inputs, seq2seq_loss
 from bertkit.runtime import pick_device, seed_everything
 from bertkit.tokenizer.coverage import warn_unknown
 from bertkit.tokenizer.spacing import tidy_spacing
 from bertkit.train import IndexedBatches
+from bertkit.train.fit import Job, JobResult, check_resume, fit, loop_settings
+from bertkit.train.saved_score import METRICS_FILE
 
 TASK = "seq2seq"
 FIELD_NAMES = (("source", "target"), ("text_a", "text_b"))
@@ -92,12 +93,13 @@ def evaluate_pairs(model: Seq2SeqLM, tokenizer, pairs: Sequence[Pair], max_lengt
     return {"loss": loss, "perplexity": math.exp(min(loss, 50.0)), "pairs": len(pairs)}
 
 
-def run_seq2seq_finetune(config: Seq2SeqConfig) -> FinetuneResult:
+def run_seq2seq_finetune(config: Seq2SeqConfig) -> JobResult:
     for name in ("model", "train", "output"):
         if not getattr(config, name):
             raise BertkitError(f"finetune --task seq2seq needs --{name}")
     if config.epochs < 1:
         raise BertkitError(f"--epochs must be >= 1 for --task seq2seq, got {config.epochs}")
+    check_resume(config.resume, config.output)
     seed_everything(config.seed)
     checkpoint = load_checkpoint(config.model)
     mlm = mlm_head_of(checkpoint, "seq2seq fine-tuning")
@@ -115,22 +117,21 @@ def run_seq2seq_finetune(config: Seq2SeqConfig) -> FinetuneResult:
         return _batch(tokenizer, [sources[i] for i in indices], [targets[i] for i in indices], max_length)
 
     batches = IndexedBatches(len(train_pairs), config.batch_size, make_batch, seed=config.seed)
-    output, run_dir = Path(config.output), Path(config.output) / "run"
-    start_run_record(config, run_dir)
+    output = Path(config.output)
     meta = {"task": TASK, "max_length": max_length, "finetuned_from": str(config.model)}
 
     def save(net: Seq2SeqLM, metrics: dict) -> None:
         save_checkpoint(output, net.encoder, tokenizer, {"mlm": net.mlm}, {**meta, "dev_metrics": metrics})
-        write_json(output / "metrics.json", {"dev": metrics, "metric_for_best": "loss"})
+        write_json(output / METRICS_FILE, {"dev": metrics, "metric_for_best": "loss"})
 
     def evaluate_dev(net: Seq2SeqLM) -> dict:
         return evaluate_pairs(net, tokenizer, dev_pairs, max_length, config.eval_batch_size)
 
     evaluate = evaluate_dev if dev_pairs is not None else None
 
-    train_config = loop_config(config, config.lr, run_dir, "loss" if evaluate is not None else None)
-    return train_and_record(model, seq2seq_loss, batches, train_config, evaluate, save, output, run_dir,
-                            {"train_pairs": len(train_pairs)})
+    job = Job(model, seq2seq_loss, batches, save, evaluate, "loss" if evaluate is not None else None,
+              record={"train_pairs": len(train_pairs)})
+    return fit(job, loop_settings(config, log_every=10), output, config)
 
 
 class Seq2SeqGenerator:

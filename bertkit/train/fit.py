@@ -1,0 +1,163 @@
+"""fit(job, train_config, output, config) -> JobResult: the steps every training job shares around the loop.
+
+A job (pre-built by its recipe: finetune, prompt, seq2seq, rerank, distill, SimCSE) brings a model, a batch source,
+`loss_fn(model, batch)`, an optional `evaluate(model) -> {metric: value}` with the metric that picks the best model,
+and `save(model, metrics)`, which writes the model folder `output`. fit owns the rest:
+
+- the run record in `output/run/` (rank 0): the effective config (config.effective.json), package versions
+  (versions.json), the job's own files (recipe.json, ...), the loop's log.jsonl and loss.png;
+- the loop (train/loop.py) with its seeding, DDP, NaN roll-back and the training state in
+  `output/run/checkpoint/`, saved every `save_every` steps (and after evaluations with `checkpoint_on_eval`), which
+  `resume` continues from exactly;
+- best-or-last save: with `evaluate` and a `metric`, `save` runs each time the metric improves, else once at the
+  end (evaluations without a metric are only logged); a model already in `output` that scored better on the same
+  dev data (`best_to_beat`, train/saved_score.py) is kept;
+- the close: output/metrics.json written atomically, and the training state deleted. A finished run leaves no
+  training state: only the model files, metrics.json and the run record (run/: config, versions, log) remain.
+"""
+from __future__ import annotations
+
+import platform
+import shutil
+import sys
+import time
+from dataclasses import dataclass, field, fields, replace
+from importlib.metadata import version
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+import torch
+from torch import nn
+
+from bertkit.atomic_write import write_json
+from bertkit.config import save_config
+from bertkit.errors import BertkitError
+from bertkit.runtime import distributed_env
+from bertkit.train import distributed as dist_
+from bertkit.train.batches import BatchSource
+from bertkit.train.checkpointing import state_path
+from bertkit.train.loop import LossFn, TrainConfig, TrainResult, say, train
+from bertkit.train.saved_score import METRICS_FILE, read_saved_metrics
+
+RUN_DIR = "run"
+
+
+@dataclass
+class Job:
+    model: nn.Module
+    loss_fn: LossFn
+    batches: BatchSource
+    save: Callable[[Any, dict], None]        # (trained model, its dev metrics or {}) -> writes the folder `output`
+    evaluate: Optional[Callable[[Any], dict[str, float]]] = None
+    metric: Optional[str] = None             # the evaluate() key that picks the best model; None: evaluations are
+                                             # only logged and the last model is saved
+    best_to_beat: Optional[float] = None     # `metric` of the model already in output, on the same dev data
+    on_epoch_start: Optional[Callable[[Any, int], None]] = None
+    is_head: Optional[Callable[[str], bool]] = None
+    record: dict = field(default_factory=dict)           # more keys for output/metrics.json
+    run_files: dict[str, Any] = field(default_factory=dict)  # more JSON files for output/run/ (name -> value)
+    epoch_batches: Optional[int] = None      # batches per epoch when the recipe counted its epochs as max_steps
+
+
+@dataclass
+class JobResult:
+    output: Path
+    metrics: dict                            # best dev metrics (or the last evaluation; {} without dev data)
+    train_seconds: float                     # optimizer steps only (no evaluation or saving)
+    epochs: int
+    steps: int
+    stop_reason: str
+    kept_earlier_model: bool = False         # this run did not beat the model already in `output`, which stays
+                                             # (then `metrics` are that model's)
+    loop: Optional[TrainResult] = None       # the loop's own result (losses per step, last evaluation)
+
+
+def loop_settings(config: Any, **settings) -> TrainConfig:
+    """The loop's settings from a job config: each of its fields that TrainConfig has too (lr, epochs, seed,
+    grad_accum, save_every, resume, ...), `precision` ("auto" | "fp32" | "bf16") as the loop's bf16 switches, then
+    `settings`. fit adds the run folder and the metric that picks the best model."""
+    names = {f.name for f in fields(TrainConfig)}
+    values = {f.name: getattr(config, f.name) for f in fields(config) if f.name in names}
+    precision = getattr(config, "precision", None)
+    if precision is not None:          # auto: bf16 autocast on CUDA only; bf16: on CPU too
+        values.update(bf16=precision != "fp32", cpu_bf16=precision == "bf16")
+    return TrainConfig(**{**values, **settings})
+
+
+def run_folder(output: str | Path) -> Path:
+    return Path(output) / RUN_DIR
+
+
+def check_resume(resume: bool, output: str | Path) -> None:
+    """--resume without a saved state: a one-line error, before the job reads data or builds a model."""
+    saved = state_path(run_folder(output))
+    if resume and not saved.is_file():
+        raise BertkitError(f"--resume: no training state at {saved}; start without --resume")
+
+
+def record_run(config: Any, run_dir: Path, files: Optional[dict[str, Any]] = None) -> None:
+    """The run record: the effective config, package versions and the job's own JSON files, in run_dir."""
+    save_config(config, run_dir)
+    write_json(run_dir / "versions.json", package_versions())
+    for name, value in (files or {}).items():
+        write_json(run_dir / name, value)
+
+
+def fit(job: Job, train_config: TrainConfig, output: str | Path, config: Any) -> JobResult:
+    """Train `job` with `train_config`, keep the best (or last) model in `output`, record the run. `config` is the
+    job's effective config, written to output/run/config.effective.json."""
+    output = Path(output)
+    run_dir = run_folder(output)
+    check_resume(train_config.resume, output)
+    has_dev = job.evaluate is not None
+    picks = has_dev and job.metric is not None          # the best evaluation picks the model, else the last one
+    train_config = replace(train_config, output_dir=str(run_dir), metric_for_best=job.metric if picks else None,
+                           best_to_beat=job.best_to_beat if picks else None)
+    main = distributed_env()[0] == 0
+    if main:
+        record_run(config, run_dir, job.run_files)
+    evaluations: list[dict] = []
+
+    def evaluate(model) -> dict:
+        evaluations.append(job.evaluate(model))
+        return evaluations[-1]
+
+    started = time.perf_counter()
+    result = train(job.model, job.loss_fn, job.batches, train_config, evaluate=evaluate if has_dev else None,
+                   on_best=job.save if picks else None, on_epoch_start=job.on_epoch_start,
+                   **({"is_head": job.is_head} if job.is_head is not None else {}))
+    wall = time.perf_counter() - started
+    metrics = result.best_eval or result.last_eval
+    epochs, stop_reason = result.epochs, result.stop_reason
+    if job.epoch_batches:                    # the epochs were counted in steps
+        epochs = result.steps * train_config.grad_accum // job.epoch_batches
+        stop_reason = "epochs" if stop_reason == "max_steps" else stop_reason
+    kept = picks and job.best_to_beat is not None and not result.best_eval   # nothing beat the saved model
+    if main:
+        if not picks:
+            job.save(job.model, result.last_eval)     # the last model is the one saved
+        record = {"dev": metrics, "metric_for_best": job.metric,
+                  "train_seconds": result.elapsed_s, "wall_seconds": wall, "epochs": epochs, "steps": result.steps,
+                  "stop_reason": stop_reason, **job.record}
+        if kept:
+            best_of = min if "loss" in job.metric else max       # the loop's greater_is_better rule
+            ours = best_of((e[job.metric] for e in evaluations if job.metric in e), default=None)
+            say(f"kept the model already in {output} ({job.metric} {job.best_to_beat:.4g}); the best of this run"
+                f"{f', {ours:.4g},' if ours is not None else ''} did not beat it")
+            earlier = read_saved_metrics(output) or {}
+            metrics = earlier.get("dev", {})
+            record = {**earlier, "last_run_not_saved": record}
+        write_json(output / METRICS_FILE, record)
+        shutil.rmtree(run_dir / "checkpoint", ignore_errors=True)   # resume state; the model is `output`
+    dist_.barrier()
+    return JobResult(output, metrics, result.elapsed_s, epochs, result.steps, stop_reason, kept, result)
+
+
+def package_versions() -> dict[str, str]:
+    versions = {"python": sys.version.split()[0], "platform": platform.platform(), "torch": torch.__version__}
+    for name in ("bertkit", "numpy", "tokenizers", "safetensors", "transformers"):
+        try:
+            versions[name] = version(name)
+        except Exception:  # not installed: nothing to record
+            continue
+    return versions
