@@ -43,7 +43,8 @@ def test_hybrid_over_a_finetuned_model_gets_both_halves_of_the_signal(tuned, spl
 def test_hybrid_folder_predicts_the_pooling_of_its_parts_through_every_route(tuned, split_signal_files, tmp_path):
     from fastapi.testclient import TestClient
 
-    from bertkit.serve import ServeConfig, build_service
+    from bertkit.serve.config import ServeConfig
+    from bertkit.serve.server import build_service
     from bertkit.serve.app import create_app
 
     rows = [json.loads(line) for line in split_signal_files["test"].read_text(encoding="utf-8").splitlines()[:16]]
