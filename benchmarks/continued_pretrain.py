@@ -54,9 +54,9 @@ def main() -> int:
               f"--data.shards_dir={args.work / 'shards'}", "--train.eval_every=100", "--train.progress_bar=false",
               "--max-steps", str(args.steps)]
     a, b, c = (str(args.work / name) for name in "ABC")
-    bertkit("pretrain", "--init", args.model, "--output", a, *common, "--heads.train_only=true", "--train.lr=1e-3")
-    bertkit("pretrain", "--init", a, "--output", b, *common, "--train.lr=1e-4")
-    bertkit("pretrain", "--init", a, "--output", c, *common, "--heads.train_only=true", "--train.lr=1e-3")
+    bertkit("pretrain", "--model", args.model, "--output", a, *common, "--heads.train_only=true", "--train.lr=1e-3")
+    bertkit("pretrain", "--model", a, "--output", b, *common, "--train.lr=1e-4")
+    bertkit("pretrain", "--model", a, "--output", c, *common, "--heads.train_only=true", "--train.lr=1e-3")
     rows = {}
     for name, folder in (("A: head fitted, encoder frozen", a), ("C: A + head-only steps (control)", c),
                          ("B: A + continued pre-training", b)):

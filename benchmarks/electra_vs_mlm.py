@@ -99,7 +99,7 @@ def main() -> int:
         test = str(DATA / f"{task}_test.jsonl.gz")
         for model in (*OBJECTIVES, "tfidf"):
             folder = work / f"{lang}-{model}-{task}"
-            out = subprocess.run([sys.executable, "-m", "bertkit", "evaluate", "--model", str(folder), "--data", test],
+            out = subprocess.run([sys.executable, "-m", "bertkit", "evaluate", "--model", str(folder), "--input", test],
                                  check=True, capture_output=True, text=True, env=one_thread()).stdout
             metrics = last_json_text(out)
             steps = pretrained.get(f"{lang}-{model}", {}).get("steps", "-")

@@ -8,6 +8,7 @@ import sys
 from bertkit.cli.flags import add_config_flags, config_from_args
 from bertkit.embed.config import SimCSEConfig
 from bertkit.options import LAYER_STRATEGIES, POOLINGS
+from bertkit.progress import progress_wanted
 
 _SIMCSE_HELP = {"train": ".txt: unsupervised SimCSE; .jsonl with text_a/text_b [/negative]: pairs or triplets",
                 "dev": "pairs .jsonl evaluated during training", "model": "model folder to start from",
@@ -73,7 +74,8 @@ def run_whiten(args: argparse.Namespace) -> int:
     from bertkit.embed.whitening import whiten_model
 
     whitening = whiten_model(load(args.model), args.corpus, args.output, dim=args.dim, pooling=args.pooling,
-                             layers=args.layers, batch_size=args.batch_size, max_length=args.max_length)
+                             layers=args.layers, batch_size=args.batch_size, max_length=args.max_length,
+                             progress=progress_wanted())
     _say(f"fitted whitening on {whitening.count} texts ({whitening.dim_in} -> {whitening.dim_out} dims); "
          f"saved with the model in {args.output}")
     return 0
@@ -94,7 +96,8 @@ def run_evaluate(args: argparse.Namespace) -> int:
     from bertkit.embed.evaluation import evaluate_model
 
     results = evaluate_model(load(args.model), args.queries, args.corpus, args.pairs, pooling=args.pooling,
-                             layers=args.layers, batch_size=args.batch_size, max_length=args.max_length)
+                             layers=args.layers, batch_size=args.batch_size, max_length=args.max_length,
+                             progress=progress_wanted())
     print(json.dumps(results, indent=2))
     return 0
 
@@ -105,7 +108,7 @@ def run_plot(args: argparse.Namespace) -> int:
 
     result = plot_model(load(args.model), args.input, args.output, args.method, pooling=args.pooling,
                         layers=args.layers, max_points=args.max_points, batch_size=args.batch_size,
-                        max_length=args.max_length)
+                        max_length=args.max_length, progress=progress_wanted())
     note = f" ({result.note})" if result.note else ""
     _say(f"plotted {result.points} texts ({', '.join(result.methods)}) to {result.path}{note}")
     return 0

@@ -11,7 +11,7 @@ from bertkit.cli.flags import add_config_flags, config_from_args
 from bertkit.cli.precision_option import PRECISION_HELP
 from bertkit.errors import BertkitError
 from bertkit.options import PRECISIONS
-from bertkit.serve.batching import CPU_BATCH_OVERHEAD_TOKENS, GPU_BATCH_OVERHEAD_TOKENS
+from bertkit.serve.batching import CPU_BATCH_OVERHEAD_TOKENS_BY_PRECISION, GPU_BATCH_OVERHEAD_TOKENS
 from bertkit.serve.config import ServeConfig, api_key_from_env
 
 # the seconds fields keep their short spellings (--request-timeout, ...) beside the generated --request-timeout-s
@@ -24,8 +24,9 @@ _HELP = {
     "workers": "model worker threads sharing the loaded model",
     "max_batch_tokens": "padded tokens per forward pass",
     "max_batch_size": "rows per forward pass, taken length-sorted from the queue",
-    "batch_overhead_tokens": "cost of one forward pass in tokens' worth, for cutting batches (none: "
-                             f"{CPU_BATCH_OVERHEAD_TOKENS} on CPU, {GPU_BATCH_OVERHEAD_TOKENS} on GPU)",
+    "batch_overhead_tokens": "cost of one forward pass in tokens' worth, for cutting batches (none: measured, "
+                             + ", ".join(f"{n} on CPU in {p}" for p, n in CPU_BATCH_OVERHEAD_TOKENS_BY_PRECISION.items())
+                             + f", {GPU_BATCH_OVERHEAD_TOKENS} on GPU)",
     "max_request_texts": "texts per request; more gets 413",
     "max_request_bytes": "bytes per request body; more gets 413",
     "max_queued_texts": "texts waiting over all clients; more gets 503 busy",

@@ -20,7 +20,7 @@ import torch
 from torch import nn
 from tqdm.auto import tqdm
 
-from bertkit.console import quiet, show_progress
+from bertkit.progress import quiet, show_progress
 from bertkit.errors import BertkitError
 from bertkit.model.precision import inference_only
 from bertkit.runtime import autocast, distributed_env, init_distributed, pick_device, rng_state, seed_everything, set_rng_state

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from bertkit import console
+from bertkit import progress
 from bertkit.cli import _leaf_parsers, build_parser, main
 from bertkit.errors import BertkitWarning
 
@@ -81,23 +81,23 @@ def test_help_documents_the_exit_codes():
 
 
 def test_quiet_and_progress_reach_the_progress_bars_and_lines(capsys):
-    from bertkit.features import _progress
+    from bertkit.progress import progress_bar as _progress
     from bertkit.train.loop import say
     try:
-        console.configure(quiet=True)
+        progress.configure(quiet=True)
         say("hidden")
         assert _progress(5000, True) is None
-        console.configure(progress=False)
+        progress.configure(progress=False)
         assert _progress(5000, True) is None
-        console.configure(progress=True)
+        progress.configure(progress=True)
         bar = _progress(5000, False)
         assert bar is not None
         bar.close()
-        console.configure()
+        progress.configure()
         say("shown")
         assert _progress(5000, False) is None
     finally:
-        console.configure()
+        progress.configure()
     err = capsys.readouterr().err
     assert "bertkit: hidden" not in err and "bertkit: shown" in err
 
@@ -106,7 +106,7 @@ def test_main_sets_the_console_for_each_command(tmp_path):
     corpus = tmp_path / "c.txt"
     corpus.write_text("a b c\n" * 5, encoding="utf-8")
     main(["vocab-bpe", "--corpus", str(corpus), "--output", str(tmp_path / "b"), "--vocab-size", "300", "--quiet"])
-    assert console.quiet()
+    assert progress.quiet()
     main(["vocab-bpe", "--corpus", str(corpus), "--output", str(tmp_path / "b2"), "--vocab-size", "300"])
-    assert not console.quiet()
+    assert not progress.quiet()
     assert isinstance(build_parser(), argparse.ArgumentParser)
