@@ -32,7 +32,7 @@ from bertkit.model.sentence import SentencePipeline
 from bertkit.errors import BertkitError
 from bertkit.finetune.batching import BucketedBatches, collate
 from bertkit.finetune.model import FinetuneModel, hf_config_extra, model_from_checkpoint, model_meta, new_head
-from bertkit.finetune.tasks import TaskOptions, build_task, read_examples
+from bertkit.finetune.tasks import TASKS, TaskOptions, build_task, read_examples
 from bertkit.runtime import seed_everything
 from bertkit.train.fit import Job, check_resume, fit, loop_settings
 
@@ -194,5 +194,6 @@ def run_distill(config: DistillConfig) -> dict:
     def evaluate(net: Distillation):
         return task.evaluate(net.student, dev_features, dev_examples)
 
-    job = Job(model, loss_fn, batches, save, evaluate if has_dev else None, task.main_metric if has_dev else None)
+    metric = TASKS["classification"].main_metric if has_dev else None
+    job = Job(model, loss_fn, batches, save, evaluate if has_dev else None, metric)
     return distill_record(fit(job, loop_settings(config, log_every=10), output, config))

@@ -25,7 +25,8 @@ from bertkit.distill.quantize_gate import (INT8_KERNELS, GateLimits, Row, Sample
                                           measure, table)
 from bertkit.errors import BertkitError
 from bertkit.features import EncodeOptions
-from bertkit.finetune.model import HEAD_KEYS, FinetuneModel
+from bertkit.finetune.model import FinetuneModel
+from bertkit.finetune.tasks import TASKS
 from bertkit.model.precision import has_int8, quantizable_linears, quantize_encoder
 
 SCHEME = "int8-per-channel"
@@ -130,7 +131,7 @@ def _dev_sample(source: Checkpoint, config: QuantizeConfig, options: EncodeOptio
         raise BertkitError(f"{config.dev}: no examples to measure on")
 
     def classifier(encoder, heads):
-        return FinetuneModel(encoder, heads[HEAD_KEYS[task]], task, labels).eval()
+        return FinetuneModel(encoder, heads[TASKS[task].head], task, labels).eval()
 
     texts = [example.text for example in dev.examples]
     options = dataclasses.replace(options, max_length=max_length)

@@ -15,17 +15,17 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal, NamedTuple
+from typing import Literal
 
 import torch
 import torch.nn.functional as F
 
 from bertkit.atomic_write import write_json
 from bertkit.checkpoints import load_checkpoint, save_checkpoint
-from bertkit.data.text import iter_jsonl
 from bertkit.errors import BertkitError, CheckpointError, InputFileError
 from bertkit.finetune.model import FinetuneModel, hf_config_extra, model_from_checkpoint, model_meta
 from bertkit.finetune.tasks import TaskOptions
+from bertkit.finetune.triples import Triple, read_triples
 from bertkit.finetune.loop_job import LoopJobConfig, max_length_for
 from bertkit.runtime import seed_everything
 from bertkit.tokenizer.coverage import warn_unknown
@@ -40,40 +40,12 @@ LABELS = ["irrelevant", "relevant"]
 DEV_IN_BATCH = 9   # dev ranking: each query's candidates also hold the positives of the next 9 dev queries
 
 
-class Triple(NamedTuple):
-    query: str
-    positive: str
-    negatives: list[str]
-    line: int
-
-
 @dataclass
 class RerankConfig(LoopJobConfig):
     """model: any encoder folder (a fresh two-label head is added) or a rerank folder to train further."""
     loss: Literal["listwise", "pairwise"] = "listwise"
     negatives: int = 7              # given negatives used per query (the first N of its list)
     in_batch_negatives: int = 3     # other queries' positives added as negatives per query (0: none)
-
-
-def read_triples(path: str | Path, encoding: str = "utf-8") -> list[Triple]:
-    """Rows {"query", "positive", "negative" (text or list) | "negatives"}; a bad row stops with file:line."""
-    triples = []
-    for number, row in iter_jsonl(path, encoding):
-        for name in ("query", "positive"):
-            value = row.get(name)
-            if not isinstance(value, str) or not value.strip():
-                found = "missing" if value is None else f"{type(value).__name__} {value!r}"[:60]
-                raise InputFileError(path, f"field {name!r} must be a non-empty string ({found}); rows are "
-                                           '{"query", "positive", "negative"}', line=number)
-        negatives = row.get("negative", row.get("negatives", []))
-        negatives = [negatives] if isinstance(negatives, str) else negatives
-        if not isinstance(negatives, list) or not all(isinstance(n, str) and n.strip() for n in negatives):
-            raise InputFileError(path, "field 'negative' must be a non-empty string or a list of them",
-                                 line=number)
-        triples.append(Triple(row["query"], row["positive"], negatives, number))
-    if not triples:
-        raise InputFileError(path, 'has no rows; expected JSONL {"query", "positive", "negative"}')
-    return triples
 
 
 def candidates(triples: list[Triple], indices: list[int], given: int, in_batch: int) -> list[list[str]]:
