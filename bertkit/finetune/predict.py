@@ -21,12 +21,11 @@ from bertkit.data.squad import QAExample
 from bertkit.errors import BertkitError, CheckpointError
 from bertkit.finetune.classification import examples_from_inputs
 from bertkit.finetune.linear.predictor import linear_predictor_of
-from bertkit.finetune.model import TASKS, FinetuneModel, model_from_checkpoint
+from bertkit.finetune.model import FinetuneModel, model_from_checkpoint
 from bertkit.finetune.ner import split_words
-from bertkit.finetune.predictions import sequence_predictions
 from bertkit.finetune.prompt.job import evaluate_prompt_file, label_scores, load_prompt_classifier, predict_prompt_file
 from bertkit.finetune.seq2seq.job import Seq2SeqGenerator, evaluate_seq2seq_file, predict_seq2seq_file
-from bertkit.finetune.tasks import TaskOptions, build_task, read_examples
+from bertkit.finetune.tasks import HEAD_TASKS, SAVED_TASKS, TASKS, TaskOptions, build_task, read_examples
 from bertkit.runtime import pick_device
 from bertkit.tokenizer.coverage import texts_of, warn_unknown
 from bertkit.tokenizer.tokenizer import EMPTY_TEXT, InvalidTextError
@@ -39,13 +38,14 @@ def _checkpoint_of(model: Any):
     return getattr(model, "checkpoint", model)
 
 
-PROMPT_TASK, SEQ2SEQ_TASK = "prompt-classification", "seq2seq"   # tasks of the bertkit.generate jobs
+# tasks whose jobs save a model of their own (prompt classification, seq2seq): their job modules load the folder
+OWN_MODEL_TASKS = tuple(name for name in SAVED_TASKS if TASKS[name].build is None)
 
 
 def _generate_job_folder(checkpoint) -> Optional[tuple[str, Path]]:
     """(task, folder) when the checkpoint was saved by a bertkit.generate job, else None."""
     saved_task = (checkpoint.meta or {}).get("task")
-    if saved_task not in (PROMPT_TASK, SEQ2SEQ_TASK):
+    if saved_task not in OWN_MODEL_TASKS:
         return None
     folder = getattr(checkpoint, "path", None)
     if folder is None:
@@ -63,18 +63,18 @@ def finetuned_model(model: Any, task: Optional[str] = None, device: Optional[str
     checkpoint = _checkpoint_of(model)
     saved_task = (checkpoint.meta or {}).get("task")
     where = getattr(checkpoint, "path", None) or "the model"
-    if saved_task in (PROMPT_TASK, SEQ2SEQ_TASK):
+    if saved_task in OWN_MODEL_TASKS:
         raise CheckpointError(f"{where} is a {saved_task} model (bertkit.generate); use bertkit.load(folder)"
                               ".predict, bertkit predict / evaluate, or bertkit generate --source (seq2seq)")
-    if saved_task not in TASKS:
+    if saved_task not in HEAD_TASKS:
         found = f"task {saved_task!r}" if saved_task else "no task"
         raise CheckpointError(f"{where} is not a fine-tuned model (bertkit.json has {found}); run bertkit "
-                              f"finetune first (tasks: {', '.join((*TASKS, PROMPT_TASK, SEQ2SEQ_TASK))})")
+                              f"finetune first (tasks: {', '.join(SAVED_TASKS)})")
     if task is not None and task != saved_task:
         raise CheckpointError(f"{where} was fine-tuned for {saved_task!r}, not {task!r}")
     net = model_from_checkpoint(checkpoint, saved_task, None)
     names = (checkpoint.meta or {}).get("labels") or []
-    if saved_task not in ("regression", "qa") and len(names) != getattr(net.head, "num_labels", len(names)):
+    if TASKS[saved_task].labels not in ("values", "none") and len(names) != getattr(net.head, "num_labels", len(names)):
         raise CheckpointError(f"{where}: bertkit.json lists {len(names)} labels but the head has "
                               f"{net.head.num_labels} outputs; the folder was edited or mixed up")
     saved_options = (checkpoint.meta or {}).get("task_options") or {}
@@ -139,13 +139,13 @@ def _predict_ner_texts(net: FinetuneModel, task, texts: list[str], batch_size: i
 def _predict_generate_job(task: str, folder: Path, device: Optional[str], inputs: Sequence,
                           batch_size: int) -> list[dict]:
     """Prompt classifiers: label, score and per-label scores (as classifiers give); seq2seq: generated text."""
-    texts = [str(x) for x in inputs]
-    if task == SEQ2SEQ_TASK:
-        return [{"generated": text} for text in Seq2SeqGenerator(folder, device).decode(texts)]
+    texts, kind = [str(x) for x in inputs], TASKS[task]
+    if kind.job == "seq2seq":
+        return kind.format(Seq2SeqGenerator(folder, device).decode(texts))
     classifier = load_prompt_classifier(folder, device)
     labels = classifier.verbalizer.labels
     scores = label_scores(classifier, texts, batch_size) if texts else np.zeros((0, len(labels)))
-    return sequence_predictions(scores, PROMPT_TASK, labels)
+    return kind.format(scores, labels)
 
 
 def _qa_input(item, index: int) -> QAExample:
@@ -171,11 +171,11 @@ def evaluate_file(model: Any, data: str | Path, encoding: str = "utf-8", batch_s
     generate_job = _generate_job_folder(_checkpoint_of(model))
     if generate_job is not None:
         _check_task(task, generate_job)
-        if generate_job[0] == SEQ2SEQ_TASK:
+        if TASKS[generate_job[0]].job == "seq2seq":
             return evaluate_seq2seq_file(generate_job[1], data, encoding, batch_size)
         return evaluate_prompt_file(generate_job[1], data, encoding, batch_size)
     net, task_object = finetuned_model(model, task)
-    known = LabelMap(tuple(net.label_names)) if net.task not in ("regression", "qa") else None
+    known = LabelMap(tuple(net.label_names)) if TASKS[net.task].labels not in ("values", "none") else None
     examples = read_examples(net.task, data, known, True, ReadOptions(encoding))
     return task_object.evaluate(net, task_object.encode(examples), examples, batch_size)
 
@@ -191,7 +191,7 @@ def predict_file(model: Any, input_path: str | Path, output_path: str | Path, en
     generate_job = _generate_job_folder(_checkpoint_of(model))
     if generate_job is not None:
         _check_task(task, generate_job)
-        if generate_job[0] == SEQ2SEQ_TASK:
+        if TASKS[generate_job[0]].job == "seq2seq":
             return predict_seq2seq_file(generate_job[1], input_path, output_path, encoding)
         return predict_prompt_file(generate_job[1], input_path, output_path, encoding, batch_size)
     net, task_object = finetuned_model(model, task)
@@ -227,7 +227,7 @@ def _check_linear_task(task: Optional[str], linear) -> None:
 def _check_task(task: Optional[str], generate_job: tuple[str, Path]) -> None:
     """--task given with a generate-job folder: seq2seq must say seq2seq; a prompt classifier is a classifier."""
     saved, folder = generate_job
-    if task is not None and task != saved and not (saved == PROMPT_TASK and task == "classification"):
+    if task is not None and task != saved and not (TASKS[saved].job == "prompt" and task == "classification"):
         raise CheckpointError(f"{folder} was fine-tuned for {saved!r}, not {task!r}")
 
 
