@@ -27,6 +27,7 @@ from bertkit.finetune.linear.model import LinearModel
 from bertkit.finetune.linear.splits import Splits, read_splits
 from bertkit.finetune.linear.training import TfidfOptions, fit_tfidf_part, fit_vector_part, training_versions
 from bertkit.finetune.linear.vectors import cached_vectors, encoding_of, model_fingerprint
+from bertkit.finetune.tasks import TASKS
 from bertkit.train.saved_score import METRICS_FILE, dev_fingerprint, read_saved_metrics, saved_score
 from bertkit.train.loop import say
 
@@ -75,6 +76,7 @@ def run_linear_job(job: LinearJob) -> LinearJobResult:
     vector_fit = fit_vector_part(job.task, train_vectors, dev_vectors, splits.y, splits.num_labels, encoding, job.seed)
     baseline = None
     if job.method == "linear-probe":
+        parts = [vector_fit]
         model = LinearModel("linear-probe", job.task, splits.label_names, pairs, [vector_fit.part])
         fitted, regularization = vector_fit.fitted, {"C": vector_fit.fitted.regularization}
     else:
@@ -83,17 +85,18 @@ def run_linear_job(job: LinearJob) -> LinearJobResult:
         baseline = FittedBaseline(LinearModel("tfidf", job.task, splits.label_names, pairs, [tfidf_fit.part]),
                                   tfidf_fit.fitted, time.perf_counter() - tfidf_started)
         parts = [tfidf_fit, vector_fit]
-        dev_outputs = [tfidf_fit.part.scores(splits.dev), vector_fit.part.scores(splits.dev, dev_vectors)]
-        fitted = fit_stack(job.task, parts, splits.y, splits.num_labels, dev_outputs, job.seed)
+        # the dev features are built once, by the fits (each part's dev_scores), not again for the stack and the
+        # collapse check (tests/finetune/linear/test_linear_methods.py counts the TF-IDF transforms)
+        fitted = fit_stack(job.task, parts, splits.y, splits.num_labels, [p.dev_scores for p in parts], job.seed)
         model = hybrid_model(job.task, splits.label_names, pairs, parts, fitted)
         regularization = {"tfidf": tfidf_fit.fitted.regularization, "vectors": vector_fit.fitted.regularization,
                           "stack": fitted.regularization}
     seconds = time.perf_counter() - started
     output = Path(job.output)
-    metric = "spearman" if job.task == "regression" else "accuracy"
+    metric = TASKS[job.task].main_metric
     dev_data = dev_fingerprint(job.task, job.dev, len(splits.dev))
     to_beat = saved_score(output, metric, dev_data)
-    predicted = None if job.task == "regression" else model.scores(splits.dev, dev_vectors).argmax(-1)
+    predicted = None if job.task == "regression" else model.combine([p.dev_scores for p in parts]).argmax(-1)
     if to_beat is not None and not fitted.dev_metrics[metric] > to_beat:
         say(f"kept the model already in {output} ({metric} {to_beat:.4g}); this {job.method} model's "
             f"{fitted.dev_metrics[metric]:.4g} did not beat it")

@@ -47,7 +47,10 @@ class LinearModel:
 
     def scores(self, examples: Sequence[TextExample], vectors: Optional[np.ndarray] = None) -> np.ndarray:
         """(N, K) probabilities, or (N, 1) values for regression."""
-        outputs = [part.scores(examples, vectors) for part in self.parts]
+        return self.combine([part.scores(examples, vectors) for part in self.parts])
+
+    def combine(self, outputs: Sequence[np.ndarray]) -> np.ndarray:
+        """The model's scores from its parts' scores (one per part, in order): the stack's, or the one part's."""
         if self.stack is None:
             return outputs[0]
         return self.stack.scores([stack_inputs(outputs, self.parts[0].layer.output)])
