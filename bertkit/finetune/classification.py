@@ -153,9 +153,5 @@ def examples_from_inputs(items: Sequence[Union[str, tuple[str, str], list]]) -> 
     return examples
 
 
-def label_kind_for(task: str) -> str:
-    return {"regression": "score", "multi-label": "multi"}.get(task, "class")
-
-
 def optional_label_names(task: str, names: Optional[Sequence[str]]) -> list[str]:
     return [] if task == "regression" else list(names or [])

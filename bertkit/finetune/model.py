@@ -89,7 +89,7 @@ def model_from_checkpoint(checkpoint, task: str, label_names: Optional[list[str]
     head = checkpoint.heads.get(key) if reuse_head else None
     if head is not None and saved_task is not None and saved_task != task:
         raise CheckpointError(f"{where} holds a {saved_task!r} head, not a {task!r} one; pass --task {saved_task}")
-    if head is not None and label_names is not None and kind.labels not in ("values", "none"):
+    if head is not None and label_names is not None and kind.labels not in ("score", "none"):
         found = saved_labels or [str(i) for i in range(head.num_labels)]
         if list(found) != list(label_names):
             raise CheckpointError(
@@ -97,12 +97,12 @@ def model_from_checkpoint(checkpoint, task: str, label_names: Optional[list[str]
                 f"data has {len(label_names)} ({', '.join(label_names[:8])}); fine-tune from the base encoder to "
                 "change the label set")
     if head is None:
-        if label_names is None and kind.labels not in ("values", "none"):
+        if label_names is None and kind.labels not in ("score", "none"):
             raise CheckpointError(f"{where} has no {task} head; fine-tune it first (bertkit finetune)")
-        num_labels = 1 if kind.labels == "values" else len(label_names or [])
+        num_labels = 1 if kind.labels == "score" else len(label_names or [])
         head = new_head(task, checkpoint.encoder, num_labels)
     names = list(label_names) if label_names is not None else list(saved_labels or [])
-    if not names and hasattr(head, "num_labels") and kind.labels != "values":
+    if not names and hasattr(head, "num_labels") and kind.labels != "score":
         names = [str(i) for i in range(head.num_labels)]
     return FinetuneModel(checkpoint.encoder, head, task, names)
 

@@ -74,7 +74,7 @@ def finetuned_model(model: Any, task: Optional[str] = None, device: Optional[str
         raise CheckpointError(f"{where} was fine-tuned for {saved_task!r}, not {task!r}")
     net = model_from_checkpoint(checkpoint, saved_task, None)
     names = (checkpoint.meta or {}).get("labels") or []
-    if TASKS[saved_task].labels not in ("values", "none") and len(names) != getattr(net.head, "num_labels", len(names)):
+    if TASKS[saved_task].labels not in ("score", "none") and len(names) != getattr(net.head, "num_labels", len(names)):
         raise CheckpointError(f"{where}: bertkit.json lists {len(names)} labels but the head has "
                               f"{net.head.num_labels} outputs; the folder was edited or mixed up")
     saved_options = (checkpoint.meta or {}).get("task_options") or {}
@@ -175,7 +175,7 @@ def evaluate_file(model: Any, data: str | Path, encoding: str = "utf-8", batch_s
             return evaluate_seq2seq_file(generate_job[1], data, encoding, batch_size)
         return evaluate_prompt_file(generate_job[1], data, encoding, batch_size)
     net, task_object = finetuned_model(model, task)
-    known = LabelMap(tuple(net.label_names)) if TASKS[net.task].labels not in ("values", "none") else None
+    known = LabelMap(tuple(net.label_names)) if TASKS[net.task].labels not in ("score", "none") else None
     examples = read_examples(net.task, data, known, True, ReadOptions(encoding))
     return task_object.evaluate(net, task_object.encode(examples), examples, batch_size)
 

@@ -23,7 +23,7 @@ from bertkit.data.ner_readers import read_tagged_sentences
 from bertkit.data.readers import ReadOptions, label_map_for, read_text_examples
 from bertkit.data.squad import read_squad
 from bertkit.errors import BertkitError, InputFileError
-from bertkit.finetune.classification import SequenceTask, label_kind_for
+from bertkit.finetune.classification import SequenceTask
 from bertkit.finetune.ner import NERTask
 from bertkit.finetune.predictions import entity_prediction, sequence_predictions
 from bertkit.finetune.qa import QATask
@@ -48,10 +48,11 @@ class TaskOptions:
 
 # --- readers: (path, labels, require_labels, options) -> examples, each bad row naming file:line ---------------
 
-def _read_sequence(task: str):
+def _read_sequence(task: str, pairs: bool = False):
+    """Texts (pairs: every row with a text_pair) labelled as TASKS[task].labels says."""
     def read(path: str | Path, labels: Optional[LabelMap], require_labels: bool, options: ReadOptions) -> list:
-        examples = read_text_examples(path, label_kind_for(task), labels, require_labels, options)  # type: ignore[arg-type]
-        if task == "pair-classification" and any(ex.text_pair is None for ex in examples):
+        examples = read_text_examples(path, TASKS[task].labels, labels, require_labels, options)  # type: ignore[arg-type]
+        if pairs and any(ex.text_pair is None for ex in examples):
             missing = next(ex.line for ex in examples if ex.text_pair is None)
             raise BertkitError(f"{path}:{missing}: pair-classification needs a text_pair in every row "
                                "(JSONL text_pair, or a third TSV column / a text_pair header column)")
@@ -110,32 +111,35 @@ def _sequence_format(task: str) -> Callable[..., list[dict]]:
 class TaskKind:
     """One task. head: the HEADS key it trains and its folder holds. job: which job trains it ("finetune":
     bertkit.finetune.job with the task object; the others their own module). saved_as: the task bertkit.json
-    records (rerank folders are pair-classification folders). labels: "classes" (a label set), "values"
-    (regression), "tags" (NER), "none" (qa, seq2seq, rerank's fixed two labels)."""
+    records (rerank folders are pair-classification folders). labels: what a row's label is, as the data readers
+    name it: "class" (one of a label set), "multi" (a set of them), "score" (a number: regression), "tags" (NER),
+    "none" (qa, seq2seq, rerank's fixed two labels)."""
     read: Callable[..., list]
     build: Optional[Callable[..., Any]]
     head: str
     format: Callable[..., list[dict]]
     main_metric: str
-    labels: Literal["classes", "values", "tags", "none"]
+    labels: Literal["class", "multi", "score", "tags", "none"]
     job: Literal["finetune", "prompt", "seq2seq", "rerank"] = "finetune"
     saved_as: str = ""
 
 
-def _sequence(task: str, metric: str, labels: Literal["classes", "values"] = "classes") -> TaskKind:
-    return TaskKind(_read_sequence(task), _build_sequence(task), "classifier", _sequence_format(task), metric, labels)
+def _sequence(task: str, metric: str, labels: Literal["class", "multi", "score"] = "class",
+              pairs: bool = False) -> TaskKind:
+    return TaskKind(_read_sequence(task, pairs), _build_sequence(task), "classifier", _sequence_format(task), metric,
+                    labels)
 
 
 TASKS: dict[str, TaskKind] = {
     "classification": _sequence("classification", "accuracy"),
-    "pair-classification": _sequence("pair-classification", "accuracy"),
-    "multi-label": _sequence("multi-label", "micro_f1"),
-    "regression": _sequence("regression", "spearman", "values"),
+    "pair-classification": _sequence("pair-classification", "accuracy", pairs=True),
+    "multi-label": _sequence("multi-label", "micro_f1", "multi"),
+    "regression": _sequence("regression", "spearman", "score"),
     "ner": TaskKind(_read_ner, _build_ner, "token_classifier", entity_prediction, "f1", "tags"),
     "qa": TaskKind(_read_qa, _build_qa, "qa", QATask.answers, "f1", "none"),
     # PET / P-tuning over the MLM head: single texts with a class label, predictions as a classifier's
     "prompt-classification": TaskKind(_read_sequence("classification"), None, "mlm",
-                                      _sequence_format("classification"), "accuracy", "classes", "prompt"),
+                                      _sequence_format("classification"), "accuracy", "class", "prompt"),
     # UniLM sequence-to-sequence over the MLM head: {source, target} pairs (h/simbert's simbert goes beside it)
     "seq2seq": TaskKind(_read_pairs, None, "mlm", _generated, "loss", "none", "seq2seq"),
     # a cross-encoder for /rerank, saved as a two-label pair-classification folder
@@ -144,6 +148,10 @@ TASKS: dict[str, TaskKind] = {
 }
 # the tasks bertkit.finetune.job trains with a task object (FinetuneModel = encoder + HEADS[head])
 HEAD_TASKS: tuple[str, ...] = tuple(name for name, kind in TASKS.items() if kind.job == "finetune")
+# the head tasks whose rows carry one label or one value (class weights, the one-label check, linear models)
+SINGLE_LABEL_TASKS: tuple[str, ...] = tuple(name for name in HEAD_TASKS if TASKS[name].labels in ("class", "score"))
+# the sequence tasks: one label set (or value) per text, the "classifier" head over the summary vector
+SEQUENCE_TASKS: tuple[str, ...] = tuple(name for name in HEAD_TASKS if TASKS[name].head == "classifier")
 # the tasks a saved folder can hold (bertkit.json "task"): all but those saved as another
 SAVED_TASKS: tuple[str, ...] = tuple(name for name, kind in TASKS.items() if not kind.saved_as)
 
@@ -162,14 +170,15 @@ def read_examples(task: str, path: str | Path, labels: Optional[LabelMap], requi
 def check_training_labels(task: str, path: str | Path, examples: Sequence) -> None:
     """A training file whose rows all carry one label (one value, for regression) gives nothing to learn:
     stop before training, naming the file and the lines."""
-    if task not in ("classification", "pair-classification", "regression") or not examples:
+    if task not in SINGLE_LABEL_TASKS or not examples:
         return
     values = {ex.label for ex in examples}
     if len(values) > 1:
         return
     lines = f"lines {examples[0].line}-{examples[-1].line}" if len(examples) > 1 else f"line {examples[0].line}"
-    what = "value" if task == "regression" else "label"
-    need = "regression needs varying values" if task == "regression" else f"{task} needs at least 2 classes"
+    score = TASKS[task].labels == "score"
+    what = "value" if score else "label"
+    need = f"{task} needs varying values" if score else f"{task} needs at least 2 classes"
     raise InputFileError(path, f"all {len(examples)} rows ({lines}) have the {what} {next(iter(values))!r}; "
                                f"{need} in the training file")
 
@@ -177,11 +186,11 @@ def check_training_labels(task: str, path: str | Path, examples: Sequence) -> No
 def label_names_from(task: str, examples: Sequence) -> Optional[list[str]]:
     """The label map of the training data (None for regression and QA)."""
     kind = TASKS[task].labels
-    if kind in ("values", "none"):
+    if kind in ("score", "none"):
         return None
     if kind == "tags":
         return list(LabelMap.from_tags(tag for s in examples for tag in s.tags).names)
-    return list(label_map_for(examples, label_kind_for(task)).names)  # type: ignore[arg-type, union-attr]
+    return list(label_map_for(examples, kind).names)  # type: ignore[arg-type, union-attr]
 
 
 def build_task(task: str, tokenizer, label_names: Optional[Sequence[str]], options: TaskOptions,

@@ -6,7 +6,9 @@ import torch
 
 from bertkit import options
 from bertkit.checkpoints import electra, hf_names, load_checkpoint, save_checkpoint, xlnet
+from bertkit.finetune.linear.model import LINEAR_TASKS
 from bertkit.finetune.model import hf_config_extra, model_from_checkpoint, model_meta
+from bertkit.finetune.recipe import SEQUENCE_TASKS, WEIGHTED_TASKS
 from bertkit.finetune.tasks import HEAD_TASKS, SAVED_TASKS, TASKS, TaskOptions, build_task
 from bertkit.model.head_registry import HEAD_ORDER, HEADS
 from bertkit.serve.runner import PREDICT_HEADS
@@ -36,6 +38,9 @@ def test_routing_is_what_it_was_before_the_registry():
     assert {name: TASKS[name].main_metric for name in HEAD_TASKS} == {
         "classification": "accuracy", "pair-classification": "accuracy", "multi-label": "micro_f1",
         "regression": "spearman", "ner": "f1", "qa": "f1"}
+    assert (WEIGHTED_TASKS, SEQUENCE_TASKS, LINEAR_TASKS) == (
+        ("classification", "pair-classification"), ("classification", "pair-classification", "multi-label",
+                                                    "regression"), ("classification", "pair-classification", "regression"))
 
 
 @pytest.mark.parametrize("task", HEAD_TASKS)
@@ -44,7 +49,7 @@ def test_a_new_head_saves_and_loads_as_its_registered_kind(task, finetune_model_
     module with the same weights, and the reloaded model computes the same logits."""
     torch.manual_seed(0)
     checkpoint = load_checkpoint(finetune_model_dir)
-    labels = None if TASKS[task].labels in ("values", "none") else ["B-X", "I-X", "O"]
+    labels = None if TASKS[task].labels in ("score", "none") else ["B-X", "I-X", "O"]
     net = model_from_checkpoint(checkpoint, task, labels).eval()
     assert net.head_key == TASKS[task].head
     save_checkpoint(tmp_path / "m", net.encoder, checkpoint.tokenizer, {net.head_key: net.head}, model_meta(net),

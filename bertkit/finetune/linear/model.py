@@ -17,8 +17,9 @@ from bertkit.data.readers import TextExample
 from bertkit.finetune.linear.features import FeatureSpec, VectorBlock
 from bertkit.finetune.linear.layer import LinearLayer
 from bertkit.finetune.predictions import class_predictions, sequence_predictions
+from bertkit.finetune.tasks import SINGLE_LABEL_TASKS
 
-LINEAR_TASKS = ("classification", "pair-classification", "regression")
+LINEAR_TASKS = SINGLE_LABEL_TASKS     # one label or one value per text
 PROBABILITY_FLOOR = 1e-12          # log(p) of a part's probabilities, so a stacker never sees -inf
 
 
