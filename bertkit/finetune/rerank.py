@@ -24,7 +24,7 @@ from bertkit.atomic_write import write_json
 from bertkit.checkpoints import load_checkpoint, save_checkpoint
 from bertkit.errors import BertkitError, CheckpointError, InputFileError
 from bertkit.finetune.model import FinetuneModel, hf_config_extra, model_from_checkpoint, model_meta
-from bertkit.finetune.tasks import TaskOptions
+from bertkit.finetune.tasks import TASKS, TaskOptions
 from bertkit.finetune.triples import Triple, read_triples
 from bertkit.finetune.loop_job import LoopJobConfig, max_length_for
 from bertkit.runtime import seed_everything
@@ -35,7 +35,8 @@ from bertkit.train.fit import Job, JobResult, check_resume, fit, loop_settings
 from bertkit.train.saved_score import METRICS_FILE
 
 TASK = "rerank"
-SAVED_TASK = "pair-classification"
+SAVED_TASK = TASKS[TASK].saved_as
+METRIC = TASKS[TASK].main_metric           # picks the best model
 LABELS = ["irrelevant", "relevant"]
 DEV_IN_BATCH = 9   # dev ranking: each query's candidates also hold the positives of the next 9 dev queries
 
@@ -155,13 +156,13 @@ def run_rerank_finetune(config: RerankConfig) -> JobResult:
         save_checkpoint(output, net.encoder, tokenizer, {net.head_key: net.head},
                         model_meta(net, {**extra, "dev_metrics": metrics}), hf_config_extra(net),
                         sentence=checkpoint.sentence.after_training())
-        write_json(output / METRICS_FILE, {"dev": metrics, "metric_for_best": "mrr"})
+        write_json(output / METRICS_FILE, {"dev": metrics, "metric_for_best": METRIC})
 
     evaluate = None
     if dev_triples is not None:
         def evaluate(net):
             return evaluate_ranking(net, tokenizer, dev_triples, config, max_length)
 
-    job = Job(model, loss_fn, batches, save, evaluate, "mrr" if evaluate is not None else None,
+    job = Job(model, loss_fn, batches, save, evaluate, METRIC if evaluate is not None else None,
               record={"train_queries": len(train_triples)})
     return fit(job, loop_settings(config, log_every=10), output, config)

@@ -20,6 +20,7 @@ from bertkit.checkpoints import load_checkpoint, save_checkpoint
 from bertkit.errors import BertkitError, CheckpointError
 from bertkit.finetune.loop_job import LoopJobConfig, max_length_for, mlm_head_of
 from bertkit.finetune.seq2seq.pairs import Pair, read_pairs
+from bertkit.finetune.tasks import TASKS
 from bertkit.finetune.seq2seq.unilm import Seq2SeqLM, seq2seq_decode, seq2seq_inputs, seq2seq_loss
 from bertkit.runtime import pick_device, seed_everything
 from bertkit.tokenizer.coverage import warn_unknown
@@ -29,6 +30,7 @@ from bertkit.train.fit import Job, JobResult, check_resume, fit, loop_settings
 from bertkit.train.saved_score import METRICS_FILE
 
 TASK = "seq2seq"
+METRIC = TASKS[TASK].main_metric           # picks the best model (lowest dev loss)
 
 
 @dataclass
@@ -92,14 +94,14 @@ def run_seq2seq_finetune(config: Seq2SeqConfig) -> JobResult:
 
     def save(net: Seq2SeqLM, metrics: dict) -> None:
         save_checkpoint(output, net.encoder, tokenizer, {"mlm": net.mlm}, {**meta, "dev_metrics": metrics})
-        write_json(output / METRICS_FILE, {"dev": metrics, "metric_for_best": "loss"})
+        write_json(output / METRICS_FILE, {"dev": metrics, "metric_for_best": METRIC})
 
     def evaluate_dev(net: Seq2SeqLM) -> dict:
         return evaluate_pairs(net, tokenizer, dev_pairs, max_length, config.eval_batch_size)
 
     evaluate = evaluate_dev if dev_pairs is not None else None
 
-    job = Job(model, seq2seq_loss, batches, save, evaluate, "loss" if evaluate is not None else None,
+    job = Job(model, seq2seq_loss, batches, save, evaluate, METRIC if evaluate is not None else None,
               record={"train_pairs": len(train_pairs)})
     return fit(job, loop_settings(config, log_every=10), output, config)
 
