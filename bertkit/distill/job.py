@@ -99,7 +99,7 @@ def run_distill(config: DistillConfig) -> dict:
             raise BertkitError("--augment-copies and --transfer are for --task classification (the teacher labels "
                                "the extra texts)")
         return run_embedding_distill(config, teacher_ckpt)
-    if teacher_ckpt.meta.get("task") != "classification" or "classifier" not in teacher_ckpt.heads:
+    if teacher_ckpt.meta.get("task") != "classification" or TASKS["classification"].head not in teacher_ckpt.heads:
         raise BertkitError(f"--teacher {config.teacher} is not a fine-tuned classifier; run bertkit finetune first")
     labels = list(teacher_ckpt.meta.get("labels") or [])
     teacher = model_from_checkpoint(teacher_ckpt, "classification", labels).eval()
@@ -187,7 +187,7 @@ def run_distill(config: DistillConfig) -> dict:
                                             "augment_mask_prob", "transfer")}}}
 
     def save(net: Distillation, metrics: dict) -> None:
-        save_checkpoint(output, net.student.encoder, tokenizer, {"classifier": net.student.head},
+        save_checkpoint(output, net.student.encoder, tokenizer, {net.student.head_key: net.student.head},
                         model_meta(net.student, {**meta_extra, "dev_metrics": metrics}), hf_config_extra(net.student),
                         sentence=SentencePipeline(teacher_ckpt.sentence.config))    # the teacher's settings only
 
