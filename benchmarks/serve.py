@@ -4,25 +4,26 @@
 
 1. In-process: `bertkit.load(model).encode(texts, batch_size=32)` over the texts: the baseline texts/s.
 2. The server runs as its own process (`python -m bertkit serve --model ...`, the real CLI).
-   Each scenario gives the same texts, in the same order, to N client threads (keep-alive HTTP/1.1
-   connections, one request in flight each), cycling through the texts until --seconds pass:
+   Each scenario gives the same texts, in the same order, to N clients (keep-alive HTTP/1.1 connections
+   on one asyncio loop, one request in flight each: lean_client.py), cycling through the texts until
+   --seconds pass:
    - batched clients: requests of --batch texts each;
    - batch-of-one clients: one text per request, the worst case that cross-client batching fixes.
    Reported: texts/s, its ratio to in-process, p50/p99 request latency, errors (any non-200 or
-   malformed answer), the server's own counters (mean micro-batch size, padding efficiency) and its
-   resident memory (now and peak, from /proc).
+   malformed answer), the server's own counters (mean micro-batch size, padding efficiency), its
+   resident memory (now and peak, from /proc), and the CPU seconds of server and clients (the clients'
+   share of the CPU both used).
 3. In-process and the two scenarios alternate for --rounds rounds, and medians are reported, so that
    a noisy (shared) machine disturbs all three alike.
-The clients share this machine's CPU with the server; on a small machine that is a real handicap.
+The clients share this machine's CPU with the server; on a small machine that is a real handicap, which
+is why the client is kept lean and its CPU share is reported.
 Only 127.0.0.1 is ever contacted. Texts are non-empty corpus lines (definitions, examples, paragraphs).
 """
 from __future__ import annotations
 
 import argparse
-import base64
 import gzip
 import http.client
-import itertools
 import json
 import os
 import platform
@@ -36,6 +37,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from lean_client import run_load
 from machine import cpu_description
 
 
@@ -52,14 +54,15 @@ def free_port() -> int:
         return probe.getsockname()[1]
 
 
-def in_process(model, texts: list[str], rounds: int) -> tuple[float, np.ndarray]:
+def in_process(model, texts: list[str], rounds: int) -> tuple[float, float, np.ndarray]:
+    """(texts/s, CPU ms per text, vectors) of `model.encode` over the texts: the best of `rounds`."""
     model.encode(texts[:64], batch_size=32)                        # warm-up
-    best, vectors = float("inf"), None
+    best, best_cpu, vectors = float("inf"), float("inf"), None
     for _ in range(rounds):
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), time.process_time()
         vectors = model.encode(texts, batch_size=32)
-        best = min(best, time.perf_counter() - start)
-    return len(texts) / best, vectors
+        best, best_cpu = min(best, time.perf_counter() - start), min(best_cpu, time.process_time() - cpu)
+    return len(texts) / best, 1000 * best_cpu / len(texts), vectors
 
 
 def start_server(model: str, port: int, extra: list[str]) -> subprocess.Popen:
@@ -96,61 +99,13 @@ def get_json(port: int, path: str) -> dict:
     return json.loads(connection.getresponse().read())
 
 
-def load_test(port: int, texts: list[str], clients: int, batch: int, seconds: float,
-              expected: np.ndarray | None, repeat: bool = True) -> dict:
-    """N threads, each posting its next slice of the shared text list (cycling through it when `repeat`)
-    until `seconds` pass; returns what they measured."""
-    chunks = [list(range(i, min(i + batch, len(texts)))) for i in range(0, len(texts), batch)]
-    # The texts in order, then again from the start, until the time is up: a load that lasts `seconds`.
-    next_chunk = itertools.cycle(chunks) if repeat else iter(chunks)
-    lock = threading.Lock()
-    latencies: list[float] = []
-    errors: list[str] = []
-    done_texts = [0]
-    worst_cosine = [1.0]
-    stop_at = time.perf_counter() + seconds
-
-    def client() -> None:
-        connection = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
-        headers = {"Content-Type": "application/json"}
-        while time.perf_counter() < stop_at:
-            with lock:
-                rows = next(next_chunk, None)
-            if rows is None:
-                return
-            body = json.dumps({"texts": [texts[i] for i in rows], "truncate": True, "encoding_format": "base64"})
-            started = time.perf_counter()
-            try:
-                connection.request("POST", "/encode", body, headers)
-                response = connection.getresponse()
-                payload = response.read()
-                elapsed = time.perf_counter() - started
-                if response.status != 200:
-                    raise ValueError(f"HTTP {response.status}: {payload[:200]!r}")
-                results = json.loads(payload)["results"]
-                vectors = np.stack([np.frombuffer(base64.b64decode(v), dtype="<f4") for v in results])
-                if len(vectors) != len(rows) or not np.isfinite(vectors).all():
-                    raise ValueError("wrong count or non-finite vectors")
-                if expected is not None:   # spot-check agreement with in-process encode
-                    cosine = float((vectors[0] * expected[rows[0]]).sum()
-                                   / (np.linalg.norm(vectors[0]) * np.linalg.norm(expected[rows[0]])))
-                    worst_cosine[0] = min(worst_cosine[0], cosine)
-            except Exception as error:  # noqa: BLE001 - every failure is counted and reported
-                with lock:
-                    errors.append(str(error)[:200])
-                connection.close()
-                connection = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
-                continue
-            with lock:
-                latencies.append(elapsed)
-                done_texts[0] += len(rows)
-
-    wall = run_threads([threading.Thread(target=client) for _ in range(clients)])
-    p50, p99 = np.percentile(np.asarray(latencies) * 1000, [50, 99]) if latencies else (float("nan"),) * 2
-    return {"clients": clients, "texts_per_request": batch, "texts": done_texts[0], "requests": len(latencies),
-            "seconds": round(wall, 2), "texts_per_s": round(done_texts[0] / wall, 1),
-            "p50_ms": round(float(p50), 1), "p99_ms": round(float(p99), 1), "errors": len(errors),
-            "first_errors": errors[:3], "worst_cosine_vs_in_process": round(worst_cosine[0], 6)}
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds the process has used so far (Linux /proc; 0.0 elsewhere)."""
+    stat = Path(f"/proc/{pid}/stat")
+    if not stat.exists():
+        return 0.0
+    fields = stat.read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def run_threads(threads: list[threading.Thread]) -> float:
@@ -210,21 +165,30 @@ def main() -> None:
     server = start_server(model_dir, port, server_args)
     try:
         for name, batch in (("batched", args.batch), ("batch-of-one", 1)):          # warm-up
-            load_test(port, texts[:args.clients * 2], args.clients, batch, 10, None, repeat=False)
+            run_load(port, texts[:args.clients * 2], args.clients, batch, 10, None, repeat=False)
         for round_number in range(args.rounds):
-            rate, expected = in_process(model, texts, 1)
-            entry = {"in_process_texts_per_s": round(rate, 1), "scenarios": []}
-            print(f"round {round_number + 1}: in-process encode {rate:.1f} texts/s", flush=True)
+            rate, cpu_per_text, expected = in_process(model, texts, 1)
+            entry = {"in_process_texts_per_s": round(rate, 1), "in_process_cpu_ms_per_text": round(cpu_per_text, 3),
+                     "scenarios": []}
+            print(f"round {round_number + 1}: in-process encode {rate:.1f} texts/s, {cpu_per_text:.3f} CPU ms per "
+                  "text", flush=True)
             for name, batch in (("batched", args.batch), ("batch-of-one", 1)):
-                before = get_json(port, "/status")["queue"]
-                result = load_test(port, texts, args.clients, batch, args.seconds, expected)
+                before, server_cpu = get_json(port, "/status")["queue"], cpu_seconds(server.pid)
+                result = run_load(port, texts, args.clients, batch, args.seconds, expected)
+                server_cpu = cpu_seconds(server.pid) - server_cpu
                 after = get_json(port, "/status")["queue"]
                 batches = after["batches"] - before["batches"]
                 busy = after["model_busy_s"] - before["model_busy_s"]
+                model_cpu = after["model_cpu_s"] - before["model_cpu_s"]
                 result.update(scenario=name, vs_in_process=round(result["texts_per_s"] / rate, 3),
                               server_batches=batches,
                               server_mean_batch=round(result["texts"] / batches, 1) if batches else None,
                               model_busy_fraction=round(busy / result["seconds"], 3),
+                              server_cpu_s=round(server_cpu, 1),
+                              model_cpu_ms_per_text=round(1000 * model_cpu / result["texts"], 3) if result["texts"]
+                              else None,
+                              client_cpu_share=round(result["client_cpu_s"] / (result["client_cpu_s"] + server_cpu), 3)
+                              if server_cpu else None,
                               server_memory=rss_mib(server.pid))
                 entry["scenarios"].append(result)
                 print("  " + json.dumps(result), flush=True)

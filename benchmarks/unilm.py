@@ -77,22 +77,28 @@ def retrieval(ranks: np.ndarray, own: np.ndarray) -> dict:
             "recall@5": float((ranks <= 5).mean()), "mean_cosine_to_target": float(own.mean())}
 
 
+def write_training_pairs(data: Path, seed: int, limit: int | None, path: Path) -> int:
+    """A seeded random sample of bible_pairs_train as {"text_a", "text_b"} JSONL (what read_pairs reads) -> rows."""
+    rows = read_rows(data / "bible_pairs_train.jsonl.gz")
+    random.Random(seed).shuffle(rows)      # the file is in canonical order: sample all books
+    rows = rows[:limit]
+    path.write_text("".join(json.dumps({"text_a": r["text_a"], "text_b": r["text_b"]}, ensure_ascii=False) + "\n"
+                            for r in rows), encoding="utf-8")
+    return len(rows)
+
+
 def train(args, data: Path, output: Path) -> dict:
     from bertkit.finetune.seq2seq.job import Seq2SeqConfig, run_seq2seq_finetune
 
-    rows = read_rows(data / "bible_pairs_train.jsonl.gz")
-    random.Random(args.seed).shuffle(rows)      # the file is in canonical order: sample all books
-    rows = rows[:args.max_train_examples]
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "train.jsonl"
-        path.write_text("".join(json.dumps({"source": r["text_a"], "target": r["text_b"]}, ensure_ascii=False)
-                                + "\n" for r in rows), encoding="utf-8")
+        count = write_training_pairs(data, args.seed, args.max_train_examples, path)
         config = Seq2SeqConfig(model=args.model, train=str(path), output=str(output), epochs=args.epochs, lr=args.lr,
                                batch_size=args.batch_size, max_length=args.max_length, seed=args.seed,
                                progress_bar=False, device=args.device, precision=args.precision)
         started = time.perf_counter()
         result = run_seq2seq_finetune(config)
-    return {"train_pairs": len(rows), "epochs": result.epochs, "steps": result.steps,
+    return {"train_pairs": count, "epochs": result.epochs, "steps": result.steps,
             "train_seconds": result.train_seconds, "wall_seconds": time.perf_counter() - started}
 
 

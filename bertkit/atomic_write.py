@@ -63,12 +63,23 @@ def write_file(path: str | os.PathLike, write: Callable[[Path], None]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}-{secrets.token_hex(4)}")
     try:
+        mode = _new_file_mode(tmp)
         write(tmp)
+        if tmp.stat().st_mode & 0o777 != mode:      # a writer that creates 0600 files (safetensors does)
+            tmp.chmod(mode)
         fsync_file(tmp)
         os.replace(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)
     fsync_dir(path.parent)
+
+
+def _new_file_mode(path: Path) -> int:
+    """Create `path` empty, as open() creates files (0666 minus the umask), and return that mode: the umask
+    read without os.umask, which sets the process-wide value (a race with threads)."""
+    os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o666))
+    return path.stat().st_mode & 0o777
+
 
 
 def json_text(value, indent: int | None = 2) -> str:

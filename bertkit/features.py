@@ -10,7 +10,6 @@ would return it as a hit).
 """
 from __future__ import annotations
 
-import sys
 import warnings
 from dataclasses import dataclass
 from typing import Iterator, Literal, Optional, Sequence
@@ -22,6 +21,7 @@ from bertkit.errors import BertkitError, BertkitWarning
 from bertkit.model.encoder import Encoder
 from bertkit.model.pooling import check_options, normalize, select_layers
 from bertkit.model.sentence import SentenceEncoder
+from bertkit.progress import progress_bar
 from bertkit.runtime import autocast
 from bertkit.tokenizer import Tokenizer
 from bertkit.tokenizer.coverage import warn_unknown
@@ -162,7 +162,7 @@ def _batches(batch: BatchEncoding, pad_id: int, options: EncodeOptions,
              report: EncodeReport) -> Iterator[tuple[np.ndarray, dict[str, torch.Tensor]]]:
     """(row indices, padded tensors) per batch, longest texts first (memory peaks early)."""
     order = np.argsort([-len(ids) for ids in batch.input_ids], kind="stable")
-    progress = _progress(len(order), options.progress)
+    progress = progress_bar(len(order), options.progress)
     for start in range(0, len(order), options.batch_size):
         rows = order[start:start + options.batch_size]
         tensors = pad_to_tensors([batch.input_ids[i] for i in rows], pad_id)   # single texts: segment 0
@@ -188,10 +188,3 @@ def _average_windows(vectors: np.ndarray, text_index: list[int], count: int, nor
     sums /= np.maximum(np.bincount(text_index, minlength=count), 1)[:, None]
     averaged = torch.from_numpy(sums.astype(np.float32))
     return (normalize(averaged) if normalized else averaged).numpy()
-
-
-def _progress(total: int, enabled: bool):
-    if not enabled or total < 1000:
-        return None
-    from tqdm import tqdm
-    return tqdm(total=total, unit="text", file=sys.stderr, desc="encoding")

@@ -170,3 +170,11 @@ def xlnet_vocab() -> list[tuple[str, float]]:
 @pytest.fixture(scope="session")
 def write_spiece():
     return write_spiece_model
+
+
+@pytest.fixture(scope="session")
+def written_folders(tmp_path_factory, tiny_model_dir, make_sentence_transformers_folder, make_tiny_roberta):
+    """name -> the folder that name's writer wrote (tests/writers.py), built on first use, once per session."""
+    from writers import folder_factory
+    return folder_factory(tmp_path_factory.mktemp("written"), tiny_model_dir, make_sentence_transformers_folder,
+                          make_tiny_roberta)

@@ -103,6 +103,23 @@ def test_saved_folders_and_files_follow_the_umask(tmp_path, tiny_model_dir, umas
         assert child.stat().st_mode & 0o777 == 0o666 & ~umask, child.name
 
 
+@pytest.mark.parametrize("umask", [0o022, 0o077, 0o002])
+def test_single_files_follow_the_umask_whoever_writes_them(tmp_path, umask):
+    """write_file's writer may create its file 0600 (safetensors does: training_state.safetensors and GPT-2's
+    model.safetensors were 0600); the published file has the mode open() gives (0666 minus the umask)."""
+    from safetensors.torch import save_file
+
+    previous = os.umask(umask)
+    try:
+        atomic_write.write_file(tmp_path / "state.safetensors", lambda tmp: save_file({"a": torch.zeros(2)}, str(tmp)))
+        atomic_write.write_json(tmp_path / "meta.json", {"a": 1})
+    finally:
+        os.umask(previous)
+    for name in ("state.safetensors", "meta.json"):
+        assert (tmp_path / name).stat().st_mode & 0o777 == 0o666 & ~umask, name
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["meta.json", "state.safetensors"]   # no temporaries left
+
+
 def test_every_file_is_fsynced_before_the_rename_that_publishes_it(tmp_path, tiny_model_dir, monkeypatch):
     checkpoint = load_checkpoint(tiny_model_dir)
     target = tmp_path / "model"

@@ -45,7 +45,7 @@ def test_quick_run_end_to_end(tmp_path, tiny_plan):
     out = tmp_path / "run"
     names = [row.name for row in result.rows]
     assert names[0] == "TF-IDF baseline" and names[1] == "random init" and names[2].startswith("pre-trained here (")
-    assert names[3] == "tiny"
+    assert names[3] == "tiny" and names[4].startswith("hybrid: TF-IDF + ")
     test_rows = [json.loads(line) for line in (out / "data" / "test.jsonl").read_text(encoding="utf-8").splitlines()]
     for row in result.rows:
         # the table's accuracy is what the saved folder predicts for the test articles (Model.predict's path)
@@ -53,7 +53,9 @@ def test_quick_run_end_to_end(tmp_path, tiny_plan):
         correct = sum(p == r["label"] for p, r in zip(predicted, test_rows))
         assert row.test["accuracy"] == pytest.approx(correct / len(test_rows))
         assert (row.folder / "metrics.json").is_file()
-        if row is not result.rows[0]:                       # the TF-IDF baseline: no steps, no encoder config
+        if row is result.rows[4]:                           # the hybrid: no steps of its own, an encoder folder
+            assert row.steps == 0 and (row.folder / "linear.safetensors").is_file()
+        elif row is not result.rows[0]:                     # the TF-IDF baseline: no steps, no encoder config
             assert row.steps > 0 and (row.folder / "config.json").is_file()
     assert result.rows[3].train_examples == 16 and result.rows[3].max_length == 32   # the reference's subset
     # the baseline row: the planted topic words make TF-IDF exact on the 6 test articles, and its folder scores
@@ -62,14 +64,23 @@ def test_quick_run_end_to_end(tmp_path, tiny_plan):
     assert baseline.test["accuracy"] == 1.0 and baseline.max_length is None and baseline.epochs is None
     assert evaluate_file(baseline.folder, out / "data" / "test.jsonl") == baseline.test
     printed = "\n".join(lines)
-    for stage in range(1, 8):
-        assert f"[{stage}/7]" in printed
+    for stage in range(1, 9):
+        assert f"[{stage}/8]" in printed
+    # the hybrid reads the fine-tuned model with the best dev accuracy (its metrics.json), named in its row
+    dev = {row.folder: json.loads((row.folder / "metrics.json").read_text(encoding="utf-8"))["dev"]["accuracy"]
+           for row in result.rows[1:4]}
+    chosen = max(result.rows[1:4], key=lambda row: (dev[row.folder], -result.rows.index(row)))
+    hybrid_meta = json.loads((result.rows[4].folder / "bertkit.json").read_text(encoding="utf-8"))
+    assert hybrid_meta["trained_from"] == str(chosen.folder) and names[4].endswith(chosen.name)
+    # "next:" names the folder of the row with the best test accuracy (checked above against Model.predict)
+    best = max(result.rows, key=lambda row: (row.test["accuracy"], row.test["macro_f1"], -result.rows.index(row)))
+    assert f"bertkit predict --model {best.folder} " in lines[-1] and lines[-1].startswith("next")
     assert "about" in printed and result.table in printed
     assert "test split: 6 articles, 3 topics" in result.table
     record = json.loads((out / "results.json").read_text(encoding="utf-8"))
     assert record["data"]["train"] == 21 and record["pretraining"]["steps"] == 4
     assert set(record["stage_seconds"]) == {"data", "baseline", "vocabulary", "pretraining", "finetune_scratch",
-                                            "finetune_pretrained", "finetune_minilm"}
+                                            "finetune_pretrained", "finetune_minilm", "hybrid"}
     assert table_row(result.table, "TF-IDF baseline")[1:4] == ["all", "21", "-"]
     assert (out / "table.txt").read_text(encoding="utf-8").strip() == result.table
     assert (out / "pretrain" / "log.jsonl").is_file() and (out / "vocab" / "vocab.txt").is_file()

@@ -7,13 +7,12 @@ older transformers versions saved (`attn.bias`, `attn.masked_bias`) are ignored 
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any, NamedTuple, Optional
 
 import torch
 
-from bertkit.atomic_write import write_json
+from bertkit.atomic_write import write_file, write_json
 from bertkit.checkpoints.weights import read_weights
 from bertkit.errors import CheckpointError
 from bertkit.model.causal_lm import CausalLM, gpt_config
@@ -167,9 +166,8 @@ def save_gpt2(folder: str | Path, model: CausalLM, tokenizer: Optional[BPETokeni
     if tokenizer is not None and tokenizer.vocab_size != model.config.vocab_size:
         raise CheckpointError(f"the tokenizer has {tokenizer.vocab_size} tokens but the model "
                               f"{model.config.vocab_size}; they do not belong together")
-    tmp = folder / "model.safetensors.tmp"
-    save_file({k: v.detach().cpu() for k, v in state_to_gpt2(model).items()}, str(tmp), metadata={"format": "pt"})
-    os.replace(tmp, folder / "model.safetensors")
+    tensors = {k: v.detach().cpu() for k, v in state_to_gpt2(model).items()}
+    write_file(folder / "model.safetensors", lambda tmp: save_file(tensors, str(tmp), metadata={"format": "pt"}))
     write_json(folder / "config.json", config_to_gpt2(model.config, eos))
     if tokenizer is not None:
         tokenizer.save(folder)

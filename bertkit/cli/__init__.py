@@ -11,6 +11,7 @@ import importlib
 import os
 import sys
 import warnings
+from pathlib import Path
 
 from bertkit.errors import BertkitError, BertkitWarning
 
@@ -76,14 +77,27 @@ def _run(argv: list[str] | None) -> int:
 
 
 def _one_line_warning(format_other):
-    """A warnings.formatwarning that writes bertkit's own warnings as `bertkit: warning: <message>` (one line, no
-    source path or line: the message names the flag that changes the behaviour) and leaves others to
-    `format_other`. A formatter, not a showwarning, so that callers recording warnings still record them."""
+    """A warnings.formatwarning that writes every warning as one line with no source path or line:
+    bertkit's own as `bertkit: warning: <message>` (the message names the flag that changes the behaviour), a
+    library's as `bertkit: warning: <package>: <Category>: <first line>` (torch, transformers, ... print the
+    path of their source file and the line of code otherwise). A formatter, not a showwarning, so that callers
+    recording warnings still record them; `format_other` is kept for the signature of the formatter it wraps."""
     def format(message, category, filename, lineno, line=None):
-        if not issubclass(category, BertkitWarning):
-            return format_other(message, category, filename, lineno, line)
-        return f"bertkit: warning: {' '.join(str(message).split())}\n"
+        if issubclass(category, BertkitWarning):
+            return f"bertkit: warning: {' '.join(str(message).split())}\n"
+        first = next((text for text in str(message).splitlines() if text.strip()), "")
+        return f"bertkit: warning: {_package_of(filename)}: {category.__name__}: {' '.join(first.split())}\n"
     return format
+
+
+def _package_of(filename: str) -> str:
+    """The top-level package a warning came from: the folder after site-packages / dist-packages, else the file's
+    own name (no path: it says where a library is installed, not what to do)."""
+    parts = Path(filename).parts
+    for marker in ("site-packages", "dist-packages"):
+        if marker in parts and parts.index(marker) + 1 < len(parts):
+            return Path(parts[parts.index(marker) + 1]).stem
+    return Path(filename).stem
 
 
 def _leave_process_group(wait_for_others: bool) -> None:

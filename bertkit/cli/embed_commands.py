@@ -8,6 +8,7 @@ import sys
 
 from bertkit.config import apply_overrides, load_config
 from bertkit.options import LAYER_STRATEGIES, POOLINGS
+from bertkit.progress import progress_wanted
 
 # flag -> SimCSEConfig field for the common flags; everything else via --key=value overrides.
 SIMCSE_FLAGS = {"model": "model", "train": "train", "output": "output", "mode": "mode", "dev": "dev",
@@ -87,7 +88,8 @@ def run_whiten(args: argparse.Namespace) -> int:
     from bertkit.embed.whitening import whiten_model
 
     whitening = whiten_model(load(args.model), args.corpus, args.output, dim=args.dim, pooling=args.pooling,
-                             layers=args.layers, batch_size=args.batch_size, max_length=args.max_length)
+                             layers=args.layers, batch_size=args.batch_size, max_length=args.max_length,
+                             progress=progress_wanted())
     _say(f"fitted whitening on {whitening.count} texts ({whitening.dim_in} -> {whitening.dim_out} dims); "
          f"saved with the model in {args.output}")
     return 0
@@ -111,7 +113,8 @@ def run_evaluate(args: argparse.Namespace) -> int:
     from bertkit.embed.evaluation import evaluate_model
 
     results = evaluate_model(load(args.model), args.queries, args.corpus, args.pairs, pooling=args.pooling,
-                             layers=args.layers, batch_size=args.batch_size, max_length=args.max_length)
+                             layers=args.layers, batch_size=args.batch_size, max_length=args.max_length,
+                             progress=progress_wanted())
     print(json.dumps(results, indent=2))
     return 0
 
@@ -122,7 +125,7 @@ def run_plot(args: argparse.Namespace) -> int:
 
     result = plot_model(load(args.model), args.input, args.output, args.method, pooling=args.pooling,
                         layers=args.layers, max_points=args.max_points, batch_size=args.batch_size,
-                        max_length=args.max_length)
+                        max_length=args.max_length, progress=progress_wanted())
     note = f" ({result.note})" if result.note else ""
     _say(f"plotted {result.points} texts ({', '.join(result.methods)}) to {result.path}{note}")
     return 0

@@ -19,6 +19,7 @@ from bertkit.options import SAVED_TASKS, TRAINABLE_TASKS
 
 SEQ2SEQ, PROMPT = "seq2seq", "prompt-classification"   # tasks of the bertkit.generate jobs
 RERANK = "rerank"                                       # bertkit.finetune.rerank: a cross-encoder
+SIMBERT = "simbert"                                     # bertkit.finetune.seq2seq.simbert: generate + retrieve similar texts
 
 # flag -> FinetuneConfig field, for the flags every user needs; the rest go through --key=value overrides.
 _FLAGS = {"task": str, "model": str, "train": str, "dev": str, "output": str, "epochs": int, "lr": float,
@@ -36,7 +37,10 @@ def register(subparsers) -> None:
                    help="seq2seq: UniLM sequence-to-sequence on {source, target} (or text_a, text_b) JSONL pairs, "
                         "from a folder with an MLM head; rerank: a cross-encoder for /rerank from {query, positive, "
                         "negative} JSONL (--loss=listwise|pairwise, --negatives=N, --in-batch-negatives=N), saved "
-                        "as a pair-classification folder")
+                        "as a pair-classification folder; simbert: SimBERT, seq2seq generation of the pair's other "
+                        "text + in-batch retrieval on its sentence vectors, from {text_a, text_b} (or source, "
+                        "target) pairs (--pooling=cls|mean, --scale=30, --similarity_weight=1); then bertkit "
+                        "generate --similar")
     p.add_argument("--model", help="model folder to start from")
     p.add_argument("--train", help="training file: .jsonl/.tsv/.csv (classification), .jsonl/.conll (ner), "
                                    "SQuAD .json (qa), pairs .jsonl (seq2seq); .gz allowed")
@@ -152,16 +156,17 @@ def _given_flags(args: argparse.Namespace) -> dict:
 def _job(given: dict):
     """The config and runner for the task: FinetuneConfig, or a bertkit.generate job's config."""
     prompt_flags = [f for f in ("template", "verbalizer", "ptuning", "freeze_encoder") if f in given]
-    if given.get("task") == SEQ2SEQ:
-        if prompt_flags:
-            raise BertkitError(f"--{prompt_flags[0].replace('_', '-')} is for prompt-based classification, not "
-                               "--task seq2seq")
+    task = given.get("task")
+    if task in (SEQ2SEQ, RERANK, SIMBERT) and prompt_flags:
+        raise BertkitError(f"--{prompt_flags[0].replace('_', '-')} is for prompt-based classification, not "
+                           f"--task {task}")
+    if task == SEQ2SEQ:
         from bertkit.finetune.seq2seq.job import Seq2SeqConfig, run_seq2seq_finetune
         return Seq2SeqConfig, run_seq2seq_finetune, "--task seq2seq"
-    if given.get("task") == RERANK:
-        if prompt_flags:
-            raise BertkitError(f"--{prompt_flags[0].replace('_', '-')} is for prompt-based classification, not "
-                               "--task rerank")
+    if task == SIMBERT:
+        from bertkit.finetune.seq2seq.simbert import SimBertConfig, run_simbert_finetune
+        return SimBertConfig, run_simbert_finetune, "--task simbert"
+    if task == RERANK:
         from bertkit.finetune.rerank import RerankConfig, run_rerank_finetune
         return RerankConfig, run_rerank_finetune, "--task rerank"
     if prompt_flags:

@@ -1,5 +1,6 @@
-"""`bertkit generate` (text from a GPT-2-style folder, streamed; or, with --source, the target of a UniLM seq2seq
-folder) and `bertkit vocab-bpe` (byte-level BPE)."""
+"""`bertkit generate` (text from a GPT-2-style folder, streamed; with --source, the target of a UniLM seq2seq
+folder; with --similar, a SimBERT folder's paraphrases ranked by its own vectors) and `bertkit vocab-bpe`
+(byte-level BPE)."""
 from __future__ import annotations
 
 import argparse
@@ -15,11 +16,19 @@ def register(subparsers) -> None:
                                           "--top-k or --top-p asks for sampling. With --source, decode the "
                                           "target of a folder from `bertkit finetune --task seq2seq` (UniLM, "
                                           "greedy or --num-beams beam search, key/value cache); `bertkit "
-                                          "predict` does it for a file.")
+                                          "predict` does it for a file. With --similar, sample paraphrases "
+                                          "from a `bertkit finetune --task simbert` folder and print the -n "
+                                          "closest to the input by its own sentence vectors (cosine<TAB>text).")
     p.add_argument("--model", required=True, metavar="DIR",
                    help="GPT-2 folder (config.json, weights, tokenizer), or a seq2seq folder with --source")
     p.add_argument("--prompt", default=None, help="text to continue (empty: start a new document)")
     p.add_argument("--source", default=None, help="seq2seq folders: the source text to generate a target for")
+    p.add_argument("--similar", default=None, metavar="TEXT",
+                   help="SimBERT folders: sample paraphrases of TEXT (top-p 0.95 unless --top-k/--top-p/"
+                        "--temperature say otherwise) and rank them by cosine to TEXT")
+    p.add_argument("-n", type=int, default=5, help="--similar: how many paraphrases to print (default 5)")
+    p.add_argument("--samples", type=int, default=None,
+                   help="--similar: how many to draw before dropping repeats and ranking (default: -n)")
     p.add_argument("--max-new-tokens", type=int, default=50, help="most tokens to add (default 50)")
     p.add_argument("--temperature", type=float, default=None,
                    help="0 = greedy; default 1.0 when --top-k/--top-p is given, else greedy")
@@ -58,6 +67,8 @@ def run_generate(args: argparse.Namespace) -> int:
         raise BertkitError(f"--num-beams must be >= 1 (1 = greedy), got {args.num_beams}")
     if args.no_repeat_ngram_size < 0:
         raise BertkitError(f"--no-repeat-ngram-size must be >= 0 (0 = off), got {args.no_repeat_ngram_size}")
+    if args.similar is not None:
+        return run_similar_generate(args)
     if args.source is not None:
         return run_seq2seq_generate(args)
     if args.num_beams != 1 or args.no_repeat_ngram_size != 0:
@@ -104,6 +115,29 @@ def run_seq2seq_generate(args: argparse.Namespace) -> int:
     generator = Seq2SeqGenerator(args.model, args.device)
     print(generator.decode([args.source], args.max_new_tokens, args.use_cache, num_beams=args.num_beams,
                            no_repeat_ngram_size=args.no_repeat_ngram_size)[0])
+    return 0
+
+
+def run_similar_generate(args: argparse.Namespace) -> int:
+    from bertkit.generate import SamplingConfig
+    from bertkit.finetune.seq2seq.simbert import DEFAULT_SAMPLING, SimBertGenerator
+
+    if args.prompt is not None or args.source is not None:
+        raise BertkitError("--similar ranks a SimBERT model's paraphrases; drop --prompt / --source")
+    if args.num_beams != 1 or args.no_repeat_ngram_size != 0:
+        raise BertkitError("--similar samples its paraphrases; --num-beams and --no-repeat-ngram-size are for "
+                           "--source")
+    sampling = DEFAULT_SAMPLING
+    if (args.temperature, args.top_k, args.top_p) != (None, None, None):
+        sampling = SamplingConfig(temperature=1.0 if args.temperature is None else args.temperature,
+                                  top_k=args.top_k, top_p=args.top_p)
+    generator = SimBertGenerator(args.model, args.device)
+    found = generator.similar(args.similar, args.n, args.samples, sampling, args.max_new_tokens, args.seed)
+    for item in found:
+        print(f"{item.cosine:.4f}\t{item.text}")
+    if len(found) < args.n:
+        print(f"bertkit: {len(found)} distinct paraphrases (repeats, empty texts and copies of the input are "
+              "dropped); draw more with --samples", file=sys.stderr)
     return 0
 
 

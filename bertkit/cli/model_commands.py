@@ -11,6 +11,7 @@ import numpy as np
 from bertkit.cli.precision_option import add_precision_flag, say_precision
 from bertkit.errors import BertkitError
 from bertkit.options import LAYER_STRATEGIES, POOLINGS
+from bertkit.progress import progress_wanted
 
 
 def register(subparsers) -> None:
@@ -93,7 +94,7 @@ def run_encode(args: argparse.Namespace) -> int:
         try:
             vectors = model.encode(texts, batch_size=args.batch_size, max_length=args.max_length,
                                    pooling=args.pooling, layers=args.layers, normalize=args.normalize,
-                                   long_texts=args.long_texts, stride=args.stride, progress=sys.stderr.isatty())
+                                   long_texts=args.long_texts, stride=args.stride, progress=progress_wanted())
         except TextTooLongError as err:
             raise BertkitError(f"{args.input}: {_where(args.input, err.index)} has {err.length} tokens, over the "
                                f"limit of {err.limit}; pass --long-texts truncate or --long-texts sliding-window") \

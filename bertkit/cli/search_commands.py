@@ -9,6 +9,7 @@ import time
 from bertkit.cli.precision_option import add_precision_flag, say_precision
 from bertkit.errors import BertkitError
 from bertkit.options import LAYER_STRATEGIES, POOLINGS
+from bertkit.progress import progress_wanted
 
 
 def register(subparsers) -> None:
@@ -122,7 +123,7 @@ def run_build(args: argparse.Namespace) -> int:
                          lock_timeout_s=args.lock_timeout)
     try:
         say_precision(encoder.model, args.precision)
-        count = add_documents(index, args.input, replace=False)
+        count = add_documents(index, args.input, replace=False, progress=progress_wanted())
         info = index.save()
     finally:
         index.close()
@@ -138,7 +139,7 @@ def run_add(args: argparse.Namespace) -> int:
                     lock_timeout_s=args.lock_timeout) as index:
         if index.encoder is not None and hasattr(index.encoder, "model"):
             say_precision(index.encoder.model, args.precision)
-        count = add_documents(index, args.input, replace=args.replace)
+        count = add_documents(index, args.input, replace=args.replace, progress=progress_wanted())
         info = index.save()
     _say(f"{'updated' if args.replace else 'added'} {count} documents: {_describe(info)}")
     return 0

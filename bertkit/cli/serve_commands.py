@@ -4,7 +4,7 @@ from __future__ import annotations
 import argparse
 
 from bertkit.cli.precision_option import add_precision_flag
-from bertkit.serve.batching import CPU_BATCH_OVERHEAD_TOKENS, GPU_BATCH_OVERHEAD_TOKENS
+from bertkit.serve.batching import CPU_BATCH_OVERHEAD_TOKENS_BY_PRECISION, GPU_BATCH_OVERHEAD_TOKENS
 from bertkit.serve.config import ServeConfig, api_key_from_env
 
 
@@ -26,8 +26,9 @@ def register(subparsers) -> None:
     parser.add_argument("--max-batch-size", type=int, default=defaults.max_batch_size,
                         help="rows per forward pass, taken length-sorted from the queue (default %(default)s)")
     parser.add_argument("--batch-overhead-tokens", type=int, default=None, metavar="N",
-                        help="cost of one forward pass in tokens' worth, for cutting batches (default: "
-                             f"{CPU_BATCH_OVERHEAD_TOKENS} on CPU, {GPU_BATCH_OVERHEAD_TOKENS} on GPU)")
+                        help="cost of one forward pass in tokens' worth, for cutting batches (default, measured: "
+                             + ", ".join(f"{n} on CPU in {p}" for p, n in CPU_BATCH_OVERHEAD_TOKENS_BY_PRECISION.items())
+                             + f", {GPU_BATCH_OVERHEAD_TOKENS} on GPU)")
     parser.add_argument("--max-request-texts", type=int, default=defaults.max_request_texts,
                         help="texts per request; more gets 413 (default %(default)s)")
     parser.add_argument("--max-queued-texts", type=int, default=defaults.max_queued_texts,

@@ -63,9 +63,16 @@ def read_raw_texts(path: str | Path, options: ReadOptions = ReadOptions()) -> Op
     if fmt == "jsonl":
         return _jsonl_texts(path, options)
     if fmt == "txt" and not _looks_like_conll(path, options.encoding):
-        texts = [RawText(line, number) for number, line in iter_lines(path, options.encoding) if line.strip()]
+        log = BadRowLog(path, options.skip_bad_rows, options.rejects_path, skip_hint=options.skip_hint)
+        texts = []
+        for number, line in iter_lines(path, options.encoding):
+            if line.strip():     # every line is a text: a blank one is refused (or skipped), as encode refuses it
+                texts.append(RawText(line, number))
+            else:
+                log.add(number, "empty text", "empty or whitespace-only text", line)
+        log.finish()
         if not texts:
-            raise InputFileError(path, "no texts found (the file is empty)")
+            raise InputFileError(path, "no texts found (the file is empty or every row was rejected)")
         return texts
     return None
 

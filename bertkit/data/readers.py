@@ -70,7 +70,8 @@ def read_text_examples(path: str | Path, label_kind: LabelKind = "class", labels
     elif fmt in ("tsv", "csv"):
         rows = _delimited_rows(path, "\t" if fmt == "tsv" else ",", options.encoding, log)
     elif fmt == "txt":
-        rows = ((n, {"text": line}, line) for n, line in iter_lines(path, options.encoding) if line.strip())
+        # every line is a text, a blank one too: it is refused as an empty text, naming its line, as encode does
+        rows = ((n, {"text": line}, line) for n, line in iter_lines(path, options.encoding))
     else:
         raise InputFileError(path, f"a {fmt} file cannot hold text-classification examples; "
                              "use .jsonl, .tsv or .csv")

@@ -68,14 +68,17 @@ class OnnxModel:
         for start in range(0, len(order), batch_size):
             rows = order[start:start + batch_size]
             tensors = pad_to_tensors([batch.input_ids[i] for i in rows], self.tokenizer.pad_id)
-            outputs = self.session.run(None, {"input_ids": tensors["input_ids"].numpy(),
-                                              "attention_mask": tensors["attention_mask"].numpy()})
+            outputs = self.run_padded(tensors["input_ids"].numpy(), tensors["attention_mask"].numpy())
             for k, values in enumerate(outputs):
                 for row, value in zip(rows, values):
                     results[k][row] = value
         width = [o.shape[-1] for o in self.session.get_outputs()]
         return [np.stack(r).astype(np.float32) if texts else np.zeros((0, w if isinstance(w, int) else 0), np.float32)
                 for r, w in zip(results, width)]
+
+    def run_padded(self, input_ids: np.ndarray, attention_mask: np.ndarray) -> list[np.ndarray]:
+        """The graph on one padded batch, (B, T) int64 each: [sentence vectors (B, D)] (+ [logits (B, L)])."""
+        return self.session.run(None, {"input_ids": input_ids, "attention_mask": attention_mask})
 
     def encode(self, texts: Sequence[str], batch_size: int = 32, max_length: Optional[int] = None,
                pooling: Optional[str] = None, layers: Optional[str] = None, normalize: Optional[bool] = None,

@@ -162,7 +162,8 @@ def read_pairs(path) -> tuple[list[str], list[str], list[float] | None]:
 
 
 def evaluate_model(model, queries=None, corpus=None, pairs=None, pooling: str | None = None,
-                   layers: str | None = None, batch_size: int = 64, max_length: int | None = None) -> dict:
+                   layers: str | None = None, batch_size: int = 64, max_length: int | None = None,
+                   progress: bool = False) -> dict:
     """Metrics of a loaded model's (`bertkit.load(folder)`) full composition (pooling, saved whitening) on the
     given files."""
     if not pairs and not (queries and corpus):
@@ -170,7 +171,7 @@ def evaluate_model(model, queries=None, corpus=None, pairs=None, pooling: str | 
 
     def encode(texts):
         return encode_composed(model, texts, batch_size=batch_size, max_length=max_length, pooling=pooling,
-                               layers=layers, normalize=False)
+                               layers=layers, normalize=False, progress=progress)
 
     results: dict = {}
     if queries and corpus:

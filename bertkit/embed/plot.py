@@ -98,12 +98,12 @@ def plot_embeddings(vectors: np.ndarray, labels: list[str], output: str | Path, 
 
 def plot_model(model, input_path, output, method: Method = "auto", pooling: Optional[str] = None,
                layers: str | None = None, max_points: int = 5000, batch_size: int = 64,
-               max_length: int | None = None) -> PlotResult:
+               max_length: int | None = None, progress: bool = False) -> PlotResult:
     """Plot a loaded model's (`bertkit.load(folder)`) vectors of the labeled texts in `input_path`."""
     texts, labels = read_labeled(input_path)
     if len(texts) > max_points:   # t-SNE is quadratic; a seeded sample keeps the picture honest and quick
         keep = np.sort(np.random.default_rng(0).choice(len(texts), max_points, replace=False))
         texts, labels = [texts[i] for i in keep], [labels[i] for i in keep]
     vectors = encode_composed(model, texts, batch_size=batch_size, max_length=max_length, pooling=pooling,
-                              layers=layers, normalize=True)
+                              layers=layers, normalize=True, progress=progress)
     return plot_embeddings(vectors, labels, output, method, title=Path(model.path).name)

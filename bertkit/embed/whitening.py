@@ -19,6 +19,7 @@ from bertkit.checkpoints.sentence import load_whitening, save_whitening  # noqa:
 from bertkit.data.text import check_readable, iter_lines
 from bertkit.errors import BertkitError, InputFileError
 from bertkit.model.sentence import SentencePipeline, Whitening
+from bertkit.progress import progress_bar
 
 
 class WhiteningStats:
@@ -121,17 +122,28 @@ def _chunks(items, size: int):
 
 def whiten_model(model, corpus: str | Path, output: str | Path, dim: int | None = None,
                  pooling: str | None = None, layers: str | None = None, batch_size: int = 64,
-                 max_length: int | None = None, chunk_size: int = 4096) -> Whitening:
+                 max_length: int | None = None, chunk_size: int = 4096, progress: bool = False) -> Whitening:
     """Fit whitening on a corpus's pooled vectors and save the loaded `model` (`bertkit.load(folder)`) with it
     (and the folder's other sentence settings) to `output`; the fitted pooling and layers become the folder's
     defaults."""
     pooling = pooling or model.sentence.config.pooling
     layers = layers or model.sentence.config.layers
-    batches = (encode_unwhitened(model, texts, batch_size=batch_size, max_length=max_length, pooling=pooling,
-                                 layers=layers, normalize=False)
+    bar = progress_bar(None, progress)    # the corpus is streamed: its length is unknown until the end
+    batches = (_counted(bar, texts, encode_unwhitened(model, texts, batch_size=batch_size, max_length=max_length,
+                                                      pooling=pooling, layers=layers, normalize=False))
                for texts in _chunks(iter_corpus(corpus), chunk_size))
-    whitening = fit_whitening(batches, dim, pooling, layers)
+    try:
+        whitening = fit_whitening(batches, dim, pooling, layers)
+    finally:
+        if bar is not None:
+            bar.close()
     settings = model.sentence.config.replace(pooling=pooling, layers=layers)
     model.sentence = SentencePipeline(settings, model.sentence.dense, whitening)
     model.save(output)
     return whitening
+
+
+def _counted(bar, texts: list[str], vectors: np.ndarray) -> np.ndarray:
+    if bar is not None:
+        bar.update(len(texts))
+    return vectors

@@ -13,7 +13,6 @@ from typing import Any, Optional, Sequence, Union
 import numpy as np
 
 from bertkit.atomic_write import write_jsonl
-from bertkit.checkpoints import load_checkpoint
 from bertkit.data.labels import LabelMap
 from bertkit.data.ner_readers import RawText, TaggedSentence, read_raw_texts
 from bertkit.data.readers import ReadOptions
@@ -21,25 +20,14 @@ from bertkit.data.squad import QAExample
 from bertkit.errors import BertkitError, CheckpointError
 from bertkit.finetune.classification import examples_from_inputs
 from bertkit.finetune.linear.predictor import linear_predictor_of
-from bertkit.finetune.model import FinetuneModel, model_from_checkpoint
+from bertkit.finetune.loaded import OWN_MODEL_TASKS, checkpoint_of as _checkpoint_of, finetuned_model
+from bertkit.finetune.model import FinetuneModel
 from bertkit.finetune.ner import split_words
 from bertkit.finetune.prompt.job import evaluate_prompt_file, label_scores, load_prompt_classifier, predict_prompt_file
 from bertkit.finetune.seq2seq.job import Seq2SeqGenerator, evaluate_seq2seq_file, predict_seq2seq_file
-from bertkit.finetune.tasks import HEAD_TASKS, SAVED_TASKS, TASKS, TaskOptions, build_task, read_examples
-from bertkit.runtime import pick_device
+from bertkit.finetune.tasks import TASKS, read_examples
 from bertkit.tokenizer.coverage import texts_of, warn_unknown
 from bertkit.tokenizer.tokenizer import EMPTY_TEXT, InvalidTextError
-
-
-def _checkpoint_of(model: Any):
-    """Accept a folder path, a loaded Checkpoint, or the API's Model (which wraps one)."""
-    if isinstance(model, (str, Path)):
-        return load_checkpoint(model)
-    return getattr(model, "checkpoint", model)
-
-
-# tasks whose jobs save a model of their own (prompt classification, seq2seq): their job modules load the folder
-OWN_MODEL_TASKS = tuple(name for name in SAVED_TASKS if TASKS[name].build is None)
 
 
 def _generate_job_folder(checkpoint) -> Optional[tuple[str, Path]]:
@@ -56,31 +44,6 @@ def _generate_job_folder(checkpoint) -> Optional[tuple[str, Path]]:
 def _device_of(checkpoint) -> Optional[str]:
     parameter = next(checkpoint.encoder.parameters(), None)
     return str(parameter.device) if parameter is not None else None
-
-
-def finetuned_model(model: Any, task: Optional[str] = None, device: Optional[str] = None):
-    """(FinetuneModel, task object) for a fine-tuned folder; `task` (e.g. from --task) must match its head."""
-    checkpoint = _checkpoint_of(model)
-    saved_task = (checkpoint.meta or {}).get("task")
-    where = getattr(checkpoint, "path", None) or "the model"
-    if saved_task in OWN_MODEL_TASKS:
-        raise CheckpointError(f"{where} is a {saved_task} model (bertkit.generate); use bertkit.load(folder)"
-                              ".predict, bertkit predict / evaluate, or bertkit generate --source (seq2seq)")
-    if saved_task not in HEAD_TASKS:
-        found = f"task {saved_task!r}" if saved_task else "no task"
-        raise CheckpointError(f"{where} is not a fine-tuned model (bertkit.json has {found}); run bertkit "
-                              f"finetune first (tasks: {', '.join(SAVED_TASKS)})")
-    if task is not None and task != saved_task:
-        raise CheckpointError(f"{where} was fine-tuned for {saved_task!r}, not {task!r}")
-    net = model_from_checkpoint(checkpoint, saved_task, None)
-    names = (checkpoint.meta or {}).get("labels") or []
-    if TASKS[saved_task].labels not in ("score", "none") and len(names) != getattr(net.head, "num_labels", len(names)):
-        raise CheckpointError(f"{where}: bertkit.json lists {len(names)} labels but the head has "
-                              f"{net.head.num_labels} outputs; the folder was edited or mixed up")
-    saved_options = (checkpoint.meta or {}).get("task_options") or {}
-    options = TaskOptions(**{k: v for k, v in saved_options.items() if k in TaskOptions.__dataclass_fields__})
-    net.to(pick_device(device)).eval()
-    return net, build_task(saved_task, checkpoint.tokenizer, net.label_names, options)
 
 
 def predict(model: Any, inputs: Sequence[Union[str, tuple, dict]], batch_size: int = 32) -> list[dict]:

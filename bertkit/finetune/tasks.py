@@ -101,6 +101,11 @@ def _generated(texts: Sequence[str]) -> list[dict]:
     return [{"generated": text} for text in texts]
 
 
+def _similar(found: Sequence) -> list[dict]:
+    """simbert's similar texts (text, cosine to the input) -> one dict each."""
+    return [{"text": item.text, "cosine": float(item.cosine)} for item in found]
+
+
 def _sequence_format(task: str) -> Callable[..., list[dict]]:
     def format_logits(logits, labels) -> list[dict]:
         return sequence_predictions(logits, task, labels)
@@ -111,7 +116,8 @@ def _sequence_format(task: str) -> Callable[..., list[dict]]:
 class TaskKind:
     """One task. head: the HEADS key it trains and its folder holds. job: which job trains it ("finetune":
     bertkit.finetune.job with the task object; the others their own module). saved_as: the task bertkit.json
-    records (rerank folders are pair-classification folders). labels: what a row's label is, as the data readers
+    records (rerank folders are pair-classification folders). predicted: `bertkit predict / evaluate` read its
+    folders (simbert's are read by `generate --similar`). labels: what a row's label is, as the data readers
     name it: "class" (one of a label set), "multi" (a set of them), "score" (a number: regression), "tags" (NER),
     "none" (qa, seq2seq, rerank's fixed two labels)."""
     read: Callable[..., list]
@@ -120,8 +126,9 @@ class TaskKind:
     format: Callable[..., list[dict]]
     main_metric: str
     labels: Literal["class", "multi", "score", "tags", "none"]
-    job: Literal["finetune", "prompt", "seq2seq", "rerank"] = "finetune"
+    job: Literal["finetune", "prompt", "seq2seq", "rerank", "simbert"] = "finetune"
     saved_as: str = ""
+    predicted: bool = True
 
 
 def _sequence(task: str, metric: str, labels: Literal["class", "multi", "score"] = "class",
@@ -140,8 +147,10 @@ TASKS: dict[str, TaskKind] = {
     # PET / P-tuning over the MLM head: single texts with a class label, predictions as a classifier's
     "prompt-classification": TaskKind(_read_sequence("classification"), None, "mlm",
                                       _sequence_format("classification"), "accuracy", "class", "prompt"),
-    # UniLM sequence-to-sequence over the MLM head: {source, target} pairs (h/simbert's simbert goes beside it)
+    # UniLM sequence-to-sequence over the MLM head: {source, target} pairs
     "seq2seq": TaskKind(_read_pairs, None, "mlm", _generated, "loss", "none", "seq2seq"),
+    # SimBERT: seq2seq generation of the pair's other text + in-batch retrieval (finetune/seq2seq/simbert.py)
+    "simbert": TaskKind(_read_pairs, None, "mlm", _similar, "loss", "none", "simbert", predicted=False),
     # a cross-encoder for /rerank, saved as a two-label pair-classification folder
     "rerank": TaskKind(_read_triples, None, "classifier", _sequence_format("pair-classification"), "mrr", "none",
                        "rerank", saved_as="pair-classification"),
@@ -153,7 +162,7 @@ SINGLE_LABEL_TASKS: tuple[str, ...] = tuple(name for name in HEAD_TASKS if TASKS
 # the sequence tasks: one label set (or value) per text, the "classifier" head over the summary vector
 SEQUENCE_TASKS: tuple[str, ...] = tuple(name for name in HEAD_TASKS if TASKS[name].head == "classifier")
 # the tasks a saved folder can hold (bertkit.json "task"): all but those saved as another
-SAVED_TASKS: tuple[str, ...] = tuple(name for name, kind in TASKS.items() if not kind.saved_as)
+SAVED_TASKS: tuple[str, ...] = tuple(name for name, kind in TASKS.items() if not kind.saved_as and kind.predicted)
 
 
 def check_task(task: str) -> None:

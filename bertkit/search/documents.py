@@ -12,6 +12,7 @@ from typing import Any
 
 from bertkit.data.text import check_readable, iter_jsonl, iter_lines
 from bertkit.errors import InputFileError
+from bertkit.progress import progress_bar
 from bertkit.search.index import Index
 from bertkit.tokenizer.tokenizer import EMPTY_TEXT
 
@@ -55,13 +56,22 @@ def _chunks(documents: Iterator[Document], size: int) -> Iterator[list[Document]
         yield chunk
 
 
-def add_documents(index: Index, path: str | Path, replace: bool, chunk_size: int = CHUNK) -> int:
-    """Encode and add (or upsert) every document of a file; returns how many. Call index.save() after."""
+def add_documents(index: Index, path: str | Path, replace: bool, chunk_size: int = CHUNK,
+                  progress: bool = False) -> int:
+    """Encode and add (or upsert) every document of a file; returns how many. Call index.save() after.
+    progress: a bar counting documents (the file is streamed, so without a total)."""
     count = 0
-    for chunk in _chunks(read_documents(path), chunk_size):
-        write = index.upsert if replace else index.add
-        write([d.id for d in chunk], [d.text for d in chunk], metadata=[d.metadata for d in chunk])
-        count += len(chunk)
+    bar = progress_bar(None, progress, desc="indexing", unit="doc")
+    try:
+        for chunk in _chunks(read_documents(path), chunk_size):
+            write = index.upsert if replace else index.add
+            write([d.id for d in chunk], [d.text for d in chunk], metadata=[d.metadata for d in chunk])
+            count += len(chunk)
+            if bar is not None:
+                bar.update(len(chunk))
+    finally:
+        if bar is not None:
+            bar.close()
     if count == 0:
         raise InputFileError(path, "has no documents")
     return count

@@ -121,7 +121,8 @@ def create_app(service: EmbeddingService) -> FastAPI:
             if lists:
                 raise ServiceError(422, f"texts[{lists[0]}] is a list of tokens; send is_tokenized: true, or "
                                         "plain strings")
-            prepared = await service.prepare(prepare_texts, body.texts, runner.max_length, body.truncate)
+            prepared = await service.prepare(prepare_texts, body.texts, runner.max_length, body.truncate,
+                                             allow_pairs=runner.pairs)
         vectors, truncated, tokens = await service.embed(prepared, body.pooling, body.normalize)
         return json_response({"id": body.id, "results": format_vectors(vectors, body.encoding_format),
                               "status": 200, "truncated": truncated, "dimension": int(vectors.shape[1]),
@@ -139,7 +140,8 @@ def create_app(service: EmbeddingService) -> FastAPI:
             raise ServiceError(422, f"dimensions={body.dimensions} is more than this model's {runner.dimension}; "
                                     f"send at most {runner.dimension} (or leave it out)")
         if all(isinstance(i, str) for i in items):
-            prepared = await service.prepare(prepare_texts, items, runner.max_length, body.truncate, field="input")
+            prepared = await service.prepare(prepare_texts, items, runner.max_length, body.truncate, field="input",
+                                             allow_pairs=runner.pairs)
         elif all(isinstance(i, list) for i in items):
             prepared = await service.prepare(prepare_ids, items, runner.max_length, body.truncate)
         else:

@@ -23,10 +23,21 @@ from bertkit.serve.metrics import BATCH_SIZE_BUCKETS, SECONDS_BUCKETS, Histogram
 # few enough that a request arriving now is served after a bounded amount of earlier work.
 GATHER_BATCHES = 8
 # The fixed cost of one forward pass, in tokens' worth of compute, used to decide where to cut batches.
-# Measured for MiniLM: on a CPU a pass costs about as much as 30-60 more tokens; on a GPU, where work per
-# token is tiny and kernel launches dominate, about as much as a few thousand.
+# Measured for MiniLM on one CPU thread (thread CPU time of B x T passes, least squares over B 1-32, T 16-64):
+# a pass costs ~4.7 ms however small, a token ~0.13 ms in fp32 and ~0.046 ms in bf16 (AMX), so the fixed
+# cost is ~36 tokens' worth in fp32 and ~100 in bf16; int8 runs its matmuls in bf16 where the CPU is fast at
+# it and gets the bf16 figure. On a GPU, where work per token is tiny and kernel launches dominate, a pass
+# costs about as much as a few thousand tokens.
 CPU_BATCH_OVERHEAD_TOKENS = 48
+CPU_BATCH_OVERHEAD_TOKENS_BY_PRECISION = {"fp32": CPU_BATCH_OVERHEAD_TOKENS, "bf16": 96, "int8": 96}
 GPU_BATCH_OVERHEAD_TOKENS = 4096
+
+
+def batch_overhead_tokens(device_type: str, precision: str) -> int:
+    """The measured default of `--batch-overhead-tokens` for a device ("cpu", "cuda", ...) and precision."""
+    if device_type == "cuda":
+        return GPU_BATCH_OVERHEAD_TOKENS
+    return CPU_BATCH_OVERHEAD_TOKENS_BY_PRECISION.get(precision, CPU_BATCH_OVERHEAD_TOKENS)
 THROUGHPUT_WINDOW_S = 60.0   # tokens_per_second() averages over the last minute
 
 
@@ -88,6 +99,7 @@ class BatcherStats:
     padded_tokens: int = 0
     real_tokens: int = 0
     busy_seconds: float = 0.0
+    cpu_seconds: float = 0.0        # the worker threads' own CPU time in forward passes (time.thread_time)
     batch_sizes: Histogram = field(default_factory=lambda: Histogram(BATCH_SIZE_BUCKETS))
     queue_seconds: Histogram = field(default_factory=lambda: Histogram(SECONDS_BUCKETS))   # per text
     recent: deque = field(default_factory=deque)    # (finished at, real tokens) of the last minute's batches
@@ -163,6 +175,7 @@ class Batcher:
             stats = self.stats
             return {"batches": stats.batches, "items": stats.items, "padded_tokens": stats.padded_tokens,
                     "real_tokens": stats.real_tokens, "busy_seconds": stats.busy_seconds,
+                    "cpu_seconds": stats.cpu_seconds,
                     "batch_sizes": copy.deepcopy(stats.batch_sizes),
                     "queue_seconds": copy.deepcopy(stats.queue_seconds),
                     "tokens_per_second": stats.tokens_per_second(time.perf_counter()),
@@ -251,7 +264,7 @@ class Batcher:
     def _run(self, batch: list[_Entry]) -> None:
         if not batch:
             return
-        started = time.perf_counter()
+        started, cpu = time.perf_counter(), time.thread_time()
         try:
             results = self.run_batch(batch[0].kind, [e.payload for e in batch])
         except Exception as error:  # noqa: BLE001 - handed to the waiting requests, not swallowed
@@ -259,12 +272,12 @@ class Batcher:
                 entry.ticket.fail(error)
             return
         finally:
-            self._record(batch, started, time.perf_counter())
+            self._record(batch, started, time.perf_counter(), time.thread_time() - cpu)
         for entry, result in zip(batch, results):
             if not entry.ticket.cancelled:
                 entry.ticket.deliver(entry.index, result)
 
-    def _record(self, batch: list[_Entry], started: float, finished: float) -> None:
+    def _record(self, batch: list[_Entry], started: float, finished: float, cpu: float) -> None:
         real = sum(e.length for e in batch)
         with self._condition:   # several workers may finish at once
             stats = self.stats
@@ -273,6 +286,7 @@ class Batcher:
             stats.padded_tokens += len(batch) * max(e.length for e in batch)
             stats.real_tokens += real
             stats.busy_seconds += finished - started
+            stats.cpu_seconds += cpu
             stats.batch_sizes.observe(len(batch))
             for entry in batch:
                 stats.queue_seconds.observe(started - entry.queued_at)

@@ -53,13 +53,22 @@ def pad_batch(sequences: list[TokenSequence], pad_id: int, device: torch.device)
     return BatchTensors(*(padded[k].to(device) for k in ("input_ids", "token_type_ids", "attention_mask")))
 
 
-class ModelRunner:
+class BatchRunner:
+    """The batcher's entry point, shared by the PyTorch runner below and serve/onnx_runner.py's."""
+
+    def run_batch(self, kind: str, payloads: list) -> list:
+        if kind == "embed":
+            return self.embed(payloads)
+        if kind == "predict":
+            return self.predict(payloads)
+        raise ValueError(f"unknown batch kind {kind!r}")
+
+
+class ModelRunner(BatchRunner):
     """Wraps the loaded model (from `bertkit.load`) for batched, thread-side inference."""
+    pairs = True      # "a ||| b" is a text pair (the server's PAIR_SEPARATOR)
 
     def __init__(self, model: Any):
-        if not hasattr(model, "sentence_encoder"):
-            raise BertkitError(f"{getattr(model, 'path', 'this model')}: the server runs PyTorch model folders; "
-                               "serve the folder this ONNX file was exported from")
         self.model = model
         self.encoder = model.encoder
         self.tokenizer = model.tokenizer
@@ -68,6 +77,7 @@ class ModelRunner:
         self.meta: dict = dict(getattr(model, "meta", None) or {})
         saved = model.sentence.config
         self.default_pooling: str = saved.pooling
+        self.default_layers: str = saved.layers
         self.default_normalize: bool = saved.normalize
         self._sentence: dict[tuple[str, bool], SentenceEncoder] = {}
         self.heads: dict = dict(getattr(model, "heads", None) or {})
@@ -79,6 +89,12 @@ class ModelRunner:
         self.dimension: Optional[int] = None     # known after self_test()
 
     # --- embeddings --------------------------------------------------------------------------------------
+    def embedding_problem(self, pooling: str, normalize: bool) -> Optional[str]:
+        """Why this model cannot embed with these settings (a 422), or None."""
+        if pooling == "pooler" and self.encoder.config.use_pooler is False:
+            return "pooling 'pooler': this model has no pooler; use 'cls' or 'mean'"
+        return None
+
     def sentence_encoder(self, pooling: str, normalize: bool) -> SentenceEncoder:
         key = (pooling, normalize)
         if key not in self._sentence:     # the worker threads may race here; both build the same module
@@ -142,14 +158,6 @@ class ModelRunner:
                 logits = self.head(out.last_hidden_state).float().cpu().numpy()       # (B, T, L)
                 rows = [logits[i, :len(item.input_ids)] for i, item in enumerate(items)]
         return [row if np.isfinite(row).all() else NonFiniteResult("prediction") for row in rows]
-
-    # --- batcher entry point -----------------------------------------------------------------------------
-    def run_batch(self, kind: str, payloads: list) -> list:
-        if kind == "embed":
-            return self.embed(payloads)
-        if kind == "predict":
-            return self.predict(payloads)
-        raise ValueError(f"unknown batch kind {kind!r}")
 
 
 class SelfTestFailed(BertkitError):

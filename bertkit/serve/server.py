@@ -9,10 +9,12 @@ from pathlib import Path
 from typing import Any
 
 import bertkit
+from bertkit.distill.onnx_model import OnnxModel
 from bertkit.errors import BertkitError
 from bertkit.finetune.linear import LinearPredictor, linear_predictor_of
 from bertkit.serve.config import ServeConfig
 from bertkit.serve.linear import LinearService, TfidfService
+from bertkit.serve.onnx_runner import OnnxRunner
 from bertkit.serve.runner import ModelRunner
 from bertkit.serve.search import SearchIndex
 from bertkit.serve.service import EmbeddingService
@@ -36,7 +38,7 @@ def build_service(config: ServeConfig, model: Any = None) -> EmbeddingService:
     if getattr(model, "tokenizer", None) is None:
         raise BertkitError(f"{config.model}: the model folder has no tokenizer (vocab.txt or tokenizer.json); "
                            "the server needs one to read text")
-    runner = ModelRunner(model)
+    runner = OnnxRunner(model) if isinstance(model, OnnxModel) else ModelRunner(model)
     service = (LinearService(config, runner, linear, name) if linear is not None
                else EmbeddingService(config, runner, None, model_name=name))
     if config.index:
@@ -44,7 +46,7 @@ def build_service(config: ServeConfig, model: Any = None) -> EmbeddingService:
             # The pooling rule of bertkit.search's ModelTextEncoder, so queries match the documents.
             service.index = SearchIndex(config.index, config.model or None, runner.dimension or 0,
                                         runner.default_pooling, config.request_timeout_s,
-                                        runner.model.sentence.config.layers)
+                                        runner.default_layers)
         except BaseException:
             service.close()
             raise

@@ -14,7 +14,7 @@ import numpy as np
 
 from bertkit.data.squad import QAExample
 from bertkit.errors import BertkitError, TimeLimitExceeded
-from bertkit.serve.batching import CPU_BATCH_OVERHEAD_TOKENS, GPU_BATCH_OVERHEAD_TOKENS, Batcher, QueueFull
+from bertkit.serve.batching import Batcher, QueueFull, batch_overhead_tokens
 from bertkit.serve.config import ServeConfig
 from bertkit.serve.inputs import InputRejected, PreparedTexts, TokenSequence, prepare_pairs, prepare_texts
 from bertkit.serve.metrics import render
@@ -65,8 +65,8 @@ class EmbeddingService:
         if config.max_batch_tokens < longest:
             raise BertkitError(f"serve: --max-batch-tokens {config.max_batch_tokens} is below the model's "
                                f"{longest}-token limit, so a long text would fit no batch; raise it")
-        overhead = config.batch_overhead_tokens or (
-            GPU_BATCH_OVERHEAD_TOKENS if runner.device.type == "cuda" else CPU_BATCH_OVERHEAD_TOKENS)
+        overhead = config.batch_overhead_tokens or batch_overhead_tokens(
+            runner.device.type, getattr(runner.model, "precision", "fp32"))
         self.qa_task, self.qa_head = question_answering(runner)
         self.batcher = Batcher(self._run_batch, config.max_batch_tokens, config.max_queued_texts,
                                config.workers, config.max_batch_size, overhead)
@@ -133,9 +133,10 @@ class EmbeddingService:
                     normalize: Optional[bool]) -> tuple[np.ndarray, list[int], int]:
         """(vectors (N, dim) float32, indices of truncated texts, tokens encoded)."""
         pooling = pooling or self.runner.default_pooling
-        if pooling == "pooler" and self.runner.encoder.config.use_pooler is False:
-            raise ServiceError(422, "pooling 'pooler': this model has no pooler; use 'cls' or 'mean'")
         normalize = self.runner.default_normalize if normalize is None else normalize
+        problem = self.runner.embedding_problem(pooling, normalize)
+        if problem:
+            raise ServiceError(422, problem)
         items = [EmbedItem(seq, pooling, normalize) for seq in prepared.sequences]
         lengths = [len(seq.input_ids) for seq in prepared.sequences]
         results = await self._queue("embed", items, lengths)
@@ -155,7 +156,7 @@ class EmbeddingService:
                           max_length: Optional[int] = None):
         self.check_count(len(texts), field)
         prepared = await self.prepare(prepare_texts, texts, max_length or self.runner.max_length, truncate,
-                                      field=field, allow_pairs=allow_pairs)
+                                      field=field, allow_pairs=allow_pairs and self.runner.pairs)
         return await self.embed(prepared, pooling, normalize)
 
     # --- fine-tuned heads --------------------------------------------------------------------------------
@@ -183,7 +184,7 @@ class EmbeddingService:
             raise ServiceError(422, f"texts[{objects[0]}] is a question/context object, but this model was "
                                     f"fine-tuned for {self.runner.task!r}, not question answering; send texts")
         prepared = await self.prepare(prepare_texts, texts, self.runner.position_limit, truncate,
-                                      allow_pairs=self.runner.task != "ner")
+                                      allow_pairs=self.runner.task != "ner" and self.runner.pairs)
         if self.runner.task == "ner":
             # Offsets map token tags back to characters; one more (Rust) tokenization, only for NER.
             encoded = await asyncio.to_thread(self.runner.tokenizer.encode_batch, texts,
@@ -307,7 +308,8 @@ class EmbeddingService:
                       "mean_batch_size": round(batcher.items / batcher.batches, 2) if batcher.batches else 0.0,
                       "padding_efficiency": round(batcher.real_tokens / batcher.padded_tokens, 3)
                       if batcher.padded_tokens else None,
-                      "model_busy_s": round(batcher.busy_seconds, 3)},
+                      "model_busy_s": round(batcher.busy_seconds, 3), "model_cpu_s": round(batcher.cpu_seconds, 3),
+                      "batch_overhead_tokens": self.batcher.batch_overhead_tokens},
             "counters": self.stats.as_dict(),
             "latency": self.stats.latency(),
         }

@@ -41,6 +41,18 @@ def ner_folder(finetune_model_dir, tmp_path_factory):
     return folder / "m"
 
 
+@pytest.fixture(scope="module")
+def classifier_folder(finetune_model_dir, tmp_path_factory):
+    folder = tmp_path_factory.mktemp("cls")
+    train = folder / "train.jsonl"
+    rows = [{"text": " ".join(r["tokens"]), "label": "far" if "london" in r["tokens"] else "near"} for r in _ner_rows(16)]
+    train.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    run_finetune(FinetuneConfig(task="classification", model=str(finetune_model_dir), train=str(train),
+                                output=str(folder / "m"), epochs=1, batch_size=16, max_length=24, progress_bar=False,
+                                early_stopping_patience=0, baseline=False))
+    return folder / "m"
+
+
 def _rows(path):
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
 
@@ -49,11 +61,19 @@ def _rows(path):
 def test_predict_file_on_raw_text_matches_predict_on_the_texts(ner_folder, tmp_path, kind):
     source = tmp_path / f"in.{kind}"
     lines = TEXTS if kind == "txt" else [json.dumps({"text": t, "id": i}, ensure_ascii=False) for i, t in enumerate(TEXTS)]
-    source.write_text("\n".join(lines[:2]) + "\n\n" + "\n".join(lines[2:]) + "\n", encoding="utf-8")  # a blank line
+    # a blank line: in JSONL it is no row (skipped, as encode skips it); in .txt every line is a text, so a blank
+    # one is an empty text, refused naming its line as `bertkit encode` refuses it (one rule for empty texts)
+    source.write_text("\n".join(lines[:2]) + "\n\n" + "\n".join(lines[2:]) + "\n", encoding="utf-8")
+    if kind == "txt":
+        assert main(["predict", "--model", str(ner_folder), "--input", str(source), "--output",
+                     str(tmp_path / "o.jsonl")]) == 2
+        assert not (tmp_path / "o.jsonl").exists()
+        source.write_text("\n".join(lines) + "\n", encoding="utf-8")
     assert main(["predict", "--model", str(ner_folder), "--input", str(source), "--output", str(tmp_path / "o.jsonl")]) == 0
     rows = _rows(tmp_path / "o.jsonl")
     expected = predict(str(ner_folder), TEXTS)
-    assert [row["text"] for row in rows] == TEXTS and [row["line"] for row in rows] == [1, 2, 4, 5]
+    assert [row["text"] for row in rows] == TEXTS
+    assert [row["line"] for row in rows] == ([1, 2, 3, 4] if kind == "txt" else [1, 2, 4, 5])
     for row, want in zip(rows, expected):
         assert (row["tokens"], row["tags"], row["entities"]) == (want["tokens"], want["tags"], want["entities"])
     assert rows[0]["tokens"] == ["john", "smith", "lives", "in", "paris"]   # whitespace words
@@ -76,3 +96,20 @@ def test_a_jsonl_row_without_text_names_the_line_and_no_missing_flag(ner_folder,
     assert main(["predict", "--model", str(ner_folder), "--input", str(source), "--output", str(tmp_path / "o.jsonl")]) == 2
     err = capsys.readouterr().err
     assert f"{source}:2" in err and "missing text" in err and "--skip-bad-rows" not in err
+
+
+@pytest.mark.parametrize("task", ["ner", "classification"])
+def test_a_blank_txt_line_is_refused_by_predict_as_by_encode(task, ner_folder, classifier_folder, tmp_path, capsys):
+    """One rule for empty texts (issue 17): `bertkit encode` refuses a blank .txt line naming it; predict did
+    skip it silently (so output row N was not input line N)."""
+    folder = ner_folder if task == "ner" else classifier_folder
+    source = tmp_path / "in.txt"
+    source.write_text("john smith lives in paris\n   \nbob is in london\n", encoding="utf-8")
+    assert main(["encode", "--model", str(folder), "--input", str(source), "--output", str(tmp_path / "v.npy")]) == 2
+    encode_error = capsys.readouterr().err
+    assert "line 2" in encode_error and "empty" in encode_error
+    assert main(["predict", "--model", str(folder), "--input", str(source), "--output", str(tmp_path / "o.jsonl")]) == 2
+    error = capsys.readouterr().err
+    assert f"{source}:2" in error or "line 2" in error, error
+    assert "empty" in error and "--skip-bad-rows" not in error and len(error.strip().splitlines()) == 1
+    assert not (tmp_path / "o.jsonl").exists()

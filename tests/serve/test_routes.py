@@ -96,6 +96,8 @@ def test_metrics_counters_move(http):
     assert moved('bertkit_request_duration_seconds_count{route="/encode"}') == 3
     assert after['bertkit_queue_seconds_bucket{le="+Inf"}'] == after["bertkit_queue_seconds_count"]
     assert after["bertkit_tokens_per_second"] > 0
+    # the model thread's own CPU time in its passes: positive, and never more than their wall time
+    assert 0 < moved("bertkit_model_cpu_seconds_total") <= moved("bertkit_model_busy_seconds_total") + 1e-3
     assert re.search(r'^bertkit_info\{.*precision="fp32".*\} 1$', http.get("/metrics").text, re.M)
 
 

@@ -1,4 +1,5 @@
-"""The features a linear model reads, block by block: TF-IDF of the texts and/or a frozen model's vectors.
+"""The features a linear model reads, block by block: TF-IDF of the texts, a frozen model's vectors, or a
+fine-tuned model's logits.
 
 Single texts: one TF-IDF block per analyzer, and the standardized sentence vector.
 Pairs (text, text_pair): per analyzer T(a), T(b), their elementwise product T(a) * T(b) (the words both
@@ -6,6 +7,8 @@ share, weighted) and its sum, the cosine of the two L2-normalized vectors, as on
 [u, v, |u - v|, u * v] (Reimers & Gurevych 2019, Sentence-BERT's classification features).
 Vectors are standardized with the training set's mean and standard deviation, times the block's weight
 (the hybrid's balance between TF-IDF and vectors, chosen on dev); both are saved with the model.
+Logits: the (N, K) outputs of the folder's own fine-tuned classification head, as they are (the hybrid over a
+fine-tuned model: its part's layer maps them onto the linear model's label order).
 """
 from __future__ import annotations
 
@@ -51,6 +54,7 @@ class FeatureSpec:
     tfidf: list[TfidfBlock] = field(default_factory=list)
     pairs: bool = False
     vectors: Optional[VectorBlock] = None
+    logits: int = 0                   # K: the part reads the fine-tuned head's K logits (0: it does not)
 
     def tfidf_blocks(self, examples: Sequence[TextExample]) -> list:
         """SparseRows blocks (and, for pairs, one (N, 1) cosine column per analyzer)."""
@@ -67,18 +71,20 @@ class FeatureSpec:
         return blocks
 
     def blocks(self, examples: Sequence[TextExample], vectors: Optional[np.ndarray] = None) -> list:
-        """Every block, in the order the weight rows follow. `vectors`: the frozen model's (N, C) vectors of
-        the texts (pairs: pair_vectors of the two sides), when the spec has a vector block."""
+        """Every block, in the order the weight rows follow. `vectors`: what the encoder gives for the texts
+        when the spec reads it: the frozen model's (N, C) vectors (pairs: pair_vectors of the two sides), or
+        the fine-tuned head's (N, K) logits."""
         blocks = self.tfidf_blocks(examples)
-        if self.vectors is not None:
+        if self.vectors is not None or self.logits:
             if vectors is None:
-                raise ValueError("this linear model reads the frozen model's vectors; pass them")
-            blocks.append(self.vectors.apply(vectors))
+                raise ValueError("this linear model reads the model's vectors or logits; pass them")
+            blocks.append(self.vectors.apply(vectors) if self.vectors is not None else vectors.astype(np.float64))
         return blocks
 
     def widths(self) -> list[int]:
         per_block = [3 * b.width + 1 if self.pairs else b.width for b in self.tfidf]
-        return per_block + ([len(self.vectors.mean)] if self.vectors is not None else [])
+        return per_block + ([len(self.vectors.mean)] if self.vectors is not None else []) + \
+            ([self.logits] if self.logits else [])
 
 
 def block_width(block) -> int:

@@ -1,15 +1,16 @@
 """A linear model's files in a model folder; nothing in them can run code.
 
-- bertkit.json: `task`, `labels` and a `linear` section: method (tfidf | linear-probe | hybrid), the
-  whether rows are pairs, and per part its analyzers, how vectors were encoded and its output (softmax |
-  identity), and the stacker's output;
+- bertkit.json: `task`, `labels` and a `linear` section: method (tfidf | linear-probe | hybrid), whether
+  rows are pairs, and per part its analyzers, how vectors were encoded (or `logits`: K when the part reads the
+  folder's fine-tuned head) and its output (softmax | identity), and the stacker's output;
 - linear.safetensors: per part j `parts.<j>.weight` (F, K) float32 and `parts.<j>.bias` (K,), its TF-IDF
   blocks' `parts.<j>.tfidf.<i>.idf` (float64), for vectors `parts.<j>.vectors.mean` / `.scale`; a hybrid's
   stacker `stack.weight` / `stack.bias`;
 - tfidf_vocabulary.json: {"blocks": [[term of column 0, term of column 1, ...], ...]}, one list per analyzer
   (of every part, in order).
 A TF-IDF folder holds only these (and metrics.json); a linear-probe or hybrid folder is also the frozen
-encoder's checkpoint folder (config.json, model.safetensors, tokenizer files), so it encodes like any other.
+encoder's checkpoint folder (config.json, model.safetensors, tokenizer files), so it encodes like any other; a
+hybrid over a fine-tuned model is that model's whole folder (encoder and classification head) plus these.
 Loading checks every shape against the others and names the file and field that does not fit.
 """
 from __future__ import annotations
@@ -62,6 +63,8 @@ def linear_meta(model: LinearModel, extra: Optional[dict] = None) -> dict:
         if part.features.vectors is not None:
             v = part.features.vectors
             entry["vectors"] = {"pooling": v.pooling, "normalize": v.normalize, "max_length": v.max_length}
+        if part.features.logits:
+            entry["logits"] = part.features.logits
         parts.append(entry)
     section = {"method": model.method, "pairs": model.pairs, "parts": parts,
                "stack": None if model.stack is None else {"output": model.stack.output}, **(extra or {})}
@@ -135,8 +138,11 @@ def load_linear_model(folder: Path, meta: dict) -> LinearModel:
                                tensors.get(f"parts.{j}.tfidf.{i}.idf"), f"parts.{j}.tfidf.{i}.idf")
                   for i, spec in enumerate(analyzers)]
         used += len(analyzers)
+        logits = part.get("logits", 0)
+        _check(isinstance(logits, int) and logits in (0, outputs), where, f"linear.parts[{j}].logits",
+               f"must be 0 or the model's {outputs} labels (the fine-tuned head's outputs)")
         features = FeatureSpec(blocks, bool(section.get("pairs", False)),
-                               _vector_block(weights_path, f"parts.{j}.", part.get("vectors"), tensors))
+                               _vector_block(weights_path, f"parts.{j}.", part.get("vectors"), tensors), logits)
         layer = _layer(weights_path, f"parts.{j}.", part.get("output"), tensors, outputs)
         _check(sum(features.widths()) == layer.weight.shape[0], weights_path, f"parts.{j}.weight",
                f"{layer.weight.shape[0]} rows, but the saved features have {sum(features.widths())} columns")

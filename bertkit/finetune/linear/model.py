@@ -3,8 +3,10 @@
 - tfidf: one part, TF-IDF features -> logistic (ridge) regression;
 - linear-probe: one part, the frozen model's vectors -> logistic (ridge) regression;
 - hybrid: both parts, and a stacker: one more logistic (ridge) regression over the parts' log-probabilities
-  (values), fitted on out-of-fold predictions for the training rows (see hybrid.py).
-Vectors are computed by the caller (they need the encoder) and passed in; everything here is numpy.
+  (values), fitted on out-of-fold predictions for the training rows (see hybrid.py);
+- hybrid over a fine-tuned model: the TF-IDF part and the fine-tuned head's probabilities (a part whose layer
+  only reorders the logits), pooled by a stacker fitted on dev (see hybrid.py).
+Vectors (or logits) are computed by the caller (they need the encoder) and passed in; everything here is numpy.
 """
 from __future__ import annotations
 
@@ -45,6 +47,11 @@ class LinearModel:
     def vector_block(self) -> Optional[VectorBlock]:
         """How the frozen model's vectors are encoded, when a part reads them (None for TF-IDF only)."""
         return next((p.features.vectors for p in self.parts if p.features.vectors is not None), None)
+
+    @property
+    def reads_logits(self) -> bool:
+        """A part reads the folder's fine-tuned head's logits (the hybrid over a fine-tuned model)."""
+        return any(p.features.logits for p in self.parts)
 
     def scores(self, examples: Sequence[TextExample], vectors: Optional[np.ndarray] = None) -> np.ndarray:
         """(N, K) probabilities, or (N, 1) values for regression."""

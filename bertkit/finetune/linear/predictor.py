@@ -19,12 +19,13 @@ from bertkit.errors import BertkitError, CheckpointError
 from bertkit.finetune.classification import examples_from_inputs
 from bertkit.finetune.linear.folder import linear_section, load_linear_model, read_meta
 from bertkit.finetune.linear.layer import scores_metrics
+from bertkit.finetune.linear.logits import FinetunedHead
 from bertkit.finetune.linear.model import LinearModel
 from bertkit.finetune.linear.training import targets
 from bertkit.finetune.linear.vectors import encode_examples
 
 METHOD_NAMES = {"tfidf": "a TF-IDF + linear model", "linear-probe": "a linear probe over a frozen model's vectors",
-                "hybrid": "a hybrid (TF-IDF + a frozen model's vectors, stacked)"}
+                "hybrid": "a hybrid (TF-IDF + a model's vectors or fine-tuned logits, stacked)"}
 
 
 class LinearPredictor:
@@ -32,8 +33,12 @@ class LinearPredictor:
                  checkpoint: Optional[Checkpoint] = None):
         self.model, self.path, self.meta = model, folder, meta
         self.checkpoint = checkpoint
-        if model.vector_block is not None and checkpoint is None:
+        if (model.vector_block is not None or model.reads_logits) and checkpoint is None:
             raise CheckpointError(f"{folder}: this {model.method} model reads vectors, but no encoder was loaded")
+        self.head = FinetunedHead(checkpoint) if model.reads_logits else None
+        if self.head is not None and self.head.label_names != model.label_names:
+            raise CheckpointError(f"{folder}: the classification head's labels (config.json) differ from bertkit.json's; "
+                                  "the folder was edited or mixed up")
 
     @classmethod
     def load(cls, folder: str | Path, checkpoint: Optional[Checkpoint] = None) -> "LinearPredictor":
@@ -44,7 +49,7 @@ class LinearPredictor:
                                   f"{folder} is a file; pass the model folder")
         meta = checkpoint.meta if checkpoint is not None else read_meta(folder)
         model = load_linear_model(folder, meta)
-        if model.vector_block is not None and checkpoint is None:
+        if (model.vector_block is not None or model.reads_logits) and checkpoint is None:
             checkpoint = load_checkpoint(folder)
         return cls(model, folder, meta, checkpoint)
 
@@ -65,6 +70,8 @@ class LinearPredictor:
     def max_length(self) -> Optional[int]:
         """The token limit of the vectors' encoder (None for TF-IDF: any length)."""
         block = self.model.vector_block
+        if self.head is not None:
+            return self.head.task.max_length
         return block.max_length if block is not None else None
 
     @property
@@ -89,6 +96,8 @@ class LinearPredictor:
         block = self.model.vector_block
         if block is not None and examples:
             vectors = encode_examples(self.checkpoint, examples, block, self.model.pairs, batch_size)
+        if self.head is not None and examples:
+            vectors = self.head.logits(examples, batch_size)
         if not examples:
             return np.zeros((0, 1 if self.task == "regression" else len(self.label_names)))
         return self.model.scores(examples, vectors)

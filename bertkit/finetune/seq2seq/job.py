@@ -38,8 +38,17 @@ class Seq2SeqConfig(LoopJobConfig):
     """max_length counts [CLS] source [SEP] target [SEP]; targets get at most half of it."""
 
 
-def _token_ids(tokenizer, texts: Sequence[str]) -> list[list[int]]:
+def token_ids(tokenizer, texts: Sequence[str]) -> list[list[int]]:
+    """Token ids without special tokens, one list per text (the seq2seq rows add [CLS] / [SEP] themselves)."""
     return [e.ids for e in tokenizer.backend.encode_batch(list(texts), add_special_tokens=False)]
+
+
+def tokenized_pairs(tokenizer, pairs: Sequence[Pair], where: str) -> tuple[list[list[int]], list[list[int]]]:
+    """(source ids, target ids) of training pairs, warning when the vocabulary misses much of `where`."""
+    sources = token_ids(tokenizer, [p.source for p in pairs])
+    targets = token_ids(tokenizer, [p.target for p in pairs])
+    warn_unknown(tokenizer, [p.source for p in pairs] + [p.target for p in pairs], where, sources + targets)
+    return sources, targets
 
 
 def _batch(tokenizer, sources: list[list[int]], targets: list[list[int]], max_length: int) -> dict:
@@ -52,8 +61,8 @@ def evaluate_pairs(model: Seq2SeqLM, tokenizer, pairs: Sequence[Pair], max_lengt
     was_training = model.training
     model.eval()
     device = next(model.parameters()).device
-    sources = _token_ids(tokenizer, [p.source for p in pairs])
-    targets = _token_ids(tokenizer, [p.target for p in pairs])
+    sources = token_ids(tokenizer, [p.source for p in pairs])
+    targets = token_ids(tokenizer, [p.target for p in pairs])
     total, count = 0.0, 0.0
     for start in range(0, len(pairs), batch_size):
         batch = _batch(tokenizer, sources[start:start + batch_size], targets[start:start + batch_size], max_length)
@@ -80,10 +89,7 @@ def run_seq2seq_finetune(config: Seq2SeqConfig) -> JobResult:
     model = Seq2SeqLM(checkpoint.encoder, mlm)
     train_pairs = read_pairs(config.train, config.encoding)[:config.max_train_examples]
     dev_pairs = read_pairs(config.dev, config.encoding)[:config.max_dev_examples] if config.dev else None
-    sources = _token_ids(tokenizer, [p.source for p in train_pairs])
-    targets = _token_ids(tokenizer, [p.target for p in train_pairs])
-    warn_unknown(tokenizer, [p.source for p in train_pairs] + [p.target for p in train_pairs],
-                 f"fine-tune data {config.train}", sources + targets)
+    sources, targets = tokenized_pairs(tokenizer, train_pairs, f"fine-tune data {config.train}")
 
     def make_batch(indices: list[int], epoch: int) -> dict:
         return _batch(tokenizer, [sources[i] for i in indices], [targets[i] for i in indices], max_length)
@@ -129,7 +135,7 @@ class Seq2SeqGenerator:
         no_repeat_ngram_size n > 0 never repeats an n-gram of the target. With the key/value cache unless
         use_cache=False (same tokens, slower)."""
         out = []
-        for ids in _token_ids(self.tokenizer, sources):
+        for ids in token_ids(self.tokenizer, sources):
             target = seq2seq_decode(self.model, ids, self.tokenizer.cls_id, self.tokenizer.sep_id,
                                     max_new_tokens, banned_ids=self.banned_ids, use_cache=use_cache,
                                     num_beams=num_beams, no_repeat_ngram_size=no_repeat_ngram_size,
@@ -158,4 +164,4 @@ def predict_seq2seq_file(folder: str | Path, input_path: str | Path, output_path
 
 
 __all__ = ["Pair", "Seq2SeqConfig", "Seq2SeqGenerator", "TASK", "evaluate_seq2seq_file", "predict_seq2seq_file",
-           "read_pairs", "run_seq2seq_finetune"]
+           "read_pairs", "run_seq2seq_finetune", "token_ids", "tokenized_pairs"]

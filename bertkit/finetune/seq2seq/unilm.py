@@ -16,6 +16,7 @@ from torch import nn
 
 from bertkit.errors import BertkitError
 from bertkit.generate.beam import BeamSearch, ngram_banned_tokens
+from bertkit.generate.sampling import SamplingConfig, next_token
 from bertkit.model.encoder import KeyValueCache
 
 MaskKind = Literal["bidirectional", "left-to-right", "seq2seq"]
@@ -69,27 +70,42 @@ class Seq2SeqLM(nn.Module):
                                "from the source; RoBERTa-style encoders have one segment")
         self.encoder, self.mlm = encoder, mlm_head
 
+    def encode(self, input_ids, token_type_ids, attention_mask, output_hidden_states: bool = False):
+        """The encoder's output under the seq2seq mask. The source rows see only the source, so their vectors
+        equal those of the source encoded alone (SimBERT takes its sentence vector from there)."""
+        mask = unilm_mask("seq2seq", attention_mask, token_type_ids)
+        return self.encoder(input_ids, token_type_ids=token_type_ids, attention_bias=mask,
+                            output_hidden_states=output_hidden_states)
+
+    def logits(self, hidden: torch.Tensor) -> torch.Tensor:
+        """(N, C) hidden states -> (N, V) next-token logits through the MLM head (tied to the word embeddings)."""
+        return self.mlm(hidden, self.encoder.embeddings.token.weight)
+
     def forward(self, input_ids, token_type_ids, attention_mask, positions: Optional[torch.Tensor] = None):
         """-> (N, V) logits at `positions` (a (B, T) bool), or (B, V) at each row's last real token."""
-        mask = unilm_mask("seq2seq", attention_mask, token_type_ids)
-        hidden = self.encoder(input_ids, token_type_ids=token_type_ids, attention_bias=mask).last_hidden_state
+        hidden = self.encode(input_ids, token_type_ids, attention_mask).last_hidden_state
         if positions is None:
             last = attention_mask.sum(dim=1) - 1
             picked = hidden[torch.arange(len(hidden), device=hidden.device), last]
         else:
             picked = hidden[positions]
-        return self.mlm(picked, self.encoder.embeddings.token.weight)
+        return self.logits(picked)
 
 
-def seq2seq_loss(model: nn.Module, batch: dict) -> tuple[torch.Tensor, dict[str, float]]:
-    """Each target-side position (the source's [SEP] and the target tokens but the last) predicts the next
-    token: the target and its closing [SEP]. A loss_fn for bertkit.train.train."""
+def next_token_targets(batch: dict) -> tuple[torch.Tensor, torch.Tensor]:
+    """-> (positions (B, T) bool, targets (N,)): each target-side position (the source's [SEP] and the target
+    tokens but the last) predicts the next token: the target and its closing [SEP]."""
     ids, types, mask = batch["input_ids"], batch["token_type_ids"], batch["attention_mask"]
     is_target = (types == 1) & (mask == 1)
     predicts = torch.zeros_like(is_target)
     predicts[:, :-1] = is_target[:, 1:]                 # position t predicts token t + 1 when t + 1 is target
-    logits = model(ids, types, mask, positions=predicts)
-    targets = ids[:, 1:][predicts[:, :-1]]
+    return predicts, ids[:, 1:][predicts[:, :-1]]
+
+
+def seq2seq_loss(model: nn.Module, batch: dict) -> tuple[torch.Tensor, dict[str, float]]:
+    """Cross-entropy of next_token_targets. A loss_fn for bertkit.train.train."""
+    predicts, targets = next_token_targets(batch)
+    logits = model(batch["input_ids"], batch["token_type_ids"], batch["attention_mask"], positions=predicts)
     loss = F.cross_entropy(logits.float(), targets)
     return loss, {"tokens": float(targets.numel())}
 
@@ -161,7 +177,47 @@ def _next_token_logits(model: Seq2SeqLM, source: list[int], targets: list[list[i
         step = torch.tensor([source] if cache is None else [t[-1:] for t in targets], device=device)   # (B, T)
         types = torch.full_like(step, 0 if cache is None else 1)
         out = model.encoder(step, token_type_ids=types, cache=cache, use_cache=True)
-        return model.mlm(out.last_hidden_state[:, -1], model.encoder.embeddings.token.weight), out.cache
+        return model.logits(out.last_hidden_state[:, -1]), out.cache
     ids = torch.tensor([source + t for t in targets], device=device)                                 # (B, T)
     types = torch.tensor([[0] * len(source) + [1] * len(t) for t in targets], device=device)
     return model(ids, types, torch.ones_like(ids)), None
+
+
+@torch.no_grad()
+def seq2seq_sample(model: Seq2SeqLM, source_ids: Sequence[int], cls_id: int, sep_id: int, num_samples: int,
+                   sampling: SamplingConfig, max_new_tokens: int = 32, banned_ids: Sequence[int] = (),
+                   generator: Optional[torch.Generator] = None) -> list[list[int]]:
+    """num_samples targets drawn independently for one source (temperature / top-k / top-p, generate.sampling),
+    each without its closing [SEP]. The source is encoded once; its keys and values are shared by every row."""
+    if num_samples < 1:
+        raise BertkitError(f"the number of samples must be >= 1, got {num_samples}")
+    if model.encoder.config.causal:
+        raise BertkitError("seq2seq decoding needs a bidirectional encoder (causal=False)")
+    model.eval()
+    max_length = model.encoder.config.max_length
+    source = [cls_id, *list(source_ids)[:max_length - 3], sep_id]
+    steps = min(max_new_tokens, max_length - len(source))
+    logits, cache = _next_token_logits(model, source, [[]], None, True)                  # (1, V)
+    rows = torch.zeros(num_samples, dtype=torch.long, device=logits.device)
+    cache = KeyValueCache(tuple(k.index_select(0, rows) for k in cache.keys),
+                          tuple(v.index_select(0, rows) for v in cache.values))        # each (n, H, T, D)
+    logits = logits.index_select(0, rows)                                                # (n, V)
+    targets: list[list[int]] = [[] for _ in range(num_samples)]
+    finished = [False] * num_samples
+    for step in range(steps):
+        logits = logits.float()
+        if banned_ids:
+            logits[:, list(banned_ids)] = float("-inf")
+        tokens = next_token(logits, sampling, generator)                                 # (n,)
+        for row, token in enumerate(tokens.tolist()):
+            if not finished[row]:
+                finished[row] = token == sep_id
+                if not finished[row]:
+                    targets[row].append(token)
+        if all(finished) or step == steps - 1:
+            break
+        # A finished row keeps being fed (its tokens are ignored) so the batch stays rectangular.
+        step_ids = tokens[:, None]                                                       # (n, 1)
+        out = model.encoder(step_ids, token_type_ids=torch.ones_like(step_ids), cache=cache, use_cache=True)
+        logits, cache = model.logits(out.last_hidden_state[:, -1]), out.cache
+    return targets

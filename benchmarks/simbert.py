@@ -1,0 +1,210 @@
+"""SimBERT on the Bible paraphrase pairs: after `bertkit finetune --task simbert`, do its sampled paraphrases of a
+King James verse, ranked by its own vectors, rank the true modern (World English Bible) verse higher than chance?
+
+    python benchmarks/simbert.py --data-dir ../shared/data --max-train-examples 2400 --batch-size 16 \
+        --max-length 96 --lr 1e-4 --test-pairs 200 --samples 5 --json simbert.json
+
+Training: run_simbert_finetune (what `bertkit finetune --task simbert` runs) from --model (default all-MiniLM-L6-v2,
+which has no MLM head: SimBERT adds one over the tied word embeddings) on a seeded random sample of
+bible_pairs_train (text_a KJV, text_b WEB; train and test hold different books), [CLS] pooling, no dev set.
+
+Evaluation on a seeded sample of N test pairs; the collection is all 2,990 test WEB verses (M). "Rank" is the
+1-based position of the pair's own WEB verse among the M by cosine (ties count against it), so chance is a mean
+rank of (M + 1) / 2 = 1,495.5 and an MRR of H_M / M = 0.0029.
+1. Retrieval, the KJV verse as the query: by the SimBERT model's vectors, by MiniLM's own (mean pooling, no
+   SimBERT training) and by TF-IDF (lowercased words, benchmarks/unilm.py's index).
+2. Generation: --samples paraphrases of each KJV verse (top-p 0.95, seeded), ranked by the model's cosine to the
+   KJV verse (SimBertGenerator.rank, what `bertkit generate --similar` prints). The best-ranked one is the
+   query: its rank of the true WEB verse by the model's vectors and by TF-IDF (independent of the model), against
+   chance, the first sample, a random sample, and the KJV verse itself (copy the input). Text overlap with the
+   true WEB verse: chrF (character 1-6-grams, beta 2) and token F1 (lowercased words).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+
+from machine import cpu_description
+from unilm import TfidfIndex, read_rows, words, write_training_pairs
+
+
+def chrf(hypothesis: str, reference: str, max_n: int = 6, beta: float = 2.0) -> float:
+    """chrF (Popovic 2015): character n-gram F-beta averaged over n = 1..6, spaces removed; 0-100."""
+    hyp, ref = hypothesis.replace(" ", ""), reference.replace(" ", "")
+    precisions, recalls = [], []
+    for n in range(1, max_n + 1):
+        h = Counter(hyp[i:i + n] for i in range(len(hyp) - n + 1))
+        r = Counter(ref[i:i + n] for i in range(len(ref) - n + 1))
+        if not h or not r:
+            continue
+        common = sum((h & r).values())
+        precisions.append(common / sum(h.values()))
+        recalls.append(common / sum(r.values()))
+    if not precisions:
+        return 0.0
+    p, r = float(np.mean(precisions)), float(np.mean(recalls))
+    return 0.0 if p + r == 0 else 100 * (1 + beta ** 2) * p * r / (beta ** 2 * p + r)
+
+
+def token_f1(hypothesis: str, reference: str) -> float:
+    h, r = Counter(words(hypothesis)), Counter(words(reference))
+    common = sum((h & r).values())
+    if not common:
+        return 0.0
+    p, rec = common / sum(h.values()), common / sum(r.values())
+    return 2 * p * rec / (p + rec)
+
+
+def rank_summary(ranks: np.ndarray) -> dict:
+    return {"mean_rank": float(ranks.mean()), "median_rank": float(np.median(ranks)),
+            "mrr": float((1.0 / ranks).mean()), "recall@1": float((ranks == 1).mean()),
+            "recall@10": float((ranks <= 10).mean())}
+
+
+def model_ranks(model, queries: list[str], corpus_vectors: np.ndarray, owns: np.ndarray) -> np.ndarray:
+    """Rank of corpus row owns[i] for query i by cosine of `model.encode` vectors (ties count against it)."""
+    q = model.encode(queries, batch_size=64)
+    q = q / np.linalg.norm(q, axis=1, keepdims=True)
+    scores = q @ corpus_vectors.T                                            # (N, M)
+    own = scores[np.arange(len(queries)), owns]
+    return (scores >= own[:, None]).sum(axis=1)
+
+
+def unit(vectors: np.ndarray) -> np.ndarray:
+    return vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+
+
+def train(args, output: Path) -> dict:
+    from bertkit.finetune.seq2seq.simbert import SimBertConfig, run_simbert_finetune
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "train.jsonl"
+        count = write_training_pairs(args.data_dir, args.seed, args.max_train_examples, path)
+        config = SimBertConfig(model=args.model, train=str(path), output=str(output), epochs=args.epochs,
+                               lr=args.lr, batch_size=args.batch_size, max_length=args.max_length, seed=args.seed,
+                               progress_bar=False, precision=args.precision, pooling=args.pooling,
+                               time_budget=args.time_budget)
+        started = time.perf_counter()
+        result = run_simbert_finetune(config)
+    return {"train_pairs": count, "epochs": result.epochs, "steps": result.steps,
+            "train_seconds": result.train_seconds, "wall_seconds": time.perf_counter() - started}
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--data-dir", type=Path, default=Path("../shared/data"))
+    parser.add_argument("--model", default=None, help="folder to start from (default: the MiniLM PyPI package)")
+    parser.add_argument("--output", type=Path, default=None, help="the SimBERT folder (default: temp)")
+    parser.add_argument("--skip-training", action="store_true", help="evaluate --output as it is")
+    parser.add_argument("--max-train-examples", type=int, default=2400)
+    parser.add_argument("--epochs", type=int, default=1)
+    parser.add_argument("--time-budget", default=None, help="e.g. 5m: train for this wall-clock time instead")
+    parser.add_argument("--lr", type=float, default=1e-4)
+    parser.add_argument("--batch-size", type=int, default=16, help="pairs per batch (two rows each)")
+    parser.add_argument("--max-length", type=int, default=96, help="[CLS] a [SEP] b [SEP] tokens")
+    parser.add_argument("--pooling", default="cls")
+    parser.add_argument("--precision", choices=("auto", "fp32", "bf16"), default="bf16")
+    parser.add_argument("--test-pairs", type=int, default=200)
+    parser.add_argument("--samples", type=int, default=5, help="paraphrases drawn per test verse")
+    parser.add_argument("--collection", type=int, default=None,
+                        help="WEB verses to rank among (default: all 2,990 test verses; fewer: the test pairs' "
+                             "own verses plus a seeded random sample of the rest)")
+    parser.add_argument("--max-new-tokens", type=int, default=64)
+    parser.add_argument("--examples", type=int, default=4)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's choice); 1 is "
+                                                                    "faster on a machine shared with other jobs")
+    parser.add_argument("--json", type=Path, default=None)
+    args = parser.parse_args(argv)
+
+    import torch
+    if args.threads:
+        torch.set_num_threads(args.threads)
+
+    import bertkit
+    from bertkit.api import minilm_path
+    from bertkit.finetune.seq2seq.simbert import SimBertGenerator
+
+    args.model = args.model or str(minilm_path())
+    print(f"cpu: {cpu_description()}; torch threads {torch.get_num_threads()}; load "
+          f"{subprocess.run(['uptime'], capture_output=True, text=True).stdout.strip()}", flush=True)
+    report: dict = {"args": {k: str(v) for k, v in vars(args).items()}}
+    with tempfile.TemporaryDirectory() as tmp:
+        output = args.output or Path(tmp) / "simbert"
+        if not args.skip_training:
+            report["training"] = train(args, output)
+            print(json.dumps(report["training"]), flush=True)
+
+        test = read_rows(args.data_dir / "bible_pairs_test.jsonl.gz")
+        rng = random.Random(args.seed)
+        picked = sorted(rng.sample(range(len(test)), args.test_pairs))
+        if args.collection and args.collection < len(test):     # the picked pairs' verses + random others
+            others = rng.sample(sorted(set(range(len(test))) - set(picked)), args.collection - len(picked))
+            kept = sorted(picked + others)
+            position = {index: k for k, index in enumerate(kept)}
+            test, picked = [test[i] for i in kept], [position[i] for i in picked]
+        modern = [r["text_b"] for r in test]                                   # the collection, M verses
+        sources = [test[i]["text_a"] for i in picked]
+        owns = np.array(picked)
+        tfidf = TfidfIndex(modern)
+        chance = {"mean_rank": (len(modern) + 1) / 2,
+                  "mrr": float(sum(1.0 / k for k in range(1, len(modern) + 1)) / len(modern))}
+        retrieval = {"chance": chance, "tfidf": rank_summary(tfidf.ranks(sources, list(owns))[0])}
+        simbert = bertkit.load(output)
+        minilm = bertkit.load(minilm_path())
+        started = time.perf_counter()
+        simbert_corpus = unit(simbert.encode(modern, batch_size=64))
+        minilm_corpus = unit(minilm.encode(modern, batch_size=64))
+        retrieval["minilm (mean pooling, no SimBERT)"] = rank_summary(model_ranks(minilm, sources, minilm_corpus,
+                                                                                 owns))
+        retrieval["simbert"] = rank_summary(model_ranks(simbert, sources, simbert_corpus, owns))
+        report["retrieval_kjv_query"] = retrieval
+        report["encode_seconds"] = time.perf_counter() - started
+        print(json.dumps(retrieval, indent=1), flush=True)
+
+        generator = SimBertGenerator(output)
+        torch.manual_seed(args.seed)
+        started = time.perf_counter()
+        choices: dict[str, list[str]] = {"best-ranked sample": [], "first sample": [], "random sample": [],
+                                         "worst-ranked sample": []}
+        pick = random.Random(args.seed + 1)
+        for k, source in enumerate(sources):
+            drawn = [s for s in generator.sample(source, args.samples, max_new_tokens=args.max_new_tokens,
+                                                 seed=args.seed + k) if s.strip()] or [source]
+            ranked = generator.rank(source, drawn)
+            choices["best-ranked sample"].append(ranked[0].text)
+            choices["worst-ranked sample"].append(ranked[-1].text)
+            choices["first sample"].append(drawn[0])
+            choices["random sample"].append(pick.choice(drawn))
+            if k < args.examples:
+                print(f"KJV: {source}\nWEB: {modern[owns[k]]}\nbest: {ranked[0].text} ({ranked[0].cosine:.3f})\n"
+                      f"first: {drawn[0]}\n", flush=True)
+        report["generate_seconds"] = time.perf_counter() - started
+        choices["KJV verse (copy the input)"] = sources
+        generation = {}
+        for name, texts in choices.items():
+            targets = [modern[i] for i in owns]
+            generation[name] = {
+                "rank_by_simbert": rank_summary(model_ranks(simbert, texts, simbert_corpus, owns)),
+                "rank_by_tfidf": rank_summary(tfidf.ranks(texts, list(owns))[0]),
+                "chrF": float(np.mean([chrf(t, g) for t, g in zip(texts, targets)])),
+                "token_f1": float(np.mean([token_f1(t, g) for t, g in zip(texts, targets)]))}
+        report["generation"] = generation
+        report["collection"] = len(modern)
+        print(json.dumps(generation, indent=1), flush=True)
+    if args.json:
+        args.json.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
