@@ -149,11 +149,11 @@ TASKS: dict[str, TaskKind] = {
                                       _sequence_format("classification"), "accuracy", "class", "prompt"),
     # UniLM sequence-to-sequence over the MLM head: {source, target} pairs
     "seq2seq": TaskKind(_read_pairs, None, "mlm", _generated, "loss", "none", "seq2seq"),
-    # SimBERT: seq2seq generation of the pair's other text + in-batch retrieval (finetune/seq2seq/simbert.py)
-    "simbert": TaskKind(_read_pairs, None, "mlm", _similar, "loss", "none", "simbert", predicted=False),
     # a cross-encoder for /rerank, saved as a two-label pair-classification folder
     "rerank": TaskKind(_read_triples, None, "classifier", _sequence_format("pair-classification"), "mrr", "none",
                        "rerank", saved_as="pair-classification"),
+    # SimBERT: seq2seq generation of the pair's other text + in-batch retrieval (finetune/seq2seq/simbert.py)
+    "simbert": TaskKind(_read_pairs, None, "mlm", _similar, "loss", "none", "simbert", predicted=False),
 }
 # the tasks bertkit.finetune.job trains with a task object (FinetuneModel = encoder + HEADS[head])
 HEAD_TASKS: tuple[str, ...] = tuple(name for name, kind in TASKS.items() if kind.job == "finetune")
