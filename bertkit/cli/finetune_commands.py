@@ -16,7 +16,7 @@ from bertkit.cli.flags import add_config_flags, add_deprecated_flag, config_from
 from bertkit.cli.precision_option import add_precision_flag, say_precision
 from bertkit.errors import BertkitError
 from bertkit.finetune.config import FinetuneConfig
-from bertkit.options import FINETUNE_TASKS as TASKS
+from bertkit.options import SAVED_TASKS, TRAINABLE_TASKS
 
 SEQ2SEQ, PROMPT = "seq2seq", "prompt-classification"   # tasks of the bertkit.generate jobs
 RERANK = "rerank"                                       # bertkit.finetune.rerank: a cross-encoder
@@ -64,7 +64,7 @@ def register(subparsers) -> None:
                                           "the flags, then --key=value / --options.key=value overrides.")
     recipe = p.add_argument_group("training settings (none: the recipe picks each from the data and the model, "
                                   "prints its choice and writes run/recipe.json)")
-    add_config_flags(p, FinetuneConfig, help=_HELP, choices={"task": TASKS + (SEQ2SEQ, RERANK, SIMBERT)},
+    add_config_flags(p, FinetuneConfig, help=_HELP, choices={"task": TRAINABLE_TASKS},
                      group_of=dict.fromkeys(_RECIPE, recipe),
                      metavars={"model": "DIR", "output": "DIR", "train": "FILE", "dev": "FILE"})
     prompt = p.add_argument_group("prompt-based classification (PET / P-tuning; --task classification, a model "
@@ -100,8 +100,7 @@ def register(subparsers) -> None:
     p.add_argument("--model", required=True)
     p.add_argument("--input", metavar="FILE", help="labeled .jsonl/.tsv/.csv, .conll, or SQuAD .json (required)")
     add_deprecated_flag(p, "--data", "--input")
-    p.add_argument("--task", choices=TASKS + (SEQ2SEQ, PROMPT),
-                   help="fail unless the model was fine-tuned for this task")
+    p.add_argument("--task", choices=SAVED_TASKS, help="fail unless the model was fine-tuned for this task")
     p.add_argument("--encoding", default="utf-8")
     p.add_argument("--batch-size", type=int, default=64)
     add_precision_flag(p)
@@ -112,8 +111,7 @@ def register(subparsers) -> None:
     p.add_argument("--input", required=True, help=".jsonl/.tsv/.csv/.txt, .conll, or SQuAD .json; ner also takes "
                    "raw text (.txt lines or {\"text\": ...} JSONL), split into words as Model.predict splits it")
     p.add_argument("--output", required=True, help="output .jsonl")
-    p.add_argument("--task", choices=TASKS + (SEQ2SEQ, PROMPT),
-                   help="fail unless the model was fine-tuned for this task")
+    p.add_argument("--task", choices=SAVED_TASKS, help="fail unless the model was fine-tuned for this task")
     p.add_argument("--encoding", default="utf-8")
     p.add_argument("--batch-size", type=int, default=64)
     p.add_argument("--max-new-tokens", type=int, default=64, help="seq2seq models: most tokens to generate per row")

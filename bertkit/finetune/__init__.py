@@ -10,7 +10,7 @@ import sys
 import types
 
 _WHERE = {"FinetuneConfig": "config", "TaskOptions": "config", "FinetuneResult": "job", "run_finetune": "job",
-          "TASKS": "model", "FinetuneModel": "model", "evaluate_file": "predict", "predict": "predict",
+          "TASKS": "tasks", "FinetuneModel": "model", "evaluate_file": "predict", "predict": "predict",
           "predict_file": "predict"}
 
 __all__ = list(_WHERE)

@@ -6,8 +6,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal, Optional
 
-from bertkit.options import FINETUNE_TASKS
-
 
 @dataclass(frozen=True)
 class TaskOptions:
@@ -23,7 +21,7 @@ class TaskOptions:
     with_negative: Optional[bool] = None   # QA v2.0 no-answer; None: on when the training data has any
 
 
-Task = Literal[FINETUNE_TASKS]     # type: ignore[valid-type]   # the choices are bertkit/options.py's
+Task = Literal["classification", "pair-classification", "multi-label", "regression", "ner", "qa"]
 
 
 @dataclass
