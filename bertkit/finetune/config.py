@@ -48,6 +48,8 @@ class FinetuneConfig:
     metric: Optional[str] = None          # metric that picks the best model; None = the task's main one
     early_stopping_patience: Optional[int] = None   # evaluations without improvement; 0 = never stop early
     class_weights: Literal["auto", "none", "balanced", "sqrt"] = "auto"   # auto: sqrt-balanced when skewed
+    # optimizer steps: the run and its lr schedule end at N (N wins over --epochs); no default time cap then
+    max_steps: Optional[int] = None
     time_budget: Optional[str] = None     # wall-clock cap, e.g. "20m" ("off": none); None: 30m when epochs are unset
     layerwise_lr_decay: Optional[float] = None
     gradual_unfreezing: bool = False      # epoch k trains the head and the top k layers

@@ -52,6 +52,8 @@ def run_finetune(config: FinetuneConfig) -> FinetuneResult:
     if config.method != "finetune":
         return _linear_method(config)
     seed_everything(config.seed)
+    if config.max_steps is not None and config.max_steps < 1:
+        raise BertkitError(f"--max-steps must be >= 1 (got {config.max_steps})")
     checkpoint = load_checkpoint(config.model)
     check_saved_task(checkpoint, config.task)
     mlm_head = None
@@ -135,7 +137,10 @@ def run_finetune(config: FinetuneConfig) -> FinetuneResult:
 
     # With a time budget the run ends after `epochs` or at the budget, whichever comes first; the lr schedule
     # follows whichever is further along (the loop's time-budget schedule).
-    max_steps = -(-config.epochs * len(batches) // config.grad_accum) if config.time_budget else None
+    # --max-steps N: the run and the lr schedule span N optimizer steps (epochs cycle as needed; --epochs is then
+    # ignored, as in transformers' Trainer); a --time-budget given too ends it earlier if reached first.
+    recipe_steps = config.max_steps is None and bool(config.time_budget)
+    max_steps = -(-config.epochs * len(batches) // config.grad_accum) if recipe_steps else config.max_steps
     train_config = loop_settings(config, max_steps=max_steps, checkpoint_on_eval=evaluate is not None,
                                  early_stopping_patience=config.early_stopping_patience or None,
                                  early_stopping_start=recipe.early_stopping_start, log_every=10)
@@ -144,7 +149,7 @@ def run_finetune(config: FinetuneConfig) -> FinetuneResult:
               on_epoch_start=_gradual_unfreezing if config.gradual_unfreezing else None, is_head=_is_head,
               record={"dev_data": dev_data, "train_examples": len(train_examples),
                       "train_features": len(train_features), "recipe": recipe.to_dict()},
-              run_files={"recipe.json": recipe.to_dict()}, epoch_batches=len(batches) if max_steps else None)
+              run_files={"recipe.json": recipe.to_dict()}, epoch_batches=len(batches) if recipe_steps else None)
     result = fit(job, train_config, output, config)
     metrics, kept = result.metrics, result.kept_earlier_model
     if config.baseline and config.task in LINEAR_TASKS and evaluate is not None and not kept:
@@ -180,7 +185,7 @@ def _is_head(name: str) -> bool:
 # Settings of the gradient-descent loop: a linear method has none of them (its regularization is chosen on dev).
 _LOOP_ONLY = ("epochs", "lr", "head_lr", "batch_size", "warmup_ratio", "eval_every", "early_stopping_patience",
               "layerwise_lr_decay", "gradual_unfreezing", "aux_mlm_weight", "resume", "time_budget",
-              "class_weights")
+              "class_weights", "max_steps")
 
 
 def _linear_method(config: FinetuneConfig) -> FinetuneResult:

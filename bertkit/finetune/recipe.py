@@ -123,6 +123,7 @@ class Requested:
     class_weights: str = "auto"                     # auto | none | balanced | sqrt
     precision: str = "auto"                         # auto | fp32 | bf16
     time_budget: Optional[str] = None               # "20m"; "off" = no cap
+    max_steps: Optional[int] = None                 # set: the run's length is N steps, no default time cap
 
 
 def default_lr(hidden_size: int) -> float:
@@ -226,6 +227,9 @@ def choose_recipe(data: DataProfile, model: ModelProfile, asked: Requested = Req
     if asked.time_budget is not None:
         budget = None if asked.time_budget == "off" else asked.time_budget
         reasons["time_budget"] = "set by the user"
+    elif asked.max_steps is not None:
+        budget = None
+        reasons["time_budget"] = "the user set the max steps"
     elif asked.epochs is None:
         budget = TIME_CAP
         reasons["time_budget"] = (f"at most {TIME_CAP}: on a slow machine the lr schedule follows the clock and the "
