@@ -70,13 +70,15 @@ class Model:
             raise BertkitError(f"{self.path}: {err}") from None
 
     def encode(self, texts: Sequence[str], batch_size: int = 32, max_length: int | None = None,
-               pooling: str | None = None, layers: str | None = None, normalize: bool | None = None,
+               pooling: str | None = None, layers: str | int | list[int] | None = None, normalize: bool | None = None,
                long_texts: str = "truncate", stride: int = 128, progress: bool = False,
                whiten: bool | None = None) -> np.ndarray:
         """One float32 vector per text, in input order: (N, D).
 
         pooling: cls | pooler | mean | max | first-last-avg | mean-sqrt-len | weighted-mean | last-token |
-        none (then a list of (T_i, C) token arrays). Defaults (pooling, layers, normalize, max_length, dense
+        none (then a list of (T_i, C) token arrays). layers: a strategy name (last | second-to-last | first |
+        sum-all | sum-last-4 | concat-last-4) or layer indices as in transformers' hidden_states (-1 the last
+        layer, 4 the 4th layer's output, 0 the embeddings; "-2,-1" or [-2, -1]: the mean of those). Defaults (pooling, layers, normalize, max_length, dense
         layers, whitening) come from the model folder, else mean / last / False / the position limit.
         whiten: see `sentence_encoder`; whitening runs after pooling (and dense layers), before normalization.
         """
@@ -89,7 +91,7 @@ class Model:
         self.encoder.eval()
         try:
             if pooling == "none":
-                return encode_token_vectors(self.encoder, self.tokenizer, texts, layers or "last", options,
+                return encode_token_vectors(self.encoder, self.tokenizer, texts, "last" if layers is None else layers, options,
                                             self.last_report)
             return encode_texts(self.sentence_encoder(pooling, layers, normalize, whiten), self.tokenizer, texts,
                                 options, self.last_report)

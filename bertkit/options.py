@@ -6,6 +6,41 @@ from __future__ import annotations
 POOLINGS: tuple[str, ...] = ("cls", "pooler", "mean", "max", "first-last-avg", "mean-sqrt-len", "weighted-mean",
                              "last-token", "none")
 LAYER_STRATEGIES: tuple[str, ...] = ("last", "second-to-last", "first", "sum-all", "sum-last-4", "concat-last-4")
+LAYERS_HELP = ("layer indices as in transformers' hidden_states: 4 = the 4th layer's output, "
+               "0 = the embeddings, -1 = the last layer, -2 = the one before; a comma list (--layers=-2,-1) is the "
+               "mean of those layers")
+
+
+def parse_layers(value: str | int | list[int] | tuple[int, ...]) -> str:
+    """A layer choice in its canonical form: a name of LAYER_STRATEGIES, or comma-separated layer indices
+    ("-2,-1"; spaces dropped; an int or a list of ints too). ValueError, one line naming --layers, otherwise."""
+    value = ",".join(map(str, value)) if isinstance(value, (list, tuple)) else str(value).strip()
+    if value in LAYER_STRATEGIES:
+        return value
+    parts = [part.strip() for part in value.split(",")]
+    try:
+        indices = [int(part) for part in parts]
+    except ValueError:
+        raise ValueError(f"--layers {value!r} is not one of {', '.join(LAYER_STRATEGIES)} nor layer indices like "
+                         "-1, -2,-1 or 4") from None
+    if len(set(indices)) != len(indices):
+        raise ValueError(f"--layers {value!r} names a layer twice")
+    return ",".join(str(i) for i in indices)
+
+
+def layer_indices(value: str, num_layers: int) -> list[int] | None:
+    """Positions in hidden_states (embeddings + one per layer) of an index choice; None for a strategy name.
+    ValueError naming --layers for an index outside this `num_layers`-layer model."""
+    value = parse_layers(value)
+    if value in LAYER_STRATEGIES:
+        return None
+    positions = []
+    for index in (int(part) for part in value.split(",")):
+        if not -num_layers <= index <= num_layers:
+            raise ValueError(f"--layers {value}: layer {index} is out of range for this {num_layers}-layer model "
+                             f"(use 0..{num_layers}, 0 = the embeddings, or -{num_layers}..-1)")
+        positions.append(index if index >= 0 else num_layers + 1 + index)
+    return positions
 
 # inference precisions (runtime.py): what the weights are stored and computed in; "auto" resolves to another
 PRECISIONS: tuple[str, ...] = ("auto", "fp32", "bf16", "int8")

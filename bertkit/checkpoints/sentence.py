@@ -19,7 +19,7 @@ from bertkit.checkpoints import sentence_transformers
 from bertkit.checkpoints.json_files import read_json
 from bertkit.errors import CheckpointError
 from bertkit.model.config import EncoderConfig
-from bertkit.model.pooling import LAYER_STRATEGIES, POOLINGS
+from bertkit.model.pooling import POOLINGS, parse_layers
 from bertkit.model.sentence import DENSE_ACTIVATIONS, Dense, SentenceConfig, SentencePipeline, Whitening
 
 META_FILE = "bertkit.json"
@@ -38,7 +38,7 @@ def read_sentence_pipeline(folder: Path, meta: dict[str, Any], config: EncoderCo
     settings.update(saved)
     where = f"{folder / META_FILE}: encode"
     sentence = SentenceConfig(pooling=_choice(settings, "pooling", POOLINGS[:-1], "mean", where),
-                              layers=_choice(settings, "layers", LAYER_STRATEGIES, "last", where),
+                              layers=_layers(settings, where),
                               normalize=_flag(settings, "normalize", where),
                               max_length=_length(settings.get("max_length"), limit, where))
     dense = settings.get("dense") or []
@@ -56,6 +56,14 @@ def _choice(settings: dict, key: str, allowed, default: str, where: str) -> str:
     if value not in allowed:
         raise CheckpointError(f"{where}.{key} {value!r} is not one of {', '.join(allowed)}")
     return value
+
+
+def _layers(settings: dict, where: str) -> str:
+    """A saved layer choice: a strategy name or layer indices (options.parse_layers)."""
+    try:
+        return parse_layers(settings.get("layers", "last"))
+    except ValueError as error:
+        raise CheckpointError(f"{where}.layers: {error}") from None
 
 
 def _flag(settings: dict, key: str, where: str) -> bool:
@@ -130,7 +138,7 @@ def _read_whitening(folder: Path, meta: dict[str, Any]) -> Optional[Whitening]:
                               f"{getattr(kernel, 'shape', None)} do not match {META_FILE} ({info['dim_in']} -> "
                               f"{info['dim_out']})")
     return Whitening(mean, kernel, int(info.get("fitted_on", 0)), _choice(info, "pooling", POOLINGS[:-1], "mean", where),
-                     _choice(info, "layers", LAYER_STRATEGIES, "last", where))
+                     _layers(info, where))
 
 
 def _check_widths(folder: Path, pipeline: SentencePipeline, config: EncoderConfig) -> None:

@@ -5,9 +5,9 @@ import argparse
 import json
 import sys
 
-from bertkit.cli.flags import add_config_flags, config_from_args
+from bertkit.cli.flags import add_config_flags, add_layers_flag, config_from_args
 from bertkit.embed.config import SimCSEConfig
-from bertkit.options import LAYER_STRATEGIES, POOLINGS
+from bertkit.options import POOLINGS
 from bertkit.progress import progress_wanted
 
 _SIMCSE_HELP = {"train": ".txt: unsupervised SimCSE; .jsonl with text_a/text_b [/negative]: pairs or triplets",
@@ -23,7 +23,7 @@ def _say(message: str) -> None:
 
 def _encoding_flags(p) -> None:
     p.add_argument("--pooling", choices=POOLINGS[:-1], default=None, help="default: the model folder's, else mean")
-    p.add_argument("--layers", choices=LAYER_STRATEGIES, default=None, help="default: the model folder's, else last")
+    add_layers_flag(p, "default: the model folder's, else last")
     p.add_argument("--batch-size", type=int, default=64)
     p.add_argument("--max-length", type=int, default=None)
 

@@ -24,6 +24,21 @@ from typing import Any, Iterable, Optional
 
 from bertkit.config import find_config, load_config
 from bertkit.errors import BertkitWarning
+from bertkit.options import LAYER_STRATEGIES, LAYERS_HELP, parse_layers
+
+def layers_flag(value: str) -> str:
+    """argparse `type` of every --layers flag: options.parse_layers, its error as argparse's (exit 2)."""
+    try:
+        return parse_layers(value)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error).removeprefix("--layers ")) from None
+
+
+def add_layers_flag(parser, default_help: str) -> None:
+    """The one --layers flag (encode, index build, whiten, evaluate-/plot-embeddings, serve)."""
+    parser.add_argument("--layers", type=layers_flag, default=None, metavar="NAME|I,J,...",
+                        help=f"{', '.join(LAYER_STRATEGIES)}; or {LAYERS_HELP} ({default_help})")
+
 
 FIELDS_KEY = "config_flags"      # the namespace attribute listing (dest, dotted field) of the generated flags
 

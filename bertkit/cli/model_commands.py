@@ -10,7 +10,8 @@ import numpy as np
 
 from bertkit.cli.precision_option import add_precision_flag, say_precision
 from bertkit.errors import BertkitError
-from bertkit.options import LAYER_STRATEGIES, POOLINGS
+from bertkit.cli.flags import add_layers_flag
+from bertkit.options import POOLINGS
 from bertkit.progress import progress_wanted
 
 
@@ -21,7 +22,7 @@ def register(subparsers) -> None:
     p.add_argument("--input", required=True, help=".txt or .jsonl file (optionally .gz)")
     p.add_argument("--output", required=True, help="output .npy file; pooling 'none' writes a .npz of arrays")
     p.add_argument("--pooling", choices=POOLINGS, default=None, help="default: the model folder's, else mean")
-    p.add_argument("--layers", choices=LAYER_STRATEGIES, default=None, help="default: the model folder's, else last")
+    add_layers_flag(p, "default: the model folder's, else last")
     p.add_argument("--max-length", type=int, default=None,
                    help="tokens per text (default: the folder's max_seq_length, else the position limit)")
     p.add_argument("--batch-size", type=int, default=32)

@@ -8,7 +8,8 @@ import time
 
 from bertkit.cli.precision_option import add_precision_flag, say_precision
 from bertkit.errors import BertkitError
-from bertkit.options import LAYER_STRATEGIES, POOLINGS
+from bertkit.cli.flags import add_layers_flag
+from bertkit.options import POOLINGS
 from bertkit.progress import progress_wanted
 
 
@@ -22,7 +23,7 @@ def register(subparsers) -> None:
     build.add_argument("--input", required=True, help="documents .jsonl: id, text, other fields kept as metadata")
     build.add_argument("--index", required=True, help="index folder to create")
     build.add_argument("--pooling", choices=POOLINGS[:-1], default=None, help="default: the model folder's")
-    build.add_argument("--layers", choices=LAYER_STRATEGIES, default=None, help="default: the model folder's")
+    add_layers_flag(build, "default: the model folder's")
     build.add_argument("--max-length", type=int, default=None)
     build.add_argument("--long-texts", choices=("truncate", "sliding-window", "error"), default="truncate",
                        help="documents over max-length: cut and count (default), average overlapping windows, or "

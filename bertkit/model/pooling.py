@@ -12,7 +12,7 @@ from typing import Literal, Sequence
 
 import torch
 
-from bertkit.options import LAYER_STRATEGIES, POOLINGS  # noqa: F401  (importable from here)
+from bertkit.options import LAYER_STRATEGIES, POOLINGS, layer_indices, parse_layers  # noqa: F401
 
 LayerStrategy = Literal["last", "second-to-last", "first", "sum-all", "sum-last-4", "concat-last-4"]
 Pooling = Literal["cls", "pooler", "mean", "max", "first-last-avg", "mean-sqrt-len", "weighted-mean", "last-token",
@@ -22,8 +22,7 @@ Pooling = Literal["cls", "pooler", "mean", "max", "first-last-avg", "mean-sqrt-l
 def check_options(pooling: str, layers: str) -> None:
     if pooling not in POOLINGS:
         raise ValueError(f"pooling {pooling!r} is not one of {', '.join(POOLINGS)}")
-    if layers not in LAYER_STRATEGIES:
-        raise ValueError(f"layers {layers!r} is not one of {', '.join(LAYER_STRATEGIES)}")
+    parse_layers(layers)
     if pooling == "pooler" and layers != "last":
         raise ValueError("pooling 'pooler' reads the pooler over the last layer; use layers='last'")
 
@@ -39,7 +38,13 @@ def needs_all_layers(pooling: str, layers: str) -> bool:
 
 
 def select_layers(hidden_states: Sequence[torch.Tensor], strategy: str) -> torch.Tensor:
-    """hidden_states: embeddings + one (B, T, C) per layer -> (B, T, C), or (B, T, 4C) for concat-last-4."""
+    """hidden_states: embeddings + one (B, T, C) per layer -> (B, T, C), or (B, T, 4C) for concat-last-4.
+    Layer indices (options.parse_layers): one picks that hidden state, several are averaged in fp32."""
+    picked = layer_indices(strategy, len(hidden_states) - 1)
+    if picked is not None:
+        if len(picked) == 1:
+            return hidden_states[picked[0]]
+        return torch.stack([hidden_states[i] for i in picked]).float().mean(0)
     layers = hidden_states[1:]                              # transformer layers only
     if strategy == "last":
         return layers[-1]

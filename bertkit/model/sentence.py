@@ -16,7 +16,7 @@ import torch
 from torch import nn
 
 from bertkit.model.encoder import Encoder, EncoderOutput
-from bertkit.model.pooling import check_options, needs_all_layers, normalize, pool, select_layers
+from bertkit.model.pooling import check_options, layer_indices, needs_all_layers, normalize, parse_layers, pool, select_layers
 
 DENSE_ACTIVATIONS = {"tanh": torch.tanh, "identity": lambda x: x, "relu": torch.relu,
                      "gelu": nn.functional.gelu, "sigmoid": torch.sigmoid}
@@ -99,7 +99,8 @@ class SentencePipeline:
         """The SentenceEncoder of these steps over `encoder`, any setting overridden. whiten: None applies the
         whitening when it was fitted on this pooling and layers; True insists (ValueError otherwise); False
         leaves it out."""
-        config = self.config.replace(pooling=pooling or self.config.pooling, layers=layers or self.config.layers,
+        config = self.config.replace(pooling=pooling or self.config.pooling,
+                                     layers=self.config.layers if layers is None else parse_layers(layers),
                                      normalize=self.config.normalize if normalize is None else normalize)
         whitening = self.whitening
         if whitening is not None and whiten and not whitening.fits(config.pooling, config.layers):
@@ -119,6 +120,7 @@ class SentenceEncoder(nn.Module):
                  dense: Sequence[Dense] = (), whitening: Optional[Whitening] = None):
         super().__init__()
         check_options(config.pooling, config.layers)
+        layer_indices(config.layers, encoder.config.num_layers)        # an index past this model: one line now
         if config.pooling == "none":
             raise ValueError("pooling 'none' gives token vectors, not sentence vectors")
         if config.pooling == "pooler" and encoder.pooler is None:
