@@ -10,7 +10,7 @@ import argparse
 from bertkit.cli.flags import add_config_flags, config_from_args
 from bertkit.cli.precision_option import PRECISION_HELP
 from bertkit.errors import BertkitError
-from bertkit.options import PRECISIONS
+from bertkit.options import LAYER_STRATEGIES, LAYERS_HELP, POOLINGS, PRECISIONS
 from bertkit.serve.batching import CPU_BATCH_OVERHEAD_TOKENS_BY_PRECISION, GPU_BATCH_OVERHEAD_TOKENS
 from bertkit.serve.config import ServeConfig, api_key_from_env
 
@@ -38,6 +38,9 @@ _HELP = {
     "api_key": "require this key (Authorization: Bearer KEY) on every endpoint but /health; none: the "
                "BERTKIT_API_KEY environment variable, else no key",
     "precision": PRECISION_HELP,
+    "pooling": "default pooling of /encode, /v1/embeddings and /search queries, as encode --pooling (a request's "
+               "own pooling still wins); none: the model folder's",
+    "layers": f"{', '.join(LAYER_STRATEGIES)}; or {LAYERS_HELP}; none: the model folder's",
 }
 
 
@@ -47,8 +50,8 @@ def register(subparsers) -> None:
         description="Serve a model folder over HTTP: /encode (bert-as-service), /v1/embeddings (OpenAI), "
                     "/tokenize, /predict, /search, /status, /health and a page at /. Needs the `serve` extra. "
                     "Settings: ServeConfig defaults, then --config FILE.toml, then the flags, then --key=value.")
-    add_config_flags(parser, ServeConfig, aliases=_ALIASES, help=_HELP, choices={"precision": PRECISIONS},
-                     metavars={"model": "DIR", "index": "DIR", "host": "ADDRESS", "api_key": "KEY"})
+    add_config_flags(parser, ServeConfig, aliases=_ALIASES, help=_HELP, choices={"precision": PRECISIONS, "pooling": POOLINGS[:-1]},
+                     metavars={"model": "DIR", "index": "DIR", "host": "ADDRESS", "api_key": "KEY", "layers": "NAME|I,J,..."})
     parser.set_defaults(func=run_serve, accepts_overrides=True)
 
 

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from bertkit.errors import BertkitError
+from bertkit.options import POOLINGS, parse_layers
 
 API_KEY_ENV = "BERTKIT_API_KEY"
 
@@ -45,8 +46,17 @@ class ServeConfig:
     max_connections: int = 512
     max_header_bytes: int = 32 * 1024
     precision: Optional[str] = None    # fp32 | bf16 | int8 | auto, as bertkit.load; None: what the folder holds
+    pooling: Optional[str] = None      # default pooling of every vector route; None: the model folder's
+    layers: Optional[str] = None       # layer strategy or indices, as encode --layers; None: the model folder's
 
     def __post_init__(self) -> None:
+        if self.pooling is not None and self.pooling not in POOLINGS[:-1]:
+            raise BertkitError(f"serve: --pooling {self.pooling!r} is not one of {', '.join(POOLINGS[:-1])}")
+        if self.layers is not None:
+            try:
+                object.__setattr__(self, "layers", parse_layers(self.layers))
+            except ValueError as error:
+                raise BertkitError(f"serve: {error}") from None
         for name in ("workers", "max_batch_tokens", "max_batch_size", "max_request_texts", "max_request_bytes",
                      "max_queued_texts", "search_k_limit", "max_connections", "max_header_bytes"):
             if getattr(self, name) <= 0:

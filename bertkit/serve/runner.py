@@ -68,7 +68,8 @@ class ModelRunner(BatchRunner):
     """Wraps the loaded model (from `bertkit.load`) for batched, thread-side inference."""
     pairs = True      # "a ||| b" is a text pair (the server's PAIR_SEPARATOR)
 
-    def __init__(self, model: Any):
+    def __init__(self, model: Any, pooling: Optional[str] = None, layers: Optional[str] = None):
+        """pooling / layers: the defaults of every vector route (serve --pooling / --layers); None: the folder's."""
         self.model = model
         self.encoder = model.encoder
         self.tokenizer = model.tokenizer
@@ -76,8 +77,8 @@ class ModelRunner(BatchRunner):
         self.position_limit = int(model.config.max_length)      # fine-tuned heads: the position table
         self.meta: dict = dict(getattr(model, "meta", None) or {})
         saved = model.sentence.config
-        self.default_pooling: str = saved.pooling
-        self.default_layers: str = saved.layers
+        self.default_pooling: str = pooling or saved.pooling
+        self.default_layers: str = saved.layers if layers is None else layers
         self.default_normalize: bool = saved.normalize
         self._sentence: dict[tuple[str, bool], SentenceEncoder] = {}
         self.heads: dict = dict(getattr(model, "heads", None) or {})
@@ -98,7 +99,7 @@ class ModelRunner(BatchRunner):
     def sentence_encoder(self, pooling: str, normalize: bool) -> SentenceEncoder:
         key = (pooling, normalize)
         if key not in self._sentence:     # the worker threads may race here; both build the same module
-            self._sentence[key] = self.model.sentence_encoder(pooling, None, normalize)
+            self._sentence[key] = self.model.sentence_encoder(pooling, self.default_layers, normalize)
         return self._sentence[key]
 
     def embed(self, items: list[EmbedItem]) -> list[np.ndarray | NonFiniteResult]:

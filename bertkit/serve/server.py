@@ -32,13 +32,22 @@ def build_service(config: ServeConfig, model: Any = None) -> EmbeddingService:
     name = Path(config.model).name if config.model else "bertkit"
     linear = linear_predictor_of(model)
     if isinstance(model, LinearPredictor):          # TF-IDF: no encoder, so no vectors and no index
-        if config.index:
-            raise BertkitError(f"{config.model}: {model.refusal()}; it cannot serve --index")
+        if config.index or config.pooling or config.layers:
+            flag = "--index" if config.index else "--pooling" if config.pooling else "--layers"
+            raise BertkitError(f"{config.model}: {model.refusal()}; it cannot serve {flag}")
         return TfidfService(config, model, name)
     if getattr(model, "tokenizer", None) is None:
         raise BertkitError(f"{config.model}: the model folder has no tokenizer (vocab.txt or tokenizer.json); "
                            "the server needs one to read text")
-    runner = OnnxRunner(model) if isinstance(model, OnnxModel) else ModelRunner(model)
+    if isinstance(model, OnnxModel):
+        runner = OnnxRunner(model)
+        for flag, asked, baked in (("pooling", config.pooling, runner.default_pooling),
+                                   ("layers", config.layers, runner.default_layers)):
+            if asked is not None and asked != baked:
+                raise BertkitError(f"serve --{flag} {asked}: {config.model} is an ONNX export that computes "
+                                   f"{flag} {baked!r} inside its graph; serve the PyTorch folder to change it")
+    else:
+        runner = ModelRunner(model, config.pooling, config.layers)
     service = (LinearService(config, runner, linear, name) if linear is not None
                else EmbeddingService(config, runner, None, model_name=name))
     if config.index:
