@@ -14,6 +14,7 @@ import warnings
 from pathlib import Path
 
 from bertkit import progress
+from bertkit.cli.flags import OLD_PROGRESS_BAR, add_deprecated_flag
 from bertkit.errors import BertkitError, BertkitWarning
 
 COMMAND_MODULES = [
@@ -64,6 +65,9 @@ def _add_console_flags(parser: argparse.ArgumentParser) -> None:
                          help="draw progress bars even when stderr is not a terminal")
     console.add_argument("--no-progress", dest="progress", action="store_const", const=False,
                          help="no progress bars")
+    if parser.get_default(OLD_PROGRESS_BAR):
+        add_deprecated_flag(parser, "--progress-bar", "--progress")
+        add_deprecated_flag(parser, "--no-progress-bar", "--no-progress")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -6,7 +6,7 @@ import json
 import sys
 from pathlib import Path
 
-from bertkit.cli.flags import add_config_flags, config_from_args
+from bertkit.cli.flags import add_config_flags, config_from_args, skip_progress_bar_field
 from bertkit.distill.config import DistillConfig
 from bertkit.errors import BertkitError
 from bertkit.options import POOLINGS
@@ -82,7 +82,7 @@ def register(subparsers) -> None:
                               description="Knowledge distillation on the shared training loop: logits (KD with "
                                           "temperature, or MSE), optional hidden-state and attention losses; or "
                                           "--task embedding to mimic the teacher's sentence vectors.")
-    add_config_flags(p, DistillConfig, help=_DISTILL_HELP,
+    add_config_flags(p, DistillConfig, skip=skip_progress_bar_field(p), help=_DISTILL_HELP,
                      metavars={"teacher": "DIR", "student": "DIR", "output": "DIR", "train": "FILE", "dev": "FILE",
                                "transfer": "FILE"})
     p.set_defaults(func=_distill, accepts_overrides=True)

@@ -5,7 +5,7 @@ import argparse
 import json
 import sys
 
-from bertkit.cli.flags import add_config_flags, add_layers_flag, config_from_args
+from bertkit.cli.flags import add_config_flags, add_layers_flag, config_from_args, skip_progress_bar_field
 from bertkit.embed.config import SimCSEConfig
 from bertkit.options import POOLINGS
 from bertkit.progress import progress_wanted
@@ -42,7 +42,8 @@ def register(subparsers) -> None:
                                           "[/negative] trains on pairs or triplets with in-batch negatives. "
                                           "Settings: SimCSEConfig defaults, then --config FILE.toml, then the "
                                           "flags, then --key=value overrides.")
-    add_config_flags(p, SimCSEConfig, help=_SIMCSE_HELP, choices={"pooling": POOLINGS[:-1]},
+    add_config_flags(p, SimCSEConfig, skip=skip_progress_bar_field(p), help=_SIMCSE_HELP,
+                     choices={"pooling": POOLINGS[:-1]},
                      metavars={"model": "DIR", "output": "DIR", "train": "FILE", "dev": "FILE"})
     p.set_defaults(func=run_simcse_command, accepts_overrides=True)
 

@@ -12,7 +12,8 @@ import dataclasses
 import json
 import sys
 
-from bertkit.cli.flags import add_config_flags, add_deprecated_flag, config_from_args, given_flags
+from bertkit.cli.flags import (add_config_flags, add_deprecated_flag, config_from_args, given_flags,
+                               skip_progress_bar_field)
 from bertkit.cli.precision_option import add_precision_flag, say_precision
 from bertkit.errors import BertkitError
 from bertkit.finetune.config import FinetuneConfig
@@ -64,7 +65,7 @@ def register(subparsers) -> None:
                                           "the flags, then --key=value / --options.key=value overrides.")
     recipe = p.add_argument_group("training settings (none: the recipe picks each from the data and the model, "
                                   "prints its choice and writes run/recipe.json)")
-    add_config_flags(p, FinetuneConfig, help=_HELP, choices={"task": TRAINABLE_TASKS},
+    add_config_flags(p, FinetuneConfig, skip=skip_progress_bar_field(p), help=_HELP, choices={"task": TRAINABLE_TASKS},
                      group_of=dict.fromkeys(_RECIPE, recipe),
                      metavars={"model": "DIR", "output": "DIR", "train": "FILE", "dev": "FILE"})
     prompt = p.add_argument_group("prompt-based classification (PET / P-tuning; --task classification, a model "

@@ -150,6 +150,18 @@ def add_deprecated_flag(parser: argparse.ArgumentParser, old: str, new: str, nar
                         help=f"deprecated: use {new}")
 
 
+OLD_PROGRESS_BAR = "old_progress_bar_flags"    # a parser default: the command once had --progress-bar (its field)
+
+
+def skip_progress_bar_field(parser: argparse.ArgumentParser) -> set[str]:
+    """For a config with a `progress_bar` field (finetune, simcse, distill): the global --progress / --no-progress
+    is the one flag for it; the console flags (cli/__init__.py) add the old --progress-bar / --no-progress-bar as
+    deprecated spellings of them. Returns the `skip` for add_config_flags. (`progress_bar = false` in a --config
+    file and the --progress_bar=false override still set the field.)"""
+    parser.set_defaults(**{OLD_PROGRESS_BAR: True})
+    return {"progress_bar"}
+
+
 def add_config_flags(parser: argparse.ArgumentParser, cls: type, *, skip: Iterable[str] = (),
                      aliases: dict[str, str] | None = None, deprecated: dict[str, str] | None = None,
                      help: dict[str, str] | None = None, choices: dict[str, tuple] | None = None,

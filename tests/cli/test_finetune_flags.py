@@ -8,6 +8,7 @@ import importlib
 import pytest
 
 from bertkit.cli import build_parser, main
+from bertkit.errors import BertkitWarning
 from bertkit.cli.finetune_commands import finetune_config
 from bertkit.distill.config import DistillConfig
 from bertkit.embed.config import SimCSEConfig
@@ -74,9 +75,14 @@ def test_every_finetune_config_field_has_a_flag():
                  "--options.long-texts", "--bucket-by-length", "--aux-mlm-decay", "--eval-batch-size"):
         assert flag in text
     assert _config(["--model", "M", "--train", "t", "--output", "O", "--grad-accum", "4", "--options.doc-stride",
-                    "32", "--no-progress-bar"]) == FinetuneConfig(model="M", train="t", output="O", grad_accum=4,
-                                                                   options=TaskOptions(doc_stride=32),
-                                                                   progress_bar=False)
+                    "32", "--progress_bar=false"]) == FinetuneConfig(model="M", train="t", output="O", grad_accum=4,
+                                                                      options=TaskOptions(doc_stride=32),
+                                                                      progress_bar=False)
+    # the field's own flag is gone: --no-progress-bar is now a deprecated spelling of the global --no-progress
+    with pytest.warns(BertkitWarning, match="--no-progress-bar is deprecated; use --no-progress"):
+        args = build_parser().parse_args(["finetune", "--model", "M", "--train", "t", "--output", "O",
+                                          "--no-progress-bar"])
+    assert args.progress is False and _config(["--model", "M", "--train", "t", "--output", "O"]).progress_bar
 
 
 def test_config_file_then_flags(tmp_path):

@@ -29,6 +29,15 @@ DEPRECATED = [
      ["pretrain", "--corpus", "c.txt", "--output", "O", "--model", "M"], "--init", "--model"),
     (["vocab-bpe", "--input", "a.txt", "--output", "O"], ["vocab-bpe", "--corpus", "a.txt", "--output", "O"],
      "--input", "--corpus"),
+    # the training commands' own --progress-bar field flag: now the global --progress / --no-progress
+    (["finetune", "--model", "M", "--train", "t.jsonl", "--output", "O", "--no-progress-bar"],
+     ["finetune", "--model", "M", "--train", "t.jsonl", "--output", "O", "--no-progress"], "--no-progress-bar",
+     "--no-progress"),
+    (["simcse", "--model", "M", "--train", "c.txt", "--output", "O", "--progress-bar"],
+     ["simcse", "--model", "M", "--train", "c.txt", "--output", "O", "--progress"], "--progress-bar", "--progress"),
+    (["distill", "--teacher", "T", "--train", "t.jsonl", "--output", "O", "--no-progress-bar"],
+     ["distill", "--teacher", "T", "--train", "t.jsonl", "--output", "O", "--no-progress"], "--no-progress-bar",
+     "--no-progress"),
 ]
 
 
@@ -110,3 +119,12 @@ def test_main_sets_the_console_for_each_command(tmp_path):
     main(["vocab-bpe", "--corpus", str(corpus), "--output", str(tmp_path / "b2"), "--vocab-size", "300"])
     assert not progress.quiet()
     assert isinstance(build_parser(), argparse.ArgumentParser)
+
+
+@pytest.mark.parametrize("command", ["finetune", "simcse", "distill"])
+def test_training_commands_have_one_progress_flag(command):
+    """--progress / --no-progress only (the old --progress-bar spellings are deprecated aliases of them)."""
+    parser = next(p for p in _leaf_parsers(build_parser()) if p.prog == f"bertkit {command}")
+    owners = {a.dest for a in parser._actions if {"--progress", "--progress-bar", "--no-progress-bar"} &
+              set(a.option_strings)}
+    assert owners == {"progress"}
