@@ -10,5 +10,10 @@ LAYER_STRATEGIES: tuple[str, ...] = ("last", "second-to-last", "first", "sum-all
 # inference precisions (runtime.py): what the weights are stored and computed in; "auto" resolves to another
 PRECISIONS: tuple[str, ...] = ("auto", "fp32", "bf16", "int8")
 
-# the task objects of finetune/ (finetune/model.py)
-FINETUNE_TASKS: tuple[str, ...] = ("classification", "pair-classification", "multi-label", "regression", "ner", "qa")
+# the names of finetune/tasks.py's TASKS, in its order (tests/finetune/test_task_registry.py holds them equal)
+FINETUNE_TASKS: tuple[str, ...] = ("classification", "pair-classification", "multi-label", "regression", "ner", "qa",
+                                   "prompt-classification", "seq2seq", "rerank", "simbert")
+# `finetune --task`: every task but prompt classification, which `--template` chooses
+TRAINABLE_TASKS: tuple[str, ...] = tuple(t for t in FINETUNE_TASKS if t != "prompt-classification")
+# `evaluate / predict --task`: what a folder's bertkit.json records (a rerank folder is a pair-classification one)
+SAVED_TASKS: tuple[str, ...] = tuple(t for t in FINETUNE_TASKS if t not in ("rerank", "simbert"))   # simbert: generate --similar

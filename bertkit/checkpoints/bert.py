@@ -16,8 +16,7 @@ from bertkit.checkpoints import hf
 from bertkit.errors import BertkitWarning, CheckpointError
 from bertkit.model.config import EncoderConfig
 from bertkit.model.encoder import Encoder
-from bertkit.model.heads import (MaskedLMHead, QuestionAnsweringHead, SentencePairHead, SequenceClassificationHead,
-                                 TokenClassificationHead)
+from bertkit.model.head_registry import HEADS, head_from_state
 from bertkit.tokenizer import Tokenizer
 
 TOKENIZER_FILES = ("tokenizer.json", "vocab.txt", "vocab.json", "spiece.model")   # spiece.model alone is named
@@ -28,18 +27,10 @@ def new_encoder(config: EncoderConfig) -> Encoder:
 
 
 def build_head(key: str, config: EncoderConfig, state: dict[str, torch.Tensor]) -> nn.Module:
-    """A head module of the right shape for the weights found under `key`."""
-    if key == "classifier":
-        return SequenceClassificationHead(config, num_labels=state["linear.weight"].shape[0])
-    if key == "token_classifier":
-        return TokenClassificationHead(config, num_labels=state["linear.weight"].shape[0])
-    if key == "qa":
-        return QuestionAnsweringHead(config)
-    if key == "mlm":
-        return MaskedLMHead(config)
-    if key == "pair":
-        return SentencePairHead(config)
-    raise CheckpointError(f"unknown head {key!r}")
+    """A head module of the right shape for the weights found under `key` (model/head_registry.py HEADS)."""
+    if key not in HEADS:
+        raise CheckpointError(f"unknown head {key!r}; heads are {', '.join(HEADS)}")
+    return head_from_state(key, config, state)
 
 
 def load_tokenizer(folder: Path) -> Tokenizer | None:

@@ -21,7 +21,7 @@ from bertkit.checkpoints import bert, hf
 from bertkit.errors import CheckpointError
 from bertkit.model.config import EncoderConfig
 from bertkit.model.encoder import Encoder
-from bertkit.model.heads import MaskedLMHead, MlpClassificationHead, ReplacedTokenHead
+from bertkit.model.heads import MaskedLMHead
 from bertkit.tokenizer import Tokenizer
 
 ARCHITECTURES = {(): "ElectraModel", ("discriminator",): "ElectraForPreTraining", ("mlm",): "ElectraForMaskedLM",
@@ -120,13 +120,9 @@ new_encoder = bert.new_encoder
 
 
 def build_head(key: str, config: EncoderConfig, state: dict[str, torch.Tensor]) -> nn.Module:
-    if key == "discriminator":
-        return ReplacedTokenHead(config)
     if key == "mlm":
         return MaskedLMHead(config, activation="gelu")      # HF ElectraGeneratorPredictions: gelu, always
-    if key == "classifier":
-        return MlpClassificationHead(config, num_labels=state["linear.weight"].shape[0])
-    return bert.build_head(key, config, state)                # token classification and QA: BERT's heads
+    return bert.build_head(key, config, state)   # HEADS: the classifier is the family's MLP (SEQUENCE_HEADS)
 
 
 def load_tokenizer(folder: Path) -> Tokenizer | None:

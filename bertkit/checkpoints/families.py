@@ -18,8 +18,6 @@ from bertkit.errors import CheckpointError
 FAMILIES: dict[str, ModuleType] = {"bert": bert, "electra": electra, "xlnet": xlnet}
 # config.json model_type -> family; any other model_type is handed to the BERT reader, which names what it reads
 _MODEL_TYPES = {"electra": "electra", "xlnet": "xlnet"}
-# the order head keys are listed in (and HF's combined classes named by)
-HEAD_ORDER = ("mlm", "lm", "pair", "discriminator", "classifier", "token_classifier", "qa")
 
 
 def for_model_type(model_type: object) -> ModuleType:

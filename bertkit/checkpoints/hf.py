@@ -14,6 +14,7 @@ import torch
 
 from bertkit.checkpoints.hf_names import BERT_HEADS, BERT_NAMES, Names, SplitState
 from bertkit.errors import CheckpointError
+from bertkit.model.head_registry import HEADS
 from bertkit.model.config import EncoderConfig
 
 # --- config.json -----------------------------------------------------------------------------------------
@@ -223,6 +224,15 @@ def label_config(num_labels: int, labels: list[str] | None, task: str | None) ->
         config["problem_type"] = "regression"
     elif task == "multi-label":
         config["problem_type"] = "multi_label_classification"
+    return config
+
+
+def heads_label_config(heads: dict[str, Any], labels: list[str] | None, task: str | None) -> dict[str, Any]:
+    """label_config for whichever of `heads` is sized by labels (HEADS[key].labelled)."""
+    config: dict[str, Any] = {}
+    for key, head in heads.items():
+        if HEADS[key].labelled:
+            config.update(label_config(head.num_labels, labels, task))
     return config
 
 

@@ -22,10 +22,10 @@ from bertkit.checkpoints.hf_names import (BERT_NAMES, ROBERTA_NAMES, TIED_DECODE
                                           roberta_classifier_to_hf)
 from bertkit.errors import CheckpointError
 from bertkit.model.config import EncoderConfig
+from bertkit.model.head_registry import HEAD_ORDER, HEADS
 
-HEAD_ORDER = ("mlm", "pair", "classifier", "token_classifier", "qa")
 # Classes built on a model without its pooler (add_pooling_layer=False): they compute the same with or without one.
-_NO_POOLER = {("mlm",), ("token_classifier",), ("qa",)}
+_NO_POOLER = {(key,) for key, kind in HEADS.items() if kind.reads == "tokens"}
 _FAMILIES = {"bert": hf.ARCHITECTURES, "roberta": hf.ROBERTA_ARCHITECTURES, "albert": albert.ARCHITECTURES}
 NO_POOLER_CLASSES = {table[keys] for table in _FAMILIES.values() for keys in _NO_POOLER if keys in table}
 
@@ -121,9 +121,7 @@ def hf_folder_contents(encoder: nn.Module, heads: dict[str, nn.Module], labels: 
     if form.architecture is None:
         hf_config["bertkit_note"] = f"no transformers class computes this model ({form.reason}); load it with " \
                                     "bertkit.load"
-    for key in ("classifier", "token_classifier"):
-        if key in heads:
-            hf_config.update(hf.label_config(heads[key].num_labels, labels, task))
+    hf_config.update(hf.heads_label_config(heads, labels, task))
     if pruned:
         hf_config["pruned_heads"] = {str(layer): removed for layer, removed in pruned.items()}
     return hf_config, state, form

@@ -19,7 +19,7 @@ from torch import nn
 
 from bertkit.checkpoints.hf import SplitState, config_integer, config_number
 from bertkit.errors import BertkitWarning, CheckpointError
-from bertkit.model.heads import SummaryClassificationHead, TiedLMHead, TokenClassificationHead
+from bertkit.model.head_registry import head_from_state
 from bertkit.model.xlnet import XLNetConfig, XLNetModel
 from bertkit.tokenizer.xlnet import SPIECE_FILE, XLNetTokenizer
 
@@ -222,16 +222,13 @@ def new_encoder(config: XLNetConfig) -> XLNetModel:
 
 
 def build_head(key: str, config: XLNetConfig, state: dict[str, torch.Tensor]) -> nn.Module:
-    if key == "lm":
-        return TiedLMHead(config)
-    if key == "classifier":
-        if config.summary_use_proj != ("summary.weight" in state):
-            raise CheckpointError(f"config.json summary_use_proj={config.summary_use_proj} but the weights "
-                                  f"{'lack' if config.summary_use_proj else 'hold'} sequence_summary.summary")
-        return SummaryClassificationHead(config, num_labels=state["linear.weight"].shape[0])
-    if key == "token_classifier":
-        return TokenClassificationHead(config, num_labels=state["linear.weight"].shape[0])
-    raise CheckpointError(f"unknown XLNet head {key!r}")
+    """The heads XLNet folders hold (HEAD_NAMES' keys), built from model/head_registry.py's HEADS."""
+    if key not in HEAD_NAMES:
+        raise CheckpointError(f"unknown XLNet head {key!r}")
+    if key == "classifier" and config.summary_use_proj != ("summary.weight" in state):
+        raise CheckpointError(f"config.json summary_use_proj={config.summary_use_proj} but the weights "
+                              f"{'lack' if config.summary_use_proj else 'hold'} sequence_summary.summary")
+    return head_from_state(key, config, state)
 
 
 def load_tokenizer(folder: Path) -> XLNetTokenizer | None:

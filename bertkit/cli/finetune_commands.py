@@ -15,7 +15,7 @@ import sys
 from bertkit.cli.precision_option import add_precision_flag, say_precision
 from bertkit.config import apply_overrides, load_config
 from bertkit.errors import BertkitError
-from bertkit.options import FINETUNE_TASKS as TASKS
+from bertkit.options import SAVED_TASKS, TRAINABLE_TASKS
 
 SEQ2SEQ, PROMPT = "seq2seq", "prompt-classification"   # tasks of the bertkit.generate jobs
 RERANK = "rerank"                                       # bertkit.finetune.rerank: a cross-encoder
@@ -33,7 +33,7 @@ def register(subparsers) -> None:
     p = subparsers.add_parser("finetune", help="fine-tune a model on labeled data (classification, NER, QA...)",
                               description="Train a task head (and the encoder) on a labeled file; writes the best "
                                           "model folder to --output, with metrics.json and run/ (config, versions, log).")
-    p.add_argument("--task", choices=TASKS + (SEQ2SEQ, RERANK, SIMBERT),
+    p.add_argument("--task", choices=TRAINABLE_TASKS,
                    help="seq2seq: UniLM sequence-to-sequence on {source, target} (or text_a, text_b) JSONL pairs, "
                         "from a folder with an MLM head; rerank: a cross-encoder for /rerank from {query, positive, "
                         "negative} JSONL (--loss=listwise|pairwise, --negatives=N, --in-batch-negatives=N), saved "
@@ -118,8 +118,7 @@ def register(subparsers) -> None:
     p = subparsers.add_parser("evaluate", help="score a fine-tuned model on a labeled file (JSON metrics)")
     p.add_argument("--model", required=True)
     p.add_argument("--data", required=True)
-    p.add_argument("--task", choices=TASKS + (SEQ2SEQ, PROMPT),
-                   help="fail unless the model was fine-tuned for this task")
+    p.add_argument("--task", choices=SAVED_TASKS, help="fail unless the model was fine-tuned for this task")
     p.add_argument("--encoding", default="utf-8")
     p.add_argument("--batch-size", type=int, default=64)
     add_precision_flag(p)
@@ -130,8 +129,7 @@ def register(subparsers) -> None:
     p.add_argument("--input", required=True, help=".jsonl/.tsv/.csv/.txt, .conll, or SQuAD .json; ner also takes "
                    "raw text (.txt lines or {\"text\": ...} JSONL), split into words as Model.predict splits it")
     p.add_argument("--output", required=True, help="output .jsonl")
-    p.add_argument("--task", choices=TASKS + (SEQ2SEQ, PROMPT),
-                   help="fail unless the model was fine-tuned for this task")
+    p.add_argument("--task", choices=SAVED_TASKS, help="fail unless the model was fine-tuned for this task")
     p.add_argument("--encoding", default="utf-8")
     p.add_argument("--batch-size", type=int, default=64)
     p.add_argument("--max-new-tokens", type=int, default=64, help="seq2seq models: most tokens to generate per row")

@@ -32,7 +32,7 @@ from bertkit.model.sentence import SentencePipeline
 from bertkit.errors import BertkitError
 from bertkit.finetune.batching import BucketedBatches, collate
 from bertkit.finetune.model import FinetuneModel, hf_config_extra, model_from_checkpoint, model_meta, new_head
-from bertkit.finetune.tasks import TaskOptions, build_task, read_examples
+from bertkit.finetune.tasks import TASKS, TaskOptions, build_task, read_examples
 from bertkit.runtime import seed_everything
 from bertkit.train.fit import Job, check_resume, fit, loop_settings
 
@@ -99,7 +99,7 @@ def run_distill(config: DistillConfig) -> dict:
             raise BertkitError("--augment-copies and --transfer are for --task classification (the teacher labels "
                                "the extra texts)")
         return run_embedding_distill(config, teacher_ckpt)
-    if teacher_ckpt.meta.get("task") != "classification" or "classifier" not in teacher_ckpt.heads:
+    if teacher_ckpt.meta.get("task") != "classification" or TASKS["classification"].head not in teacher_ckpt.heads:
         raise BertkitError(f"--teacher {config.teacher} is not a fine-tuned classifier; run bertkit finetune first")
     labels = list(teacher_ckpt.meta.get("labels") or [])
     teacher = model_from_checkpoint(teacher_ckpt, "classification", labels).eval()
@@ -187,12 +187,13 @@ def run_distill(config: DistillConfig) -> dict:
                                             "augment_mask_prob", "transfer")}}}
 
     def save(net: Distillation, metrics: dict) -> None:
-        save_checkpoint(output, net.student.encoder, tokenizer, {"classifier": net.student.head},
+        save_checkpoint(output, net.student.encoder, tokenizer, {net.student.head_key: net.student.head},
                         model_meta(net.student, {**meta_extra, "dev_metrics": metrics}), hf_config_extra(net.student),
                         sentence=SentencePipeline(teacher_ckpt.sentence.config))    # the teacher's settings only
 
     def evaluate(net: Distillation):
         return task.evaluate(net.student, dev_features, dev_examples)
 
-    job = Job(model, loss_fn, batches, save, evaluate if has_dev else None, task.main_metric if has_dev else None)
+    metric = TASKS["classification"].main_metric if has_dev else None
+    job = Job(model, loss_fn, batches, save, evaluate if has_dev else None, metric)
     return distill_record(fit(job, loop_settings(config, log_every=10), output, config))

@@ -9,7 +9,6 @@ command exits with the table and an error.
 """
 from __future__ import annotations
 
-import copy
 import dataclasses
 import os
 import random
@@ -17,16 +16,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
+from torch import nn
+
 from bertkit.checkpoints import Checkpoint, load_checkpoint, save_checkpoint
 from bertkit.checkpoints.families import require_bert_encoder
 from bertkit.data.text import builtin_sentences, read_texts
 from bertkit.distill.measure import load_dev_set
 from bertkit.distill.quantize_gate import (INT8_KERNELS, GateLimits, Row, Sample, int8_variant, layer_errors,
+                                     quantized_copy,
                                           measure, table)
 from bertkit.errors import BertkitError
 from bertkit.features import EncodeOptions
-from bertkit.finetune.model import HEAD_KEYS, FinetuneModel
-from bertkit.model.precision import has_int8, quantizable_linears, quantize_encoder
+from bertkit.finetune.model import FinetuneModel
+from bertkit.finetune.tasks import TASKS
+from bertkit.model.precision import has_int8, quantizable_linears
 
 SCHEME = "int8-per-channel"
 
@@ -84,8 +87,8 @@ def run_quantize(config: QuantizeConfig) -> QuantizeReport:
     embeddings = "mlm" not in source.heads     # the MLM head reads the token table as its output matrix
     while True:
         suffix = f", {len(keep)} layer{'s' if len(keep) > 1 else ''} kept" if keep else ""
-        round_rows = [measure(f"int8 ({kernel}{suffix})",
-                              *int8_variant(source.encoder, source.heads, keep, embeddings, choice),
+        quantized = quantized_copy(source.encoder, keep, embeddings)
+        round_rows = [measure(f"int8 ({kernel}{suffix})", *int8_variant(quantized, source.heads, choice),
                               source.tokenizer, sample, reference, config.limits)[0]
                       for kernel, choice in INT8_KERNELS.items()]
         rows += round_rows
@@ -97,7 +100,7 @@ def run_quantize(config: QuantizeConfig) -> QuantizeReport:
             errors = layer_errors(source.encoder, source.tokenizer, sample)
             ranking = sorted(errors, key=errors.get, reverse=True)
         keep = ranking[:min(max_kept, max(1, 2 * len(keep)))]
-    output = save_int8(source, config.output, keep, embeddings, rows, sample_note)
+    output = save_int8(source, quantized, config.output, keep, embeddings, rows, sample_note)
     sizes = {"fp32": _weights_and_tokenizer_bytes(Path(config.model)), "int8": _weights_and_tokenizer_bytes(output)}
     return QuantizeReport(rows, keep, sample_note, output, sizes)
 
@@ -130,17 +133,16 @@ def _dev_sample(source: Checkpoint, config: QuantizeConfig, options: EncodeOptio
         raise BertkitError(f"{config.dev}: no examples to measure on")
 
     def classifier(encoder, heads):
-        return FinetuneModel(encoder, heads[HEAD_KEYS[task]], task, labels).eval()
+        return FinetuneModel(encoder, heads[TASKS[task].head], task, labels).eval()
 
     texts = [example.text for example in dev.examples]
     options = dataclasses.replace(options, max_length=max_length)
     return Sample(texts, options, source.sentence, dev, classifier), f"{len(texts)} examples of {config.dev}"
 
 
-def save_int8(source: Checkpoint, output: str | os.PathLike, keep: list[str], embeddings: bool,
-              rows: list[Row], sample_note: str) -> Path:
-    encoder = copy.deepcopy(source.encoder)
-    quantize_encoder(encoder, keep, embeddings=embeddings)
+def save_int8(source: Checkpoint, encoder: nn.Module, output: str | os.PathLike, keep: list[str],
+              embeddings: bool, rows: list[Row], sample_note: str) -> Path:
+    """Write `encoder` (source's encoder as quantized_copy made it for the gate round that passed)."""
     meta = {k: v for k, v in source.meta.items() if k != "quantization"}
     meta["quantization"] = {
         "scheme": SCHEME, "weights": "int8, symmetric, one fp32 scale per output channel",

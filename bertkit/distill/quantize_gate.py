@@ -85,11 +85,18 @@ class Sample:
     classifier: Optional[Callable[[nn.Module, dict], nn.Module]] = None   # (encoder, heads) -> net(ids, mask, types)
 
 
-def int8_variant(encoder: nn.Module, heads: dict, keep: Sequence[str], embeddings: bool,
-                 choice: PrecisionChoice) -> tuple[nn.Module, dict]:
-    """Copies of the encoder (int8 but for `keep`) and heads, put into `choice`'s kernel and float dtype."""
-    encoder, heads = copy.deepcopy(encoder), copy.deepcopy(heads)
-    quantize_encoder(encoder, keep, embeddings=embeddings)
+def quantized_copy(encoder: nn.Module, keep: Sequence[str], embeddings: bool) -> nn.Module:
+    """A copy of the encoder with int8 weights but for `keep`: quantized once per gate round, then measured in
+    every kernel (int8_variant) and, for the round that passes, saved as it is."""
+    quantized = copy.deepcopy(encoder)
+    quantize_encoder(quantized, keep, embeddings=embeddings)
+    return quantized
+
+
+def int8_variant(quantized: nn.Module, heads: dict, choice: PrecisionChoice) -> tuple[nn.Module, dict]:
+    """Copies of a quantized encoder (quantized_copy) and of the heads, put into `choice`'s kernel and float
+    dtype (which changes the modules, so the quantized encoder itself stays as saved)."""
+    encoder, heads = copy.deepcopy(quantized), copy.deepcopy(heads)
     apply_precision(encoder, heads, choice)
     return encoder.eval(), heads
 

@@ -1,6 +1,7 @@
 """Fine-tuning: sequence classification and regression, NER, extractive QA; evaluation and prediction."""
 from bertkit.finetune.job import FinetuneConfig, FinetuneResult, run_finetune
-from bertkit.finetune.model import TASKS, FinetuneModel
+from bertkit.finetune.model import FinetuneModel
+from bertkit.finetune.tasks import TASKS
 from bertkit.finetune.predict import evaluate_file, predict, predict_file
 from bertkit.finetune.tasks import TaskOptions
 

@@ -13,6 +13,7 @@ import numpy as np
 import torch
 
 from bertkit.tokenizer.padding import pad_to_tensors
+from bertkit.train.batches import IndexedBatches
 
 
 class Batch(NamedTuple):
@@ -41,45 +42,33 @@ def collate(features: Sequence[Any], indices: list[int], pad_id: int,
                  make_targets(features, input_ids.shape[1]), indices)
 
 
-class BucketedBatches:
-    """A resumable training batch source (the shape the shared training loop iterates)."""
+class BucketedBatches(IndexedBatches):
+    """train/batches.py's resumable, rank-sharded source with length-bucketed global batches: `batch_size`
+    rows per rank, each global batch (batch_size x world size rows of similar length) split across ranks."""
 
     def __init__(self, lengths: Sequence[int], batch_size: int, make_batch: Callable[[list[int]], Batch],
-                 seed: int = 0, pool_batches: int = 50, bucket: bool = True):
+                 seed: int = 0, pool_batches: int = 50, bucket: bool = True, drop_last: bool = False,
+                 rank: Optional[int] = None, world_size: Optional[int] = None):
+        super().__init__(len(lengths), batch_size, lambda indices, epoch: make_batch(indices), seed=seed,
+                         drop_last=drop_last, rank=rank, world_size=world_size)
         self.lengths = np.asarray(lengths)
-        self.batch_size, self.make_batch = batch_size, make_batch
-        self.seed, self.pool_batches, self.bucket = seed, pool_batches, bucket
-        self.epoch, self.position = 0, 0
+        self.pool_batches, self.bucket = pool_batches, bucket
 
-    def __len__(self) -> int:
-        return -(-len(self.lengths) // self.batch_size)
-
-    def batches(self, epoch: int) -> list[list[int]]:
-        rng = np.random.default_rng([self.seed, epoch])
-        order = rng.permutation(len(self.lengths))
+    def global_batches(self, epoch: int) -> list[np.ndarray]:
         if not self.bucket:
-            return [order[i:i + self.batch_size].tolist() for i in range(0, len(order), self.batch_size)]
-        pool = self.batch_size * self.pool_batches
+            return super().global_batches(epoch)
+        rng = np.random.default_rng([self.seed, epoch])
+        order, G = rng.permutation(len(self.lengths)), self.global_batch_size
+        pool = G * self.pool_batches
         groups = []
         for start in range(0, len(order), pool):
             chunk = order[start:start + pool]
             chunk = chunk[np.argsort(-self.lengths[chunk], kind="stable")]
-            groups += [chunk[i:i + self.batch_size].tolist() for i in range(0, len(chunk), self.batch_size)]
-        return [groups[i] for i in rng.permutation(len(groups))]
-
-    def __iter__(self) -> Iterator[Batch]:
-        batches = self.batches(self.epoch)
-        while self.position < len(batches):
-            indices = batches[self.position]
-            self.position += 1
-            yield self.make_batch(indices)
-        self.epoch, self.position = self.epoch + 1, 0
-
-    def state_dict(self) -> dict:
-        return {"epoch": self.epoch, "position": self.position}
-
-    def load_state_dict(self, state: dict) -> None:
-        self.epoch, self.position = int(state["epoch"]), int(state["position"])
+            groups += [chunk[i:i + G] for i in range(0, len(chunk), G)]
+        # the one short batch (the last pool's tail) stays only when every rank gets a row (IndexedBatches' rule)
+        least = G if self.drop_last else self.world_size
+        groups = [groups[i] for i in rng.permutation(len(groups))]
+        return [group for group in groups if len(group) >= least]
 
 
 def inference_batches(lengths: Sequence[int], batch_size: int, make_batch: Callable[[list[int]], Batch],

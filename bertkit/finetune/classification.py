@@ -45,10 +45,6 @@ class SequenceTask:
     def num_labels(self) -> int:
         return 1 if self.task == "regression" else len(self.label_names)
 
-    @property
-    def main_metric(self) -> str:
-        return {"regression": "spearman", "multi-label": "micro_f1"}.get(self.task, "accuracy")
-
     def encode(self, examples: Sequence[TextExample], quiet: bool = False) -> list[SequenceFeature]:
         texts = [ex.text for ex in examples]
         pairs = [ex.text_pair for ex in examples] if any(ex.text_pair for ex in examples) else None
@@ -155,10 +151,6 @@ def examples_from_inputs(items: Sequence[Union[str, tuple[str, str], list]]) -> 
         else:
             raise TypeError(f"input {i}: expected a text or a (text, text_pair) pair, got {type(item).__name__}")
     return examples
-
-
-def label_kind_for(task: str) -> str:
-    return {"regression": "score", "multi-label": "multi"}.get(task, "class")
 
 
 def optional_label_names(task: str, names: Optional[Sequence[str]]) -> list[str]:

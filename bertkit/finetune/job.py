@@ -36,7 +36,7 @@ from bertkit.finetune.linear.methods import LinearJob, run_linear_job
 from bertkit.finetune.linear.model import LINEAR_TASKS
 from bertkit.finetune.model import FinetuneModel, check_saved_task, hf_config_extra, model_from_checkpoint, model_meta
 from bertkit.finetune.recipe import ModelProfile, Recipe, Requested, choose_recipe, describe, profile_data
-from bertkit.finetune.tasks import TaskOptions, build_task, check_training_labels, label_names_from, read_examples
+from bertkit.finetune.tasks import TASKS, TaskOptions, build_task, check_training_labels, label_names_from, read_examples
 from bertkit.runtime import fast_bf16, pick_device, seed_everything
 from bertkit.tokenizer.coverage import texts_of, warn_unknown
 from bertkit.train.fit import Job, JobResult, check_resume, fit, loop_settings
@@ -164,7 +164,7 @@ def run_finetune(config: FinetuneConfig) -> FinetuneResult:
 
     output = Path(config.output)
     meta_extra = {"task_options": dataclasses.asdict(options), "finetuned_from": str(config.model)}
-    metric = config.metric or task.main_metric
+    metric = config.metric or TASKS[config.task].main_metric
     dev_data = dev_fingerprint(config.task, config.dev, len(dev_examples)) if dev_examples is not None else None
     to_beat = saved_score(output, metric, dev_data)
     if to_beat is not None:

@@ -11,8 +11,8 @@ from typing import Any, Optional
 
 from bertkit.checkpoints import load_checkpoint
 from bertkit.errors import CheckpointError
-from bertkit.finetune.model import TASKS, model_from_checkpoint
-from bertkit.finetune.tasks import TaskOptions, build_task
+from bertkit.finetune.model import model_from_checkpoint
+from bertkit.finetune.tasks import HEAD_TASKS, SAVED_TASKS, TASKS, TaskOptions, build_task
 from bertkit.runtime import pick_device
 
 
@@ -23,7 +23,8 @@ def checkpoint_of(model: Any):
     return getattr(model, "checkpoint", model)
 
 
-PROMPT_TASK, SEQ2SEQ_TASK = "prompt-classification", "seq2seq"   # tasks of the bertkit.generate jobs
+# tasks whose jobs save a model of their own (prompt classification, seq2seq, simbert): their job modules load it
+OWN_MODEL_TASKS = tuple(name for name in SAVED_TASKS if TASKS[name].build is None)
 
 
 def finetuned_model(model: Any, task: Optional[str] = None, device: Optional[str] = None):
@@ -31,18 +32,18 @@ def finetuned_model(model: Any, task: Optional[str] = None, device: Optional[str
     checkpoint = checkpoint_of(model)
     saved_task = (checkpoint.meta or {}).get("task")
     where = getattr(checkpoint, "path", None) or "the model"
-    if saved_task in (PROMPT_TASK, SEQ2SEQ_TASK):
+    if saved_task in OWN_MODEL_TASKS:
         raise CheckpointError(f"{where} is a {saved_task} model (bertkit.generate); use bertkit.load(folder)"
                               ".predict, bertkit predict / evaluate, or bertkit generate --source (seq2seq)")
-    if saved_task not in TASKS:
+    if saved_task not in HEAD_TASKS:
         found = f"task {saved_task!r}" if saved_task else "no task"
         raise CheckpointError(f"{where} is not a fine-tuned model (bertkit.json has {found}); run bertkit "
-                              f"finetune first (tasks: {', '.join((*TASKS, PROMPT_TASK, SEQ2SEQ_TASK))})")
+                              f"finetune first (tasks: {', '.join(SAVED_TASKS)})")
     if task is not None and task != saved_task:
         raise CheckpointError(f"{where} was fine-tuned for {saved_task!r}, not {task!r}")
     net = model_from_checkpoint(checkpoint, saved_task, None)
     names = (checkpoint.meta or {}).get("labels") or []
-    if saved_task not in ("regression", "qa") and len(names) != getattr(net.head, "num_labels", len(names)):
+    if TASKS[saved_task].labels not in ("score", "none") and len(names) != getattr(net.head, "num_labels", len(names)):
         raise CheckpointError(f"{where}: bertkit.json lists {len(names)} labels but the head has "
                               f"{net.head.num_labels} outputs; the folder was edited or mixed up")
     saved_options = (checkpoint.meta or {}).get("task_options") or {}

@@ -1,8 +1,8 @@
 """The fine-tuned model: one encoder plus the one head its task needs, and the task's metadata.
 
-Task -> head key in the checkpoint folder (mapped to HF names by the checkpoint layer):
-classification / pair-classification / multi-label / regression -> "classifier" (the family's head, heads.SEQUENCE_HEADS),
-ner -> "token_classifier", qa -> "qa". bertkit.json holds the task and the label names, so a reloaded model
+The head is the task's `TASKS[task].head` (finetune/tasks.py), a key of model/head_registry.py's HEADS, which the
+checkpoint layer maps to each format's names; a head reading the summary vector gets the pooler output (else
+[CLS]), one reading tokens gets every position. bertkit.json holds the task and the label names, so a reloaded model
 predicts the same labels; reloading for a different task or label set fails with a clear message.
 """
 from __future__ import annotations
@@ -14,13 +14,9 @@ from torch import nn
 
 from bertkit.errors import CheckpointError
 from bertkit.model.encoder import Encoder
-from bertkit.model.heads import QuestionAnsweringHead, TokenClassificationHead, sequence_classification_head
+from bertkit.finetune.tasks import HEAD_TASKS, TASKS
+from bertkit.model.head_registry import HEADS
 from bertkit.model.pooling import pooled_or_cls
-from bertkit.options import FINETUNE_TASKS
-
-TASKS = FINETUNE_TASKS
-HEAD_KEYS = {"classification": "classifier", "pair-classification": "classifier", "multi-label": "classifier",
-             "regression": "classifier", "ner": "token_classifier", "qa": "qa"}
 
 Logits = Union[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]
 
@@ -31,18 +27,18 @@ class FinetuneModel(nn.Module):
 
     def __init__(self, encoder: Encoder, head: nn.Module, task: str, label_names: Optional[list[str]] = None):
         super().__init__()
-        if task not in TASKS:
-            raise ValueError(f"unknown task {task!r}; choose one of {', '.join(TASKS)}")
+        if task not in HEAD_TASKS:
+            raise ValueError(f"unknown task {task!r}; choose one of {', '.join(HEAD_TASKS)}")
         self.encoder, self.head, self.task = encoder, head, task
         self.label_names = list(label_names or [])
 
     @property
     def head_key(self) -> str:
-        return HEAD_KEYS[self.task]
+        return TASKS[self.task].head
 
     def forward(self, input_ids: torch.Tensor, attention_mask: Optional[torch.Tensor] = None,
                 token_type_ids: Optional[torch.Tensor] = None) -> Logits:
-        if self.head_key == "classifier":
+        if HEADS[self.head_key].reads == "summary":
             # The head reads [CLS] only, so the last layer computes that one position (exact, ~1/L less work).
             out = self.encoder(input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids, cls_only=True)
             pooled = pooled_or_cls(out)
@@ -53,12 +49,7 @@ class FinetuneModel(nn.Module):
 
 def new_head(task: str, encoder: Encoder, num_labels: int) -> nn.Module:
     config = encoder.config
-    if HEAD_KEYS[task] == "classifier":
-        head = sequence_classification_head(config, num_labels)    # the family's: BERT, ELECTRA or XLNet
-    elif task == "ner":
-        head = TokenClassificationHead(config, num_labels)
-    else:
-        head = QuestionAnsweringHead(config)
+    head = HEADS[TASKS[task].head].build(config, num_labels)   # the classifier is the family's (SEQUENCE_HEADS)
     # BERT's initialization (normal(0, initializer_range), zero bias), as the encoder's own layers.
     for module in head.modules():
         if isinstance(module, nn.Linear):
@@ -75,7 +66,7 @@ def check_saved_task(checkpoint, task: str) -> None:
     if checkpoint.config.family == "xlnet" and task in ("ner", "qa"):
         raise CheckpointError(f"{where} is an XLNet model; bertkit fine-tunes XLNet for classification, "
                               "pair-classification, multi-label and regression (ner and qa frame [CLS] A [SEP] rows)")
-    if saved_task in TASKS and saved_task != task and HEAD_KEYS[saved_task] != HEAD_KEYS[task]:
+    if saved_task in HEAD_TASKS and saved_task != task and TASKS[saved_task].head != TASKS[task].head:
         raise CheckpointError(f"{where} was fine-tuned for {saved_task!r}, not {task!r}; pass --task "
                               f"{saved_task} or start from the encoder checkpoint it was trained from")
 
@@ -91,13 +82,14 @@ def model_from_checkpoint(checkpoint, task: str, label_names: Optional[list[str]
     check_saved_task(checkpoint, task)
     meta = checkpoint.meta or {}
     saved_task = meta.get("task")
-    key = HEAD_KEYS[task]
+    kind = TASKS[task]
+    key = kind.head
     saved_labels = meta.get("labels")
     where = getattr(checkpoint, "path", None) or "the model folder"
     head = checkpoint.heads.get(key) if reuse_head else None
     if head is not None and saved_task is not None and saved_task != task:
         raise CheckpointError(f"{where} holds a {saved_task!r} head, not a {task!r} one; pass --task {saved_task}")
-    if head is not None and label_names is not None and task not in ("regression", "qa"):
+    if head is not None and label_names is not None and kind.labels not in ("score", "none"):
         found = saved_labels or [str(i) for i in range(head.num_labels)]
         if list(found) != list(label_names):
             raise CheckpointError(
@@ -105,12 +97,12 @@ def model_from_checkpoint(checkpoint, task: str, label_names: Optional[list[str]
                 f"data has {len(label_names)} ({', '.join(label_names[:8])}); fine-tune from the base encoder to "
                 "change the label set")
     if head is None:
-        if label_names is None and task not in ("regression", "qa"):
+        if label_names is None and kind.labels not in ("score", "none"):
             raise CheckpointError(f"{where} has no {task} head; fine-tune it first (bertkit finetune)")
-        num_labels = 1 if task == "regression" else len(label_names or [])
+        num_labels = 1 if kind.labels == "score" else len(label_names or [])
         head = new_head(task, checkpoint.encoder, num_labels)
     names = list(label_names) if label_names is not None else list(saved_labels or [])
-    if not names and hasattr(head, "num_labels") and task != "regression":
+    if not names and hasattr(head, "num_labels") and kind.labels != "score":
         names = [str(i) for i in range(head.num_labels)]
     return FinetuneModel(checkpoint.encoder, head, task, names)
 

@@ -56,7 +56,6 @@ def first_piece_words(token_starts: Sequence[int], word_starts: Sequence[int]) -
 
 class NERTask:
     task = "ner"
-    main_metric = "f1"
 
     def __init__(self, tokenizer, label_names: Sequence[str], max_length: int, stride: Optional[int] = None):
         self.tokenizer, self.max_length = tokenizer, max_length

@@ -20,13 +20,12 @@ from bertkit.data.squad import QAExample
 from bertkit.errors import BertkitError, CheckpointError
 from bertkit.finetune.classification import examples_from_inputs
 from bertkit.finetune.linear.predictor import linear_predictor_of
-from bertkit.finetune.loaded import PROMPT_TASK, SEQ2SEQ_TASK, checkpoint_of as _checkpoint_of, finetuned_model
+from bertkit.finetune.loaded import OWN_MODEL_TASKS, checkpoint_of as _checkpoint_of, finetuned_model
 from bertkit.finetune.model import FinetuneModel
 from bertkit.finetune.ner import split_words
-from bertkit.finetune.predictions import sequence_predictions
 from bertkit.finetune.prompt.job import evaluate_prompt_file, label_scores, load_prompt_classifier, predict_prompt_file
 from bertkit.finetune.seq2seq.job import Seq2SeqGenerator, evaluate_seq2seq_file, predict_seq2seq_file
-from bertkit.finetune.tasks import read_examples
+from bertkit.finetune.tasks import TASKS, read_examples
 from bertkit.tokenizer.coverage import texts_of, warn_unknown
 from bertkit.tokenizer.tokenizer import EMPTY_TEXT, InvalidTextError
 
@@ -34,7 +33,7 @@ from bertkit.tokenizer.tokenizer import EMPTY_TEXT, InvalidTextError
 def _generate_job_folder(checkpoint) -> Optional[tuple[str, Path]]:
     """(task, folder) when the checkpoint was saved by a bertkit.generate job, else None."""
     saved_task = (checkpoint.meta or {}).get("task")
-    if saved_task not in (PROMPT_TASK, SEQ2SEQ_TASK):
+    if saved_task not in OWN_MODEL_TASKS:
         return None
     folder = getattr(checkpoint, "path", None)
     if folder is None:
@@ -103,13 +102,13 @@ def _predict_ner_texts(net: FinetuneModel, task, texts: list[str], batch_size: i
 def _predict_generate_job(task: str, folder: Path, device: Optional[str], inputs: Sequence,
                           batch_size: int) -> list[dict]:
     """Prompt classifiers: label, score and per-label scores (as classifiers give); seq2seq: generated text."""
-    texts = [str(x) for x in inputs]
-    if task == SEQ2SEQ_TASK:
-        return [{"generated": text} for text in Seq2SeqGenerator(folder, device).decode(texts)]
+    texts, kind = [str(x) for x in inputs], TASKS[task]
+    if kind.job == "seq2seq":
+        return kind.format(Seq2SeqGenerator(folder, device).decode(texts))
     classifier = load_prompt_classifier(folder, device)
     labels = classifier.verbalizer.labels
     scores = label_scores(classifier, texts, batch_size) if texts else np.zeros((0, len(labels)))
-    return sequence_predictions(scores, PROMPT_TASK, labels)
+    return kind.format(scores, labels)
 
 
 def _qa_input(item, index: int) -> QAExample:
@@ -135,11 +134,11 @@ def evaluate_file(model: Any, data: str | Path, encoding: str = "utf-8", batch_s
     generate_job = _generate_job_folder(_checkpoint_of(model))
     if generate_job is not None:
         _check_task(task, generate_job)
-        if generate_job[0] == SEQ2SEQ_TASK:
+        if TASKS[generate_job[0]].job == "seq2seq":
             return evaluate_seq2seq_file(generate_job[1], data, encoding, batch_size)
         return evaluate_prompt_file(generate_job[1], data, encoding, batch_size)
     net, task_object = finetuned_model(model, task)
-    known = LabelMap(tuple(net.label_names)) if net.task not in ("regression", "qa") else None
+    known = LabelMap(tuple(net.label_names)) if TASKS[net.task].labels not in ("score", "none") else None
     examples = read_examples(net.task, data, known, True, ReadOptions(encoding))
     return task_object.evaluate(net, task_object.encode(examples), examples, batch_size)
 
@@ -155,7 +154,7 @@ def predict_file(model: Any, input_path: str | Path, output_path: str | Path, en
     generate_job = _generate_job_folder(_checkpoint_of(model))
     if generate_job is not None:
         _check_task(task, generate_job)
-        if generate_job[0] == SEQ2SEQ_TASK:
+        if TASKS[generate_job[0]].job == "seq2seq":
             return predict_seq2seq_file(generate_job[1], input_path, output_path, encoding)
         return predict_prompt_file(generate_job[1], input_path, output_path, encoding, batch_size)
     net, task_object = finetuned_model(model, task)
@@ -191,7 +190,7 @@ def _check_linear_task(task: Optional[str], linear) -> None:
 def _check_task(task: Optional[str], generate_job: tuple[str, Path]) -> None:
     """--task given with a generate-job folder: seq2seq must say seq2seq; a prompt classifier is a classifier."""
     saved, folder = generate_job
-    if task is not None and task != saved and not (saved == PROMPT_TASK and task == "classification"):
+    if task is not None and task != saved and not (TASKS[saved].job == "prompt" and task == "classification"):
         raise CheckpointError(f"{folder} was fine-tuned for {saved!r}, not {task!r}")
 
 

@@ -34,7 +34,6 @@ class QAFeature(NamedTuple):
 
 class QATask:
     task = "qa"
-    main_metric = "f1"
 
     def __init__(self, tokenizer, max_length: int = 384, doc_stride: int = 128, max_question_length: int = 64,
                  max_answer_length: int = 30, n_best: int = 20, with_negative: bool = False,

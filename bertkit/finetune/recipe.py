@@ -43,6 +43,8 @@ from typing import Optional, Sequence
 
 import numpy as np
 
+from bertkit.finetune.tasks import SEQUENCE_TASKS, SINGLE_LABEL_TASKS, TASKS
+
 REFERENCE_HIDDEN, REFERENCE_LR = 384, 1e-4      # MiniLM-L6: 1e-4 measured best on the proxy
 LR_EXPONENT = 1.5
 LR_RANGE = (1e-5, 5e-3)
@@ -59,8 +61,7 @@ SKEW_RATIO = 5.0
 CLASS_WEIGHT_POWER = 0.5
 LENGTH_QUANTILE, LENGTH_ROUND, MIN_LENGTH = 99, 32, 32
 WARMUP_RATIO = 0.1
-SEQUENCE_TASKS = ("classification", "pair-classification", "multi-label", "regression")
-WEIGHTED_TASKS = ("classification", "pair-classification")
+WEIGHTED_TASKS = tuple(name for name in SINGLE_LABEL_TASKS if TASKS[name].labels == "class")   # class weights
 QA_MAX_LENGTH = 384                             # BERT's SQuAD setting; contexts longer than that are windowed
 NER_MAX_LENGTH = 128                            # NER windows long sentences with overlap (NERTask)
 

@@ -15,17 +15,17 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal, NamedTuple
+from typing import Literal
 
 import torch
 import torch.nn.functional as F
 
 from bertkit.atomic_write import write_json
 from bertkit.checkpoints import load_checkpoint, save_checkpoint
-from bertkit.data.text import iter_jsonl
 from bertkit.errors import BertkitError, CheckpointError, InputFileError
 from bertkit.finetune.model import FinetuneModel, hf_config_extra, model_from_checkpoint, model_meta
-from bertkit.finetune.tasks import TaskOptions
+from bertkit.finetune.tasks import TASKS, TaskOptions
+from bertkit.finetune.triples import Triple, read_triples
 from bertkit.finetune.loop_job import LoopJobConfig, max_length_for
 from bertkit.runtime import seed_everything
 from bertkit.tokenizer.coverage import warn_unknown
@@ -35,16 +35,10 @@ from bertkit.train.fit import Job, JobResult, check_resume, fit, loop_settings
 from bertkit.train.saved_score import METRICS_FILE
 
 TASK = "rerank"
-SAVED_TASK = "pair-classification"
+SAVED_TASK = TASKS[TASK].saved_as
+METRIC = TASKS[TASK].main_metric           # picks the best model
 LABELS = ["irrelevant", "relevant"]
 DEV_IN_BATCH = 9   # dev ranking: each query's candidates also hold the positives of the next 9 dev queries
-
-
-class Triple(NamedTuple):
-    query: str
-    positive: str
-    negatives: list[str]
-    line: int
 
 
 @dataclass
@@ -53,27 +47,6 @@ class RerankConfig(LoopJobConfig):
     loss: Literal["listwise", "pairwise"] = "listwise"
     negatives: int = 7              # given negatives used per query (the first N of its list)
     in_batch_negatives: int = 3     # other queries' positives added as negatives per query (0: none)
-
-
-def read_triples(path: str | Path, encoding: str = "utf-8") -> list[Triple]:
-    """Rows {"query", "positive", "negative" (text or list) | "negatives"}; a bad row stops with file:line."""
-    triples = []
-    for number, row in iter_jsonl(path, encoding):
-        for name in ("query", "positive"):
-            value = row.get(name)
-            if not isinstance(value, str) or not value.strip():
-                found = "missing" if value is None else f"{type(value).__name__} {value!r}"[:60]
-                raise InputFileError(path, f"field {name!r} must be a non-empty string ({found}); rows are "
-                                           '{"query", "positive", "negative"}', line=number)
-        negatives = row.get("negative", row.get("negatives", []))
-        negatives = [negatives] if isinstance(negatives, str) else negatives
-        if not isinstance(negatives, list) or not all(isinstance(n, str) and n.strip() for n in negatives):
-            raise InputFileError(path, "field 'negative' must be a non-empty string or a list of them",
-                                 line=number)
-        triples.append(Triple(row["query"], row["positive"], negatives, number))
-    if not triples:
-        raise InputFileError(path, 'has no rows; expected JSONL {"query", "positive", "negative"}')
-    return triples
 
 
 def candidates(triples: list[Triple], indices: list[int], given: int, in_batch: int) -> list[list[str]]:
@@ -183,13 +156,13 @@ def run_rerank_finetune(config: RerankConfig) -> JobResult:
         save_checkpoint(output, net.encoder, tokenizer, {net.head_key: net.head},
                         model_meta(net, {**extra, "dev_metrics": metrics}), hf_config_extra(net),
                         sentence=checkpoint.sentence.after_training())
-        write_json(output / METRICS_FILE, {"dev": metrics, "metric_for_best": "mrr"})
+        write_json(output / METRICS_FILE, {"dev": metrics, "metric_for_best": METRIC})
 
     evaluate = None
     if dev_triples is not None:
         def evaluate(net):
             return evaluate_ranking(net, tokenizer, dev_triples, config, max_length)
 
-    job = Job(model, loss_fn, batches, save, evaluate, "mrr" if evaluate is not None else None,
+    job = Job(model, loss_fn, batches, save, evaluate, METRIC if evaluate is not None else None,
               record={"train_queries": len(train_triples)})
     return fit(job, loop_settings(config, log_every=10), output, config)

@@ -15,6 +15,8 @@ import torch
 
 from bertkit.errors import BertkitError
 from bertkit.features import embed_batch
+from bertkit.finetune.tasks import TASKS
+from bertkit.model.head_registry import HEADS
 from bertkit.model.pooling import POOLINGS, pooled_or_cls
 from bertkit.model.sentence import SentenceEncoder
 from bertkit.runtime import autocast
@@ -23,9 +25,9 @@ from bertkit.tokenizer.padding import pad_to_tensors
 
 # Per-request poolings: "none" (token vectors) is not a sentence embedding, so the server does not offer it.
 SERVED_POOLINGS = tuple(p for p in POOLINGS if p != "none")
-# bertkit.json "task" -> the head key that serves it (as bertkit.finetune saves them).
-PREDICT_HEADS = {"classification": "classifier", "pair-classification": "classifier", "multi-label": "classifier",
-                 "regression": "classifier", "ner": "token_classifier"}
+# bertkit.json "task" -> the head key that serves /predict through ModelRunner.predict (labelled heads; QA's
+# answers go through serve/predictions.py)
+PREDICT_HEADS = {name: kind.head for name, kind in TASKS.items() if kind.job == "finetune" and HEADS[kind.head].labelled}
 SELF_TEST_TEXT = "bertkit self-test: the quick brown fox jumps over the lazy dog."
 
 
@@ -148,7 +150,7 @@ class ModelRunner(BatchRunner):
         with torch.inference_mode(), autocast(self.device):
             out = self.encoder(batch.input_ids, attention_mask=batch.attention_mask,
                                token_type_ids=batch.token_type_ids)
-            if self.head_key == "classifier":
+            if HEADS[self.head_key].reads == "summary":
                 pooled = pooled_or_cls(out)
                 logits = self.head(pooled).float().cpu().numpy()                      # (B, L)
                 rows = list(logits)

@@ -21,13 +21,14 @@ from bertkit.serve.metrics import render
 from bertkit.serve.ranking import ranked, relevance, relevant_label, rerank_problem
 from bertkit.serve.predictions import (describe_answers, describe_entities, describe_sequence, prepare_questions,
                                        qa_examples, qa_logits, question_answering)
-from bertkit.serve.runner import PREDICT_HEADS, SERVED_POOLINGS, EmbedItem, ModelRunner, NonFiniteResult
+from bertkit.finetune.tasks import HEAD_TASKS
+from bertkit.serve.runner import SERVED_POOLINGS, EmbedItem, ModelRunner, NonFiniteResult
 from bertkit.serve.search import SearchIndex
 from bertkit.serve.stats import ServerStats
 
 LOG = logging.getLogger("bertkit.serve")
 DEFAULT_SEARCH_K = 10
-PREDICT_TASKS = (*PREDICT_HEADS, "qa")      # tasks whose /predict texts may use the whole position table
+PREDICT_TASKS = HEAD_TASKS      # tasks whose /predict texts may use the whole position table
 # Up to this many characters a request is tokenized on the event loop (tens of microseconds in the Rust
 # tokenizer); larger ones go to a thread so that one big request cannot stall everyone's I/O.
 INLINE_TOKENIZE_CHARS = 4096

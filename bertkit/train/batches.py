@@ -30,7 +30,9 @@ class IndexedBatches:
     (seed, epoch); global batch k takes items [k*B*W, (k+1)*B*W) of it and rank r its r-th slice of B, so
     W ranks with batch B see exactly the items of one process with batch B*W, in the same order.
 
-    `make_batch(indices, epoch)` turns item indices into a batch (tensors or a dict/tuple of them).
+    `make_batch(indices, epoch)` turns item indices into a batch (tensors or a dict/tuple of them). A source
+    with another order (finetune/batching.py's length buckets) overrides `global_batches` only: the rank
+    slices, the resume position and the length rule stay the ones here.
     """
 
     def __init__(self, num_items: int, batch_size: int, make_batch: Callable[[list[int], int], Any],
@@ -58,11 +60,15 @@ class IndexedBatches:
             return np.arange(self.num_items)
         return np.random.default_rng([self.seed, epoch]).permutation(self.num_items)
 
+    def global_batches(self, epoch: int) -> list[np.ndarray]:
+        """The epoch's global batches (B*W items each, the last possibly short), len(self) of them."""
+        order, G = self.order(epoch), self.global_batch_size
+        return [order[k * G:(k + 1) * G] for k in range(len(self))]
+
     def __iter__(self) -> Iterator[Any]:
-        order = self.order(self.epoch)
-        G = self.global_batch_size
-        while self.position < len(self):
-            chunk = order[self.position * G:(self.position + 1) * G]
+        batches = self.global_batches(self.epoch)
+        while self.position < len(batches):
+            chunk = batches[self.position]
             per_rank = -(-len(chunk) // self.world_size)
             mine = chunk[self.rank * per_rank:(self.rank + 1) * per_rank]
             self.position += 1

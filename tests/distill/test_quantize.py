@@ -10,7 +10,7 @@ import bertkit
 from bertkit.checkpoints import save_checkpoint
 from bertkit.cli import main
 from bertkit.distill.quantize import QuantizeConfig, run_quantize
-from bertkit.distill.quantize_gate import INT8_KERNELS, Sample, int8_variant, sentence_vectors
+from bertkit.distill.quantize_gate import INT8_KERNELS, Sample, int8_variant, quantized_copy, sentence_vectors
 from bertkit.features import EncodeOptions
 from bertkit.model import Encoder, EncoderConfig
 from bertkit.model.heads import SequenceClassificationHead
@@ -89,7 +89,7 @@ def test_int8_folder_round_trip(tmp_path, monkeypatch):
     for choice in INT8_KERNELS.values():
         reloaded = bertkit.load(folder, precision="fp32")                # then the kernel this machine may not pick
         apply_precision(reloaded.encoder, reloaded.heads, choice)
-        encoder, _ = int8_variant(checkpoint.encoder, checkpoint.heads, [], True, choice)
+        encoder, _ = int8_variant(quantized_copy(checkpoint.encoder, [], True), checkpoint.heads, choice)
         sample = Sample(text_list, options, checkpoint.sentence)
         torch.testing.assert_close(sentence_vectors(reloaded.encoder, reloaded.tokenizer, sample)[0],
                                    sentence_vectors(encoder, checkpoint.tokenizer, sample)[0], atol=0, rtol=0)
@@ -211,3 +211,21 @@ def test_quantizing_a_sentence_transformers_folder_keeps_its_max_length_and_stor
                and (".dense." in name or name.split(".")[-2] in ("query", "key", "value"))}
     assert len(linears) == 2 * 6 + 1                                     # 2 blocks of 6 Linears, and the pooler
     assert linears | {"embeddings.word_embeddings.weight"} == int8       # every Linear and the token table int8
+
+
+def test_the_gate_quantizes_once_per_round_and_saves_what_it_measured(tmp_path, monkeypatch):
+    """One quantization per gate round, measured in every kernel and saved as it is (it was quantized once per
+    kernel and once more to save)."""
+    import bertkit.distill.quantize_gate as gate
+
+    calls = []
+    quantize = gate.quantize_encoder
+
+    def counted(encoder, keep=(), embeddings=True):
+        calls.append(list(keep))
+        return quantize(encoder, keep, embeddings=embeddings)
+    monkeypatch.setattr(gate, "quantize_encoder", counted)
+    source = build_folder(tmp_path / "fp32", plant_outlier=True)      # round 1 fails, round 2 keeps a layer
+    report = run_quantize(QuantizeConfig(str(source), str(tmp_path / "int8"), texts=str(write_texts(tmp_path / "t.txt"))))
+    assert report.passed and report.kept == ["blocks.1.ffn.down"]
+    assert calls == [[], ["blocks.1.ffn.down"]]

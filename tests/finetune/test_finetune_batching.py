@@ -30,6 +30,19 @@ def test_buckets_cover_every_item_once_group_by_length_and_resume():
     assert first + list(resumed) == epoch
 
 
+def test_buckets_shard_by_rank_as_every_job_batch_source():
+    """Two ranks of batch 8 see, step by step, the two halves of one process's batch 16 (it handed every rank
+    the whole epoch); a short last batch that cannot give each rank a row is dropped, so no rank waits."""
+    lengths = [1 + (i * 7) % 30 for i in range(97)]       # 6 global batches of 16 and a 1-row tail
+    one = list(BucketedBatches(lengths, 16, lambda indices: indices, seed=3, pool_batches=4, world_size=1, rank=0))
+    ranks = [list(BucketedBatches(lengths, 8, lambda indices: indices, seed=3, pool_batches=4, world_size=2,
+                                  rank=r)) for r in (0, 1)]
+    assert len(ranks[0]) == len(ranks[1]) == len(BucketedBatches(lengths, 8, len, world_size=2, rank=0))
+    whole = [batch for batch in one if len(batch) >= 2]
+    assert [a + b for a, b in zip(*ranks)] == whole and len(whole) == len(one) - 1      # the tail: one rank only
+    assert not set(i for b in ranks[0] for i in b) & set(i for b in ranks[1] for i in b)
+
+
 def test_collate_pads_to_the_longest_row_only():
     rows = [Row([2, 5, 3], [0, 0, 0]), Row([2, 3], [0, 0])]
     batch = collate(rows, [0, 1], pad_id=0, make_targets=lambda f, n: torch.zeros(len(f)))

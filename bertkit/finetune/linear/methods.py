@@ -33,6 +33,7 @@ from bertkit.finetune.linear.training import (Targets, TfidfOptions, fit_tfidf_p
                                               training_versions)
 from bertkit.finetune.linear.vectors import cached_vectors, encoding_of, model_fingerprint
 from bertkit.finetune.model import hf_config_extra, model_meta
+from bertkit.finetune.tasks import TASKS
 from bertkit.train.saved_score import METRICS_FILE, dev_fingerprint, read_saved_metrics, saved_score
 from bertkit.train.loop import say
 
@@ -78,7 +79,7 @@ def run_linear_job(job: LinearJob) -> LinearJobResult:
         fit = _over_vectors(job, splits, checkpoint, started)
     seconds = time.perf_counter() - started
     output = Path(job.output)
-    metric = "spearman" if job.task == "regression" else "accuracy"
+    metric = TASKS[job.task].main_metric
     dev_data = dev_fingerprint(job.task, job.dev, len(splits.dev))
     to_beat = saved_score(output, metric, dev_data)
     fitted, splits = fit.fitted, fit.splits
@@ -137,17 +138,19 @@ def _over_vectors(job: LinearJob, splits: Splits, checkpoint, started: float) ->
     vector_fit = fit_vector_part(job.task, train_vectors, dev_vectors, splits.y, splits.num_labels, encoding, job.seed)
     baseline = None
     if job.method == "linear-probe":
+        parts = [vector_fit]
         model = LinearModel("linear-probe", job.task, splits.label_names, pairs, [vector_fit.part])
         fitted, regularization = vector_fit.fitted, {"C": vector_fit.fitted.regularization}
     else:
         tfidf_fit, baseline = _tfidf(job, splits)
         parts = [tfidf_fit, vector_fit]
-        dev_outputs = [tfidf_fit.part.scores(splits.dev), vector_fit.part.scores(splits.dev, dev_vectors)]
-        fitted = fit_stack(job.task, parts, splits.y, splits.num_labels, dev_outputs, job.seed)
+        # the dev features are built once, by the fits (each part's dev_scores), not again for the stack and the
+        # collapse check (tests/finetune/linear/test_linear_methods.py counts the TF-IDF transforms)
+        fitted = fit_stack(job.task, parts, splits.y, splits.num_labels, [p.dev_scores for p in parts], job.seed)
         model = hybrid_model(job.task, splits.label_names, pairs, parts, fitted)
         regularization = {"tfidf": tfidf_fit.fitted.regularization, "vectors": vector_fit.fitted.regularization,
                           "stack": fitted.regularization}
-    predicted = None if job.task == "regression" else model.scores(splits.dev, dev_vectors).argmax(-1)
+    predicted = None if job.task == "regression" else model.combine([p.dev_scores for p in parts]).argmax(-1)
     return _Fit(model, fitted, regularization, splits, encode_seconds, predicted, baseline)
 
 
@@ -162,12 +165,12 @@ def _hybrid_over_finetuned(job: LinearJob, splits: Splits, head: FinetunedHead, 
     k = len(names)
     logits_part = LinearPart(FeatureSpec([], job.task == "pair-classification", None, k),
                              LinearLayer(np.eye(k, dtype=np.float32), np.zeros(k), "softmax"))
-    dev_outputs = [tfidf_fit.part.scores(splits.dev), logits_part.scores(splits.dev, dev_logits)]
+    dev_outputs = [tfidf_fit.dev_scores, logits_part.scores(splits.dev, dev_logits)]    # dev TF-IDF: built once
     fitted = fit_dev_pooling(dev_outputs, splits.y.dev, k, job.seed)
     model = LinearModel("hybrid", job.task, names, job.task == "pair-classification",
                         [tfidf_fit.part, logits_part], fitted.layer)
     regularization = {"tfidf": tfidf_fit.fitted.regularization, "tfidf_share": fitted.regularization}
-    predicted = model.scores(splits.dev, dev_logits).argmax(-1)
+    predicted = model.combine(dev_outputs).argmax(-1)
     return _Fit(model, fitted, regularization, splits, encode_seconds, predicted, baseline)
 
 

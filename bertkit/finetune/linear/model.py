@@ -19,8 +19,9 @@ from bertkit.data.readers import TextExample
 from bertkit.finetune.linear.features import FeatureSpec, VectorBlock
 from bertkit.finetune.linear.layer import LinearLayer
 from bertkit.finetune.predictions import class_predictions, sequence_predictions
+from bertkit.finetune.tasks import SINGLE_LABEL_TASKS
 
-LINEAR_TASKS = ("classification", "pair-classification", "regression")
+LINEAR_TASKS = SINGLE_LABEL_TASKS     # one label or one value per text
 PROBABILITY_FLOOR = 1e-12          # log(p) of a part's probabilities, so a stacker never sees -inf
 
 
@@ -54,7 +55,10 @@ class LinearModel:
 
     def scores(self, examples: Sequence[TextExample], vectors: Optional[np.ndarray] = None) -> np.ndarray:
         """(N, K) probabilities, or (N, 1) values for regression."""
-        outputs = [part.scores(examples, vectors) for part in self.parts]
+        return self.combine([part.scores(examples, vectors) for part in self.parts])
+
+    def combine(self, outputs: Sequence[np.ndarray]) -> np.ndarray:
+        """The model's scores from its parts' scores (one per part, in order): the stack's, or the one part's."""
         if self.stack is None:
             return outputs[0]
         return self.stack.scores([stack_inputs(outputs, self.parts[0].layer.output)])

@@ -60,6 +60,7 @@ class PartFit(NamedTuple):
     part: LinearPart
     fitted: Fitted
     train_x: object             # the training feature matrix (scipy CSR), for the hybrid's out-of-fold refits
+    dev_scores: np.ndarray      # the part's scores on dev, from the dev features the fit already built
 
 
 def fit_part(task: str, features: FeatureSpec, train_blocks: list, dev_blocks: list, y: Targets,
@@ -69,13 +70,14 @@ def fit_part(task: str, features: FeatureSpec, train_blocks: list, dev_blocks: l
         fitted = fit_regressor(train_x, y.train, dev_x, y.dev, grid)
     else:
         fitted = fit_classifier(train_x, y.train, dev_x, y.dev, num_labels, grid, seed)
-    return PartFit(LinearPart(features, fitted.layer), fitted, train_x)
+    return PartFit(LinearPart(features, fitted.layer), fitted, train_x, fitted.layer.scores(dev_blocks))
 
 
 class TfidfFit(NamedTuple):
     part: LinearPart
     fitted: Fitted
     train_x: object
+    dev_scores: np.ndarray
     vectorizers: list           # the fitted scikit-learn TfidfVectorizers, one per analyzer
 
     def reference_scores(self, examples: Sequence[TextExample]) -> np.ndarray:

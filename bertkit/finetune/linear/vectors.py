@@ -26,6 +26,7 @@ from bertkit.data.readers import TextExample
 from bertkit.errors import BertkitError
 from bertkit.features import EncodeOptions, encode_texts
 from bertkit.finetune.linear.features import VectorBlock, pair_vectors
+from bertkit.train.saved_score import hash_file
 
 ENCODE_BATCH_SIZE = 64
 
@@ -66,9 +67,7 @@ def model_fingerprint(folder: Path) -> str:
         if path.is_file() and (path.suffix in (".safetensors", ".bin") or path.name in ("config.json", "vocab.txt",
                                                                                             "tokenizer.json")):
             digest.update(path.name.encode())
-            with open(path, "rb") as handle:
-                for block in iter(lambda: handle.read(1 << 20), b""):
-                    digest.update(block)
+            hash_file(digest, path)
     return digest.hexdigest()
 
 

@@ -27,6 +27,7 @@ from bertkit.errors import BertkitError, CheckpointError
 from bertkit.finetune.metrics import classification_metrics
 from bertkit.finetune.predictions import sequence_predictions
 from bertkit.finetune.recipe import prompt_recipe
+from bertkit.finetune.tasks import TASKS
 from bertkit.finetune.loop_job import LoopJobConfig, max_length_for, mlm_head_of
 from bertkit.finetune.prompt.pet import PROMPT_SLOT, Pattern, PETClassifier, Verbalizer, pet_loss
 from bertkit.finetune.prompt.ptuning import PTuningClassifier
@@ -39,7 +40,7 @@ from bertkit.train.loop import say
 from bertkit.train.saved_score import METRICS_FILE
 
 TASK = "prompt-classification"
-METRIC = "accuracy"
+METRIC = TASKS[TASK].main_metric
 
 
 @dataclass

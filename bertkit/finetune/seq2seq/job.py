@@ -11,15 +11,16 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import NamedTuple, Optional, Sequence
+from typing import Optional, Sequence
 
 import torch
 
 from bertkit.atomic_write import write_json, write_jsonl
 from bertkit.checkpoints import load_checkpoint, save_checkpoint
-from bertkit.data.text import iter_jsonl
-from bertkit.errors import BertkitError, CheckpointError, InputFileError
+from bertkit.errors import BertkitError, CheckpointError
 from bertkit.finetune.loop_job import LoopJobConfig, max_length_for, mlm_head_of
+from bertkit.finetune.seq2seq.pairs import Pair, read_pairs
+from bertkit.finetune.tasks import TASKS
 from bertkit.finetune.seq2seq.unilm import Seq2SeqLM, seq2seq_decode, seq2seq_inputs, seq2seq_loss
 from bertkit.runtime import pick_device, seed_everything
 from bertkit.tokenizer.coverage import warn_unknown
@@ -29,40 +30,12 @@ from bertkit.train.fit import Job, JobResult, check_resume, fit, loop_settings
 from bertkit.train.saved_score import METRICS_FILE
 
 TASK = "seq2seq"
-FIELD_NAMES = (("source", "target"), ("text_a", "text_b"))
-
-
-class Pair(NamedTuple):
-    source: str
-    target: Optional[str]
-    line: int
+METRIC = TASKS[TASK].main_metric           # picks the best model (lowest dev loss)
 
 
 @dataclass
 class Seq2SeqConfig(LoopJobConfig):
     """max_length counts [CLS] source [SEP] target [SEP]; targets get at most half of it."""
-
-
-def read_pairs(path: str | Path, encoding: str = "utf-8", require_target: bool = True) -> list[Pair]:
-    """Pairs from a .jsonl file (.gz too); a row without a source/target string stops with file:line."""
-    pairs = []
-    for number, row in iter_jsonl(path, encoding):
-        names = next((names for names in FIELD_NAMES if names[0] in row), None)
-        if names is None:
-            raise InputFileError(path, "needs a \"source\" (and \"target\") field, or \"text_a\" (and \"text_b\"); "
-                                 f"found {', '.join(map(repr, list(row)[:6])) or 'no fields'}", line=number)
-        source, target = row[names[0]], row.get(names[1])
-        if target is None and require_target:
-            raise InputFileError(path, f"missing field {names[1]!r}", line=number)
-        for name, value in ((names[0], source), (names[1], target)):
-            if value is not None and not isinstance(value, str):
-                raise InputFileError(path, f"field {name!r} must be a string, got {type(value).__name__}", line=number)
-            if value is not None and not value.strip():
-                raise InputFileError(path, f"field {name!r} is empty", line=number)
-        pairs.append(Pair(source, target, number))
-    if not pairs:
-        raise InputFileError(path, "no pairs found (the file is empty)")
-    return pairs
 
 
 def token_ids(tokenizer, texts: Sequence[str]) -> list[list[int]]:
@@ -127,14 +100,14 @@ def run_seq2seq_finetune(config: Seq2SeqConfig) -> JobResult:
 
     def save(net: Seq2SeqLM, metrics: dict) -> None:
         save_checkpoint(output, net.encoder, tokenizer, {"mlm": net.mlm}, {**meta, "dev_metrics": metrics})
-        write_json(output / METRICS_FILE, {"dev": metrics, "metric_for_best": "loss"})
+        write_json(output / METRICS_FILE, {"dev": metrics, "metric_for_best": METRIC})
 
     def evaluate_dev(net: Seq2SeqLM) -> dict:
         return evaluate_pairs(net, tokenizer, dev_pairs, max_length, config.eval_batch_size)
 
     evaluate = evaluate_dev if dev_pairs is not None else None
 
-    job = Job(model, seq2seq_loss, batches, save, evaluate, "loss" if evaluate is not None else None,
+    job = Job(model, seq2seq_loss, batches, save, evaluate, METRIC if evaluate is not None else None,
               record={"train_pairs": len(train_pairs)})
     return fit(job, loop_settings(config, log_every=10), output, config)
 

@@ -33,6 +33,7 @@ from bertkit.errors import BertkitError, BertkitWarning, CheckpointError
 from bertkit.features import EncodeOptions, encode_texts
 from bertkit.finetune.loop_job import LoopJobConfig, max_length_for, mlm_head_of
 from bertkit.finetune.seq2seq.job import Pair, read_pairs, token_ids, tokenized_pairs
+from bertkit.finetune.tasks import TASKS
 from bertkit.finetune.seq2seq.unilm import Seq2SeqLM, next_token_targets, seq2seq_inputs, seq2seq_sample
 from bertkit.generate.sampling import SamplingConfig
 from bertkit.model.heads import MaskedLMHead
@@ -44,6 +45,7 @@ from bertkit.train.fit import Job, JobResult, check_resume, fit, loop_settings
 from bertkit.train.saved_score import METRICS_FILE
 
 TASK = "simbert"
+METRIC = TASKS[TASK].main_metric           # picks the best model (lowest dev loss)
 DEFAULT_SAMPLING = SamplingConfig(temperature=1.0, top_p=0.95)
 UNUSED_TOKEN = re.compile(r"\[unused\d+\]")
 
@@ -202,13 +204,13 @@ def run_simbert_finetune(config: SimBertConfig) -> JobResult:
     def save(net: SimBert, metrics: dict) -> None:
         save_checkpoint(output, net.lm.encoder, tokenizer, {"mlm": net.lm.mlm}, {**meta, "dev_metrics": metrics},
                         sentence=pipeline)
-        write_json(output / METRICS_FILE, {"dev": metrics, "metric_for_best": "loss"})
+        write_json(output / METRICS_FILE, {"dev": metrics, "metric_for_best": METRIC})
 
     def evaluate_dev(net: SimBert) -> dict:
         return evaluate_simbert(net, tokenizer, dev_pairs, max_length, config.eval_batch_size, loss)
 
     evaluate = evaluate_dev if dev_pairs is not None else None
-    job = Job(model, loss, batches, save, evaluate, "loss" if evaluate is not None else None,
+    job = Job(model, loss, batches, save, evaluate, METRIC if evaluate is not None else None,
               record={"train_pairs": len(train_pairs)})
     return fit(job, loop_settings(config, log_every=10), output, config)
 

@@ -185,3 +185,24 @@ def test_linear_methods_refuse_loop_settings_and_keep_a_better_model(cased_encod
     assert probe.kept_earlier_model and probe.metrics == hybrid.metrics and hybrid.metrics["accuracy"] >= 0.95
     assert json.loads((tmp_path / "m" / "bertkit.json").read_text(encoding="utf-8"))["linear"]["method"] == "hybrid"
     assert "kept the model already in" in capsys.readouterr().err
+
+
+def test_hybrid_transforms_the_dev_texts_with_tfidf_once(cased_encoder_dir, split_signal_files, tmp_path, monkeypatch):
+    """The hybrid's fits build the dev TF-IDF features; the stack and the collapse check reuse their scores
+    (it built them three times: fit, stack inputs, collapse check)."""
+    from bertkit.finetune.linear.tfidf import TfidfBlock
+
+    files = {k: str(v) for k, v in split_signal_files.items()}
+    dev_texts = [json.loads(line)["text"] for line in open(files["dev"], encoding="utf-8") if line.strip()]
+    dev_calls = []
+    transform = TfidfBlock.transform
+
+    def counted(self, texts):
+        if list(texts) == dev_texts:
+            dev_calls.append(id(self))
+        return transform(self, texts)
+    monkeypatch.setattr(TfidfBlock, "transform", counted)
+    run_finetune(FinetuneConfig(model=str(cased_encoder_dir), train=files["train"], dev=files["dev"],
+                                output=str(tmp_path / "hybrid"), method="hybrid", baseline=False, progress_bar=False))
+    assert dev_calls and len(dev_calls) == len(set(dev_calls)), f"{len(dev_calls)} dev transforms by " \
+        f"{len(set(dev_calls))} TF-IDF blocks"
