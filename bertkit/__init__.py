@@ -7,12 +7,9 @@ __all__ = ["Client", "Index", "Model", "convert", "load", "__version__"]
 
 
 def __getattr__(name: str):
-    if name in ("Model", "convert", "load"):
+    if name in ("Index", "Model", "convert", "load"):
         from bertkit import api
         return getattr(api, name)
-    if name == "Index":
-        from bertkit.search import Index
-        return Index
     if name == "Client":
         from bertkit.client import Client
         return Client

@@ -17,6 +17,7 @@ from bertkit.finetune.linear.folder import write_linear_files
 from bertkit.finetune.predict import predict
 from bertkit.model.sentence import SentenceEncoder, SentencePipeline
 from bertkit.runtime import pick_device
+from bertkit.search import Index as SearchIndex
 
 
 class Model:
@@ -135,6 +136,12 @@ def load(path: str | os.PathLike, device: str | None = None, precision: str | No
                                "applies to model folders with an encoder")
         return LinearPredictor.load(path)
     return Model(load_checkpoint(path, device=pick_device(device), precision=precision))
+
+
+class Index(SearchIndex):
+    """The search index (bertkit.search.Index) that loads the model folder recorded in it with `load`, on the
+    first query: `Index.open(folder).search("text")` needs no encoder."""
+    load_model = staticmethod(load)
 
 
 def convert(source: str | os.PathLike, target: str | os.PathLike):

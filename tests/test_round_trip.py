@@ -25,7 +25,7 @@ from fastapi.testclient import TestClient
 
 import bertkit
 from bertkit.cli import main
-from bertkit.search import Index
+from bertkit import Index
 from bertkit.serve.config import ServeConfig
 from bertkit.serve.server import build_service
 from bertkit.serve.app import create_app

@@ -110,7 +110,8 @@ def parse_filters(items: list[str]) -> dict:
 
 
 def run_build(args: argparse.Namespace) -> int:
-    from bertkit.search import EncoderSpec, Index, IndexSettings, ModelTextEncoder
+    from bertkit.api import Index
+    from bertkit.search import EncoderSpec, IndexSettings, ModelTextEncoder
     from bertkit.search.documents import add_documents
 
     settings = IndexSettings(backend=args.backend, kind=args.kind, ivf_threshold=args.ivf_threshold,
@@ -133,7 +134,7 @@ def run_build(args: argparse.Namespace) -> int:
 
 
 def run_add(args: argparse.Namespace) -> int:
-    from bertkit.search import Index
+    from bertkit.api import Index
     from bertkit.search.documents import add_documents
 
     with Index.open(args.index, encoder=_encoder_in_precision(args.index, args.precision),
@@ -160,7 +161,7 @@ def _encoder_in_precision(index_folder: str, precision: str | None):
 
 
 def run_delete(args: argparse.Namespace) -> int:
-    from bertkit.search import Index
+    from bertkit.api import Index
     from bertkit.search.documents import read_ids
 
     ids = list(args.ids) + (read_ids(args.input) if args.input else [])
@@ -177,7 +178,7 @@ def run_delete(args: argparse.Namespace) -> int:
 
 
 def run_info(args: argparse.Namespace) -> int:
-    from bertkit.search import Index
+    from bertkit.api import Index
     from bertkit.search.generations import read_manifest
 
     manifest = read_manifest(args.index)
@@ -190,7 +191,7 @@ def run_info(args: argparse.Namespace) -> int:
 
 
 def run_search(args: argparse.Namespace) -> int:
-    from bertkit.search import Index
+    from bertkit.api import Index
 
     if args.k < 1:
         raise BertkitError(f"-k {args.k}: must be >= 1")

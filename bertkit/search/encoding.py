@@ -3,17 +3,25 @@
 The index records the encoder's spec (model folder, pooling, layers, max length, long texts, precision) in its
 manifest, so a query is encoded by the same composition that built the index: encoder -> pooling -> the
 whitening saved in the model folder (applied by the model's own `encode`) -> the index's normalization.
+
+The search package sits below the Python API, so it never loads a model folder itself: it is given a loaded
+model, or a `load_model(folder, precision=...)` function (`bertkit.load`, which `bertkit.Index` passes) that it
+calls on first use.
 """
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Callable, Protocol
 
 import numpy as np
 
 from bertkit.embed.whitening import encode_composed
 from bertkit.errors import BertkitError
+
+
+# Loads a model folder: called as load_model(folder, precision=...) and returns a model like `bertkit.load`'s.
+LoadModel = Callable[..., Any]
 
 
 class TextEncoder(Protocol):
@@ -37,15 +45,17 @@ class EncoderSpec:
 
 
 class ModelTextEncoder:
-    """Encodes with `bertkit.load(model).encode(...)`; loads the model on first use."""
+    """Encodes with the spec's model folder, loaded with `load_model` on first use (`bertkit.load` when the
+    encoder is handed to `bertkit.Index`)."""
 
-    def __init__(self, spec: EncoderSpec):
+    def __init__(self, spec: EncoderSpec, load_model: LoadModel | None = None):
         self._spec = EncoderSpec(**{**asdict(spec), "model": str(Path(spec.model).resolve())})
         self._model = None
+        self._load_model = load_model
 
     @classmethod
-    def from_spec(cls, spec: dict) -> "ModelTextEncoder":
-        return cls(EncoderSpec(**spec))
+    def from_spec(cls, spec: dict, load_model: LoadModel | None = None) -> "ModelTextEncoder":
+        return cls(EncoderSpec(**spec), load_model)
 
     @classmethod
     def from_model(cls, model) -> "ModelTextEncoder":
@@ -57,9 +67,16 @@ class ModelTextEncoder:
     @property
     def model(self):
         if self._model is None:
-            import bertkit  # late import: bertkit/__init__ re-exports Index, so import the API only when used
-            self._model = bertkit.load(self._spec.model, precision=self._spec.precision)
+            if self._load_model is None:
+                raise BertkitError(f"no way to load the index's model {self._spec.model}: use bertkit.Index, or "
+                                   "pass load_model=bertkit.load (or a model loaded with bertkit.load)")
+            self._model = self._load_model(self._spec.model, precision=self._spec.precision)
         return self._model
+
+    def use_loader(self, load_model: LoadModel | None) -> None:
+        """Load the model with `load_model` unless this encoder was given its own loader or model."""
+        if self._load_model is None:
+            self._load_model = load_model
 
     def pooling(self) -> str:
         return self._spec.pooling or self.model.sentence.config.pooling
@@ -80,8 +97,12 @@ class ModelTextEncoder:
         return spec
 
 
-def as_text_encoder(encoder) -> TextEncoder | None:
-    """The index's encoder: a TextEncoder as given, or a loaded model folder (`bertkit.load(M)`) wrapped."""
+def as_text_encoder(encoder, load_model: LoadModel | None = None) -> TextEncoder | None:
+    """The index's encoder: a TextEncoder as given (a ModelTextEncoder without a loader gets `load_model`), or a
+    loaded model folder (`bertkit.load(M)`) wrapped."""
+    if isinstance(encoder, ModelTextEncoder):
+        encoder.use_loader(load_model)
+        return encoder
     if encoder is None or callable(getattr(encoder, "spec", None)):
         return encoder
     if getattr(encoder, "sentence", None) is not None and getattr(encoder, "path", None) is not None:

@@ -1,9 +1,12 @@
 """The search index: vectors in a backend (Faiss or Milvus), documents in SQLite, saved atomically.
 
-    index = Index.create("idx", encoder=ModelTextEncoder(EncoderSpec("my-model")))
+    index = Index.create("idx", encoder=ModelTextEncoder(EncoderSpec("my-model"), load_model=bertkit.load))
     index.add(["a", "b"], ["first text", "second text"], metadata=[{"lang": "en"}, {"lang": "de"}])
     index.save()
-    Index.open("idx").search("a question", k=5, filter={"lang": "en"})
+    Index.open("idx", load_model=bertkit.load).search("a question", k=5, filter={"lang": "en"})
+
+`bertkit.Index` is this class with `load_model=bertkit.load` built in (the search package does not import the
+API above it): `bertkit.Index.open("idx")` loads the model recorded in the index on the first query.
 
 Ids are the user's (any string). With metric "cosine" every vector is L2-normalized and scored by inner
 product. Changes live in a working generation until `save()`, which switches the folder to them with
@@ -26,7 +29,7 @@ import numpy as np
 from bertkit.errors import BertkitError
 from bertkit.search import generations
 from bertkit.search.backend import BackendInfo, VectorBackend
-from bertkit.search.encoding import ModelTextEncoder, TextEncoder, as_text_encoder
+from bertkit.search.encoding import LoadModel, ModelTextEncoder, TextEncoder, as_text_encoder
 from bertkit.search.store import DocumentStore, FilterValue
 from bertkit.search.writer_lock import WriterLock
 
@@ -91,10 +94,15 @@ def _load_backend(settings: IndexSettings, folder: Path, manifest: dict, nprobe:
 
 
 class Index:
+    # How a model folder named by an encoder spec is loaded when no loader is passed: none here (the search
+    # package sits below the API); bertkit.Index sets bertkit.load.
+    load_model: LoadModel | None = None
+
     def __init__(self, folder: Path, settings: IndexSettings, encoder: TextEncoder | None,
                  store: DocumentStore, backend: VectorBackend | None, generation: int,
-                 lock: WriterLock | None = None, lock_timeout_s: float = 0.0):
-        self.folder, self.settings, self.encoder = Path(folder), settings, as_text_encoder(encoder)
+                 lock: WriterLock | None = None, lock_timeout_s: float = 0.0, load_model: LoadModel | None = None):
+        self.folder, self.settings = Path(folder), settings
+        self.encoder = as_text_encoder(encoder, load_model or self.load_model)
         self.store, self.backend, self.generation = store, backend, generation
         self.lock_timeout_s = lock_timeout_s
         self._lock = lock   # held while writing: store and backend then write to generation + 1
@@ -107,7 +115,7 @@ class Index:
     @classmethod
     def create(cls, folder: str | Path, encoder: TextEncoder | None = None, dim: int | None = None,
                settings: IndexSettings = IndexSettings(), overwrite: bool = False,
-               lock_timeout_s: float = 0.0) -> "Index":
+               lock_timeout_s: float = 0.0, load_model: LoadModel | None = None) -> "Index":
         folder = Path(folder)
         if settings.metric not in ("cosine", "ip"):
             raise BertkitError(f"index metric {settings.metric!r} is not one of ['cosine', 'ip']")
@@ -128,18 +136,28 @@ class Index:
         except BaseException:
             lock.release()
             raise
-        return cls(folder, settings, encoder, store, backend, current, lock, lock_timeout_s)
+        return cls(folder, settings, encoder, store, backend, current, lock, lock_timeout_s, load_model)
 
     @classmethod
     def open(cls, folder: str | Path, encoder: TextEncoder | None = None, nprobe: int | None = None,
-             lock_timeout_s: float = 0.0) -> "Index":
-        """Open the last saved generation. Writing to it takes the writer lock, waiting up to lock_timeout_s."""
+             lock_timeout_s: float = 0.0, load_model: LoadModel | None = None) -> "Index":
+        """Open the last saved generation. Writing to it takes the writer lock, waiting up to lock_timeout_s.
+
+        Queries are encoded by `encoder` (a TextEncoder or a loaded model), else by the encoder recorded in the
+        index, whose model folder `load_model` (default: the class's; bertkit.Index: bertkit.load) loads on
+        first use."""
         folder = Path(folder)
+        load_model = load_model or cls.load_model
+        manifest = generations.read_manifest(folder)
+        if encoder is None and manifest.get("encoder") and load_model is None:
+            raise BertkitError(f"{folder}: the index was built with model {manifest['encoder'].get('model')}; "
+                               "open it with bertkit.Index.open, or pass encoder=bertkit.load(folder) or "
+                               "load_model=bertkit.load")
         manifest, store, backend = _open_committed(folder, nprobe)
         if encoder is None and manifest.get("encoder"):
-            encoder = ModelTextEncoder.from_spec(manifest["encoder"])
+            encoder = ModelTextEncoder.from_spec(manifest["encoder"], load_model)
         return cls(folder, IndexSettings(**manifest["settings"]), encoder, store, backend, manifest["generation"],
-                   lock_timeout_s=lock_timeout_s)
+                   lock_timeout_s=lock_timeout_s, load_model=load_model)
 
     def __enter__(self) -> "Index":
         return self

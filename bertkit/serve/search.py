@@ -20,7 +20,7 @@ from typing import Any, Optional
 import numpy as np
 
 from bertkit.errors import BertkitError, TimeLimitExceeded
-from bertkit.search import Index
+from bertkit.api import Index
 
 
 class SearchIndex:

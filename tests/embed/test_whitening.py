@@ -72,7 +72,8 @@ def test_whiten_model_saves_a_folder_whose_vectors_are_whitened(tmp_path, tiny_m
 
 def test_an_index_over_a_whitened_model_encodes_queries_the_same_way(tmp_path, tiny_model_dir, make_sentences):
     import bertkit
-    from bertkit.search import EncoderSpec, Index, ModelTextEncoder
+    from bertkit import Index
+    from bertkit.search import EncoderSpec, ModelTextEncoder
 
     corpus = tmp_path / "corpus.txt"
     texts = make_sentences(64, seed=5)

@@ -243,12 +243,47 @@ def test_create_with_a_loaded_model_saves_and_reopens_with_the_same_vectors(tmp_
     index.add(["a", "b", "c", "d"], texts)
     index.save()
     index.close()
-    again = Index.open(tmp_path / "idx")      # rebuilt from the manifest's spec, not from the Model object
+    again = bertkit.Index.open(tmp_path / "idx")   # rebuilt from the manifest's spec, not from the Model object
     assert again.encoder.spec()["model"] == str(tiny_model_dir.resolve())
     expected = model.encode(texts[2:3])[0]
     np.testing.assert_allclose(again.encoder.encode(texts[2:3])[0], expected, atol=1e-5)
     assert again.search(texts[2], k=1)[0].id == "c"
     again.close()
+
+
+def test_the_search_package_loads_no_model_itself_bertkit_index_does(tmp_path, tiny_model_dir):
+    """Issue 16: bertkit.search sits below the API, so it is given a loaded model or a loader; bertkit.Index is
+    search.Index with bertkit.load built in, and the three ways of opening encode queries identically."""
+    import bertkit
+    from bertkit.search import EncoderSpec, ModelTextEncoder
+
+    texts = ["the cat sat on the mat", "a red apple", "the old king", "blue sky and sea"]
+    index = Index.create(tmp_path / "idx", encoder=bertkit.load(tiny_model_dir))
+    index.add(["a", "b", "c", "d"], texts)
+    index.save()
+    index.close()
+    with pytest.raises(BertkitError) as refused:
+        Index.open(tmp_path / "idx")
+    message = str(refused.value)
+    assert "\n" not in message and str(tiny_model_dir.resolve()) in message
+    assert "bertkit.Index.open" in message and "load_model=bertkit.load" in message
+    expected = bertkit.load(tiny_model_dir).encode(texts)
+    opened = [bertkit.Index.open(tmp_path / "idx"), Index.open(tmp_path / "idx", load_model=bertkit.load),
+              Index.open(tmp_path / "idx", encoder=bertkit.load(tiny_model_dir))]
+    for reader in opened:
+        assert [hit.id for hit in reader.search(texts[1], k=2)][0] == "b"
+        np.testing.assert_allclose(reader.encoder.encode(texts), expected, atol=1e-5)
+        reader.close()
+    assert isinstance(opened[0], Index) and opened[0].encoder._model is not None   # loaded on first query
+    # A spec-only encoder given to the search package without a loader says what to pass when it first encodes;
+    # bertkit.Index fills in bertkit.load, so the documented ModelTextEncoder(EncoderSpec(...)) keeps working.
+    bare = Index.create(tmp_path / "bare", encoder=ModelTextEncoder(EncoderSpec(str(tiny_model_dir))))
+    with pytest.raises(BertkitError, match="pass load_model=bertkit.load"):
+        bare.add(["a"], texts[:1])
+    bare.close()
+    with bertkit.Index.create(tmp_path / "api", encoder=ModelTextEncoder(EncoderSpec(str(tiny_model_dir)))) as built:
+        built.add(["a", "b", "c", "d"], texts)
+        np.testing.assert_allclose(built.encoder.encode(texts), expected, atol=1e-5)
 
 
 def test_an_object_that_cannot_encode_for_an_index_is_refused_in_one_line(tmp_path):

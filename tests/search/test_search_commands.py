@@ -139,7 +139,7 @@ def test_index_build_long_texts_is_recorded_and_used_for_queries(tmp_path, tiny_
     model = bertkit.load(tiny_model_dir)
     windows = model.encode([text], long_texts="sliding-window", stride=16)
     truncated = model.encode([text])
-    recorded = ModelTextEncoder.from_spec(spec).encode([text])
+    recorded = ModelTextEncoder.from_spec(spec, bertkit.load).encode([text])
     np.testing.assert_allclose(recorded, windows, atol=1e-5)
     assert np.abs(windows - truncated).max() > 1e-3
 

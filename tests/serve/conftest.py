@@ -60,7 +60,8 @@ def ner_model_dir(tmp_path_factory, tiny_model_dir) -> Path:
 @pytest.fixture(scope="session")
 def index_dir(tmp_path_factory, tiny_model_dir) -> Path:
     pytest.importorskip("faiss")
-    from bertkit.search import EncoderSpec, Index, ModelTextEncoder
+    from bertkit import Index
+    from bertkit.search import EncoderSpec, ModelTextEncoder
 
     folder = tmp_path_factory.mktemp("index") / "docs"
     index = Index.create(folder, encoder=ModelTextEncoder(EncoderSpec(str(tiny_model_dir))))

@@ -26,7 +26,8 @@ WORDS = "the cat dog sat on mat hello world is".split()
 @pytest.fixture(scope="module")
 def labelled_index(tmp_path_factory, tiny_model_dir) -> Path:
     pytest.importorskip("faiss")
-    from bertkit.search import EncoderSpec, Index, ModelTextEncoder
+    from bertkit import Index
+    from bertkit.search import EncoderSpec, ModelTextEncoder
 
     folder = tmp_path_factory.mktemp("attack") / "index"
     index = Index.create(folder, encoder=ModelTextEncoder(EncoderSpec(str(tiny_model_dir))))

@@ -166,7 +166,8 @@ def test_writers_carry_length_dense_normalization_and_whitening(folders):
 def test_index_over_the_whitened_folder_matches_served_search(folders, tmp_path):
     """An index built offline and queried through the server: the query vector is the index's own."""
     pytest.importorskip("faiss")
-    from bertkit.search import EncoderSpec, Index, ModelTextEncoder
+    from bertkit import Index
+    from bertkit.search import EncoderSpec, ModelTextEncoder
 
     folder = folders("whitened")
     documents = _sentences(12)
