@@ -48,6 +48,8 @@ class ServeConfig:
     precision: Optional[str] = None    # fp32 | bf16 | int8 | auto, as bertkit.load; None: what the folder holds
     pooling: Optional[str] = None      # default pooling of every vector route; None: the model folder's
     layers: Optional[str] = None       # layer strategy or indices, as encode --layers; None: the model folder's
+    max_length: Optional[int] = None   # tokens per text of every vector route, as encode --max-length; None: the
+                                       # folder's max_seq_length (longer texts: 422, or cut with "truncate": true)
 
     def __post_init__(self) -> None:
         if self.pooling is not None and self.pooling not in POOLINGS[:-1]:
@@ -57,6 +59,8 @@ class ServeConfig:
                 object.__setattr__(self, "layers", parse_layers(self.layers))
             except ValueError as error:
                 raise BertkitError(f"serve: {error}") from None
+        if self.max_length is not None and self.max_length < 2:
+            raise BertkitError(f"serve: --max-length {self.max_length} must be >= 2 ([CLS] and [SEP] take two)")
         for name in ("workers", "max_batch_tokens", "max_batch_size", "max_request_texts", "max_request_bytes",
                      "max_queued_texts", "search_k_limit", "max_connections", "max_header_bytes"):
             if getattr(self, name) <= 0:

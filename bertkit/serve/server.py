@@ -32,8 +32,11 @@ def build_service(config: ServeConfig, model: Any = None) -> EmbeddingService:
     name = Path(config.model).name if config.model else "bertkit"
     linear = linear_predictor_of(model)
     if isinstance(model, LinearPredictor):          # TF-IDF: no encoder, so no vectors and no index
-        if config.index or config.pooling or config.layers:
-            flag = "--index" if config.index else "--pooling" if config.pooling else "--layers"
+        asked = [flag for flag, value in (("--index", config.index), ("--pooling", config.pooling),
+                                           ("--layers", config.layers), ("--max-length", config.max_length))
+                 if value is not None and value != ""]
+        if asked:
+            flag = asked[0]
             raise BertkitError(f"{config.model}: {model.refusal()}; it cannot serve {flag}")
         return TfidfService(config, model, name)
     if getattr(model, "tokenizer", None) is None:
@@ -48,6 +51,11 @@ def build_service(config: ServeConfig, model: Any = None) -> EmbeddingService:
                                    f"{flag} {baked!r} inside its graph; serve the PyTorch folder to change it")
     else:
         runner = ModelRunner(model, config.pooling, config.layers)
+    if config.max_length is not None:                # the vector routes' limit; heads keep their position table
+        if config.max_length > runner.position_limit:
+            raise BertkitError(f"serve --max-length {config.max_length}: {config.model} has "
+                               f"{runner.position_limit} positions; lower it")
+        runner.max_length = config.max_length
     service = (LinearService(config, runner, linear, name) if linear is not None
                else EmbeddingService(config, runner, None, model_name=name))
     if config.index:
