@@ -53,7 +53,12 @@ NOT_SERVED = {"prompt/PET", "P-tuning"}     # prompt classifiers predict offline
 # encoder folders whose encode routes no other test runs
 ENCODING = ["RoBERTa-style", "ALBERT", "fine-tuned pair-classification", "fine-tuned regression",
             "fine-tuned multi-label", "fine-tuned ner", "fine-tuned qa", "fine-tuned rerank", "linear-probe",
-            "hybrid", "prompt/PET", "seq2seq", "converted"]
+            "hybrid", "prompt/PET", "seq2seq", "converted", "pre-trained ELECTRA", "ELECTRA generator",
+            "pre-trained SpanBERT (mlm+sbo)", "SimBERT",
+            # found by this walk, not fixed yet: the server's vectors of a pre-trained XLNet folder differ from
+            # load().encode by up to 5e-6 (the CLI's are equal); strict, so the fix turns this test red
+            pytest.param("pre-trained XLNet (plm)", marks=pytest.mark.xfail(
+                strict=True, reason="serve /encode of an XLNet folder differs from Model.encode by ~5e-6"))]
 
 
 def _settings(model) -> dict:
@@ -173,7 +178,7 @@ def test_every_written_file_follows_the_umask(written_folders):
     umask = os.umask(0o022)
     os.umask(umask)
     wanted = 0o666 & ~umask
-    names = sorted({*DERIVED, *PREDICTING, *ENCODING, "index", "ONNX", "whitened", "pre-trained BERT", "GPT-2",
+    names = sorted({*DERIVED, *PREDICTING, *(getattr(e, "values", [e])[0] for e in ENCODING), "index", "ONNX", "whitened", "pre-trained BERT", "GPT-2",
                     "P-tuning", "SimCSE"} - {"sentence-transformers"})
     wrong = []
     for name in names:

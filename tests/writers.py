@@ -101,7 +101,21 @@ def folder_factory(root, tiny_model_dir, make_sentence_transformers_folder, make
         docs = _jsonl(root / "docs.jsonl", [{"id": str(i), "text": t} for i, t in enumerate(texts)])
         _run("index", "build", "--model", str(tiny_model_dir), "--input", docs, "--index", str(out))
 
+    def pretrained(objective: str):   # a 2 x 32 pre-training of `objective` on the corpus (its own vocabulary)
+        return lambda out: _run("pretrain", "--config", "tiny", "--corpus", str(corpus), "--output", str(out),
+                                "--objective", objective, "--max-steps", "2", "--encoder.hidden_size=32",
+                                "--encoder.intermediate_size=64", "--encoder.num_heads=4", "--encoder.num_layers=2",
+                                "--data.max_length=16", "--data.batch_size=8", "--data.heldout_fraction=0",
+                                "--vocab.vocab_size=200", "--train.progress_bar=false")
+
     recipes = {
+        "pre-trained ELECTRA": pretrained("electra"),
+        "ELECTRA generator": lambda out: built("pre-trained ELECTRA") / "generator",
+        "pre-trained SpanBERT (mlm+sbo)": pretrained("mlm+sbo"),
+        "pre-trained XLNet (plm)": pretrained("plm"),
+        "SimBERT": lambda out: _run("finetune", "--task", "simbert", "--model", str(built("pre-trained BERT")),
+                                    "--train", pairs, "--output", str(out), "--epochs", "1", "--batch-size", "8",
+                                    "--max-length", "32", *FAST),
         "pre-trained BERT": lambda out: _run("pretrain", "--config", "tiny", "--corpus",
                                              str(corpus), "--output", str(out), "--model", str(tiny_model_dir),
                                              "--max-steps", "2", "--data.max_length=16", "--data.batch_size=8",
