@@ -35,7 +35,7 @@ from bertkit.finetune.model import FinetuneModel, hf_config_extra, model_from_ch
 from bertkit.finetune.config import TaskOptions
 from bertkit.finetune.tasks import TASKS, build_task, read_examples
 from bertkit.runtime import seed_everything
-from bertkit.train.fit import Job, check_resume, fit, loop_settings
+from bertkit.train.fit import Job, check_required, check_resume, fit, loop_settings
 
 
 class Distillation(nn.Module):
@@ -47,9 +47,7 @@ class Distillation(nn.Module):
 
 
 def run_distill(config: DistillConfig) -> dict:
-    for name in ("teacher", "train", "output"):
-        if not getattr(config, name):
-            raise BertkitError(f"distill needs --{name}")
+    check_required(config, "distill", ("teacher", "train", "output"))
     check_resume(config.resume, config.output)
     seed_everything(config.seed)
     teacher_ckpt = load_checkpoint(config.teacher)

@@ -30,7 +30,7 @@ from bertkit.model.sentence import SentenceEncoder, SentencePipeline
 from bertkit.runtime import seed_everything
 from bertkit.tokenizer.padding import pad_to_tensors
 from bertkit.train import IndexedBatches
-from bertkit.train.fit import Job, check_resume, fit, loop_settings
+from bertkit.train.fit import Job, check_required, check_resume, fit, loop_settings
 
 def contrastive_loss(anchors: torch.Tensor, candidates: torch.Tensor, temperature: float) -> torch.Tensor:
     """InfoNCE: anchors (B, C) against candidates (M >= B, C); anchor i's positive is candidate i."""
@@ -88,9 +88,7 @@ def embed(net: SentenceEncoder, tokenizer, texts: list[str], max_length: int, ba
 
 def run_simcse(config: SimCSEConfig):
     """Train and save to config.output; returns the loop's TrainResult."""
-    for name in ("model", "train", "output"):
-        if not getattr(config, name):
-            raise BertkitError(f"simcse needs --{name}")
+    check_required(config, "simcse")
     if config.batch_size < 2:
         raise BertkitError("--batch-size must be >= 2: the other sentences of a batch are the negatives")
     check_resume(config.resume, config.output)

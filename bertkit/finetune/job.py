@@ -38,7 +38,7 @@ from bertkit.finetune.config import FinetuneConfig
 from bertkit.finetune.tasks import TASKS, build_task, check_training_labels, label_names_from, read_examples
 from bertkit.runtime import fast_bf16, pick_device, seed_everything
 from bertkit.tokenizer.coverage import texts_of, warn_unknown
-from bertkit.train.fit import Job, JobResult, check_resume, fit, loop_settings
+from bertkit.train.fit import Job, JobResult, check_required, check_resume, fit, loop_settings
 from bertkit.train.loop import say
 from bertkit.train.saved_score import METRICS_FILE, dev_fingerprint, saved_score
 
@@ -46,9 +46,7 @@ FinetuneResult = JobResult      # what every fine-tuning job returns (train/fit.
 
 
 def run_finetune(config: FinetuneConfig) -> FinetuneResult:
-    for name in ("model", "train", "output"):
-        if not getattr(config, name):
-            raise BertkitError(f"finetune needs --{name}")
+    check_required(config, "finetune")
     if config.method != "finetune":
         return _linear_method(config)
     seed_everything(config.seed)

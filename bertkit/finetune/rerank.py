@@ -32,7 +32,7 @@ from bertkit.runtime import seed_everything
 from bertkit.tokenizer.coverage import warn_unknown
 from bertkit.tokenizer.padding import pad_to_tensors
 from bertkit.train import IndexedBatches
-from bertkit.train.fit import Job, JobResult, check_resume, fit, loop_settings
+from bertkit.train.fit import Job, JobResult, check_required, check_resume, fit, loop_settings
 from bertkit.train.saved_score import METRICS_FILE
 
 TASK = "rerank"
@@ -118,9 +118,7 @@ def evaluate_ranking(net: FinetuneModel, tokenizer, triples: list[Triple], confi
 
 
 def run_rerank_finetune(config: RerankConfig) -> JobResult:
-    for name in ("model", "train", "output"):
-        if not getattr(config, name):
-            raise BertkitError(f"finetune --task rerank needs --{name}")
+    check_required(config, "finetune --task rerank")
     if config.negatives < 0 or config.in_batch_negatives < 0:
         raise BertkitError("--negatives and --in-batch-negatives must be >= 0")
     check_resume(config.resume, config.output)

@@ -88,6 +88,13 @@ def run_folder(output: str | Path) -> Path:
     return Path(output) / RUN_DIR
 
 
+def check_required(config: Any, command: str, names: tuple[str, ...] = ("model", "train", "output")) -> None:
+    """A one-line error naming the first of `names` the job config lacks, as `command` spells its flag."""
+    for name in names:
+        if not getattr(config, name):
+            raise BertkitError(f"{command} needs --{name}")
+
+
 def check_resume(resume: bool, output: str | Path) -> None:
     """--resume without a saved state: a one-line error, before the job reads data or builds a model."""
     saved = state_path(run_folder(output))

@@ -26,7 +26,7 @@ from bertkit.runtime import pick_device, seed_everything
 from bertkit.tokenizer.coverage import warn_unknown
 from bertkit.tokenizer.spacing import tidy_spacing
 from bertkit.train import IndexedBatches
-from bertkit.train.fit import Job, JobResult, check_resume, fit, loop_settings
+from bertkit.train.fit import Job, JobResult, check_required, check_resume, fit, loop_settings
 from bertkit.train.saved_score import METRICS_FILE
 
 TASK = "seq2seq"
@@ -75,9 +75,7 @@ def evaluate_pairs(model: Seq2SeqLM, tokenizer, pairs: Sequence[Pair], max_lengt
 
 
 def run_seq2seq_finetune(config: Seq2SeqConfig) -> JobResult:
-    for name in ("model", "train", "output"):
-        if not getattr(config, name):
-            raise BertkitError(f"finetune --task seq2seq needs --{name}")
+    check_required(config, "finetune --task seq2seq")
     if config.epochs < 1:
         raise BertkitError(f"--epochs must be >= 1 for --task seq2seq, got {config.epochs}")
     check_resume(config.resume, config.output)

@@ -41,7 +41,7 @@ from bertkit.model.sentence import SentenceEncoder, SentencePipeline
 from bertkit.runtime import pick_device, seed_everything
 from bertkit.tokenizer.spacing import tidy_spacing
 from bertkit.train import IndexedBatches
-from bertkit.train.fit import Job, JobResult, check_resume, fit, loop_settings
+from bertkit.train.fit import Job, JobResult, check_required, check_resume, fit, loop_settings
 from bertkit.train.saved_score import METRICS_FILE
 
 TASK = "simbert"
@@ -164,9 +164,7 @@ def true_ranks(queries: np.ndarray, corpus: np.ndarray) -> np.ndarray:
 
 
 def run_simbert_finetune(config: SimBertConfig) -> JobResult:
-    for name in ("model", "train", "output"):
-        if not getattr(config, name):
-            raise BertkitError(f"finetune --task simbert needs --{name}")
+    check_required(config, "finetune --task simbert")
     if config.epochs < 1:
         raise BertkitError(f"--epochs must be >= 1 for --task simbert, got {config.epochs}")
     if config.batch_size < 2:
