@@ -20,6 +20,7 @@ from bertkit.model.electra import ElectraPretrainingModel, generator_config
 from bertkit.model.encoder import Encoder
 from bertkit.pretrain.masking import IGNORE_INDEX, MaskingConfig
 from bertkit.pretrain.objectives.base import Batch, Objective, SaveContext
+from bertkit.pretrain.objectives.mlm import token_loss
 
 GENERATOR_DIR = "generator"
 _WEIGHT = {"mlm_loss": "predicted", "mlm_accuracy": "predicted"}   # held-out means: per masked token
@@ -29,21 +30,19 @@ MASK_FRACTION = 0.85          # of the chosen tokens -> [MASK]; the rest stay (E
 def electra_loss(model: ElectraPretrainingModel, batch: Batch, discriminator_weight: float,
                  rng: torch.Generator | None = None) -> tuple[torch.Tensor, dict[str, float]]:
     """Generator MLM cross-entropy over the masked tokens + weight x discriminator binary cross-entropy over every
-    real token ([CLS] and [SEP] included, padding not), both means over the local batch."""
+    real token ([CLS] and [SEP] included, padding not); the MLM term normalized like every MLM objective's
+    (token_loss), the discriminator's a mean over the local batch."""
     labels, attention = batch["labels"], batch["attention_mask"]
     masked = labels != IGNORE_INDEX                                             # (B, T)
     original = torch.where(masked, labels, batch["input_ids"])                  # (B, T)
     out = model(batch["input_ids"], original, masked, attention, batch["token_type_ids"], rng)
     targets = labels[masked]                                                    # (N,)
-    mlm = F.cross_entropy(out.generator_logits.float(), targets) if targets.numel() else \
-        out.generator_logits.sum() * 0.0
+    mlm, mlm_mean, mlm_accuracy = token_loss(out.generator_logits, targets)
     real = attention.bool()
     logits, replaced = out.discriminator_logits.float()[real], out.replaced[real].float()   # (R,)
     rtd = F.binary_cross_entropy_with_logits(logits, replaced)
     loss = mlm + discriminator_weight * rtd
-    metrics = {"mlm_loss": float(mlm.detach()),
-               "mlm_accuracy": float((out.generator_logits.argmax(-1) == targets).float().mean())
-               if targets.numel() else 0.0,
+    metrics = {"mlm_loss": mlm_mean, "mlm_accuracy": mlm_accuracy,
                "rtd_loss": float(rtd.detach()),
                "rtd_accuracy": float(((logits > 0).float() == replaced).float().mean()),
                "replaced": float(replaced.mean()),

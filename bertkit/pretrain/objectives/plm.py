@@ -10,7 +10,6 @@ from __future__ import annotations
 from typing import Optional
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from bertkit.checkpoints import save_checkpoint
@@ -20,6 +19,7 @@ from bertkit.model.permutation import PAPER_K, permutation_targets
 from bertkit.model.xlnet import XLNetConfig, XLNetModel
 from bertkit.pretrain.masking import IGNORE_INDEX, MaskingConfig
 from bertkit.pretrain.objectives.base import Batch, Objective, SaveContext
+from bertkit.pretrain.objectives.mlm import token_loss
 
 
 class PermutationLMModel(nn.Module):
@@ -53,9 +53,8 @@ def plm_loss(model: PermutationLMModel, batch: Batch,
     original = torch.where(labels != IGNORE_INDEX, labels, batch["input_ids"])   # nothing masked (rate 0)
     logits, ids = model(original, batch["attention_mask"], batch["token_type_ids"], rng)
     real = ids != IGNORE_INDEX
-    loss = F.cross_entropy(logits[real].float(), ids[real])
-    accuracy = float((logits[real].argmax(-1) == ids[real]).float().mean())
-    return loss, {"plm_loss": float(loss.detach()), "plm_accuracy": accuracy, "targets": float(real.sum()),
+    loss, mean, accuracy = token_loss(logits[real], ids[real])
+    return loss, {"plm_loss": mean, "plm_accuracy": accuracy, "targets": float(real.sum()),
                   "tokens": float(batch["attention_mask"].sum())}
 
 
