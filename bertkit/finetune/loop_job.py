@@ -3,11 +3,12 @@ fields `bertkit finetune` sets for every task and the MLM-head check (the run re
 train/fit.py's)."""
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, Optional
 
+from bertkit.checkpoints.io import META_FILE
+from bertkit.checkpoints.json_files import read_json
 from bertkit.errors import BertkitError, CheckpointError
 
 
@@ -66,11 +67,10 @@ def mlm_head_of(checkpoint, use: str):
 
 def saved_task(folder) -> Optional[str]:
     """The task bertkit.json records for a model folder (None when there is none), without loading weights."""
-    path = Path(folder) / "bertkit.json"
+    path = Path(folder) / META_FILE
     if not path.is_file():
         return None
     try:
-        meta = json.loads(path.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError):
+        return read_json(path).get("task")
+    except CheckpointError:
         return None   # load_checkpoint reports the broken file
-    return meta.get("task") if isinstance(meta, dict) else None

@@ -36,7 +36,7 @@ from bertkit.runtime import distributed_env
 from bertkit.train import distributed as dist_
 from bertkit.train.batches import BatchSource
 from bertkit.train.checkpointing import state_path
-from bertkit.train.loop import LossFn, TrainConfig, TrainResult, say, train
+from bertkit.train.loop import LossFn, TrainConfig, TrainResult, greater_is_better, say, train
 from bertkit.train.saved_score import METRICS_FILE, read_saved_metrics
 
 RUN_DIR = "run"
@@ -147,7 +147,7 @@ def fit(job: Job, train_config: TrainConfig, output: str | Path, config: Any) ->
                   "train_seconds": result.elapsed_s, "wall_seconds": wall, "epochs": epochs, "steps": result.steps,
                   "stop_reason": stop_reason, **job.record}
         if kept:
-            best_of = min if "loss" in job.metric else max       # the loop's greater_is_better rule
+            best_of = max if greater_is_better(train_config) is not False else min
             ours = best_of((e[job.metric] for e in evaluations if job.metric in e), default=None)
             say(f"kept the model already in {output} ({job.metric} {job.best_to_beat:.4g}); the best of this run"
                 f"{f', {ours:.4g},' if ours is not None else ''} did not beat it")

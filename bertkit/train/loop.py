@@ -87,6 +87,13 @@ class TrainResult:
     rollbacks: int = 0
 
 
+def greater_is_better(config: TrainConfig) -> Optional[bool]:
+    """Whether a higher config.metric_for_best is better: as set, else False for names containing "loss"."""
+    if config.greater_is_better is not None or not config.metric_for_best:
+        return config.greater_is_better
+    return "loss" not in config.metric_for_best
+
+
 def say(message: str) -> None:
     if not quiet():
         tqdm.write(f"bertkit: {message}", file=sys.stderr)
@@ -123,9 +130,7 @@ def train(model: nn.Module, loss_fn: LossFn, batches: BatchSource, config: Train
                         config.warmup_ratio, config.warmup_steps)
     out = Path(config.output_dir) if config.output_dir else None
     ckpt = state_path(out) if out else None
-    greater = config.greater_is_better
-    if greater is None and config.metric_for_best:
-        greater = "loss" not in config.metric_for_best
+    greater = greater_is_better(config)
     run = {"epoch": 0, "best": config.best_to_beat, "best_eval": {}, "bad_evals": 0, "rollbacks": 0}
     saved_at = [-1]                                       # the step of the last checkpoint
 
