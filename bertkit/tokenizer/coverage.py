@@ -20,7 +20,7 @@ from typing import Any, Optional, Sequence
 from bertkit.errors import BertkitWarning
 
 UNKNOWN_WARN_RATE = 0.05
-SAMPLE_TEXTS = 2000        # texts tokenized to measure the rate when the caller has no ids at hand
+SAMPLE_TEXTS = 2000        # texts the rate is measured on (tokenized here when the caller has no ids at hand)
 EXAMPLE_TEXTS = 200        # texts searched for examples of unknown words once the rate is over the line
 _WARNED: "weakref.WeakSet" = weakref.WeakSet()    # one warning per loaded tokenizer, not one per batch
 
@@ -65,7 +65,7 @@ def measure_coverage(tokenizer, texts: Sequence[str], rows: Optional[Sequence[Se
     if rows is None:
         sample = texts[:SAMPLE_TEXTS]
         rows = [e.ids for e in tokenizer.backend.encode_batch(sample, add_special_tokens=False)] if sample else []
-    rate = unknown_rate(tokenizer, rows)
+    rate = unknown_rate(tokenizer, rows[:SAMPLE_TEXTS])   # a sample either way: the count is a Python loop
     if rate <= UNKNOWN_WARN_RATE:
         return Coverage(rate, (), "")
     spans = _unknown_spans(tokenizer, texts[:EXAMPLE_TEXTS])
