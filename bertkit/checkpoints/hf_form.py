@@ -22,7 +22,7 @@ from bertkit.checkpoints.hf_names import (BERT_NAMES, ROBERTA_NAMES, TIED_DECODE
                                           roberta_classifier_to_hf)
 from bertkit.errors import CheckpointError
 from bertkit.model.config import EncoderConfig
-from bertkit.model.head_registry import HEAD_ORDER, HEADS
+from bertkit.model.head_registry import HEADS, head_keys as ordered_head_keys
 
 # Classes built on a model without its pooler (add_pooling_layer=False): they compute the same with or without one.
 _NO_POOLER = {(key,) for key, kind in HEADS.items() if kind.reads == "tokens"}
@@ -42,7 +42,7 @@ class HfForm:
 
 
 def head_keys_of(heads: dict[str, Any]) -> tuple[str, ...]:
-    keys = tuple(sorted(heads, key=HEAD_ORDER.index))
+    keys = ordered_head_keys(heads)
     if keys not in hf.ARCHITECTURES:
         raise CheckpointError(f"cannot save heads {keys} together; HF has no class with that combination")
     return keys

@@ -28,7 +28,7 @@ from bertkit.checkpoints.weights import INDEX_FILES, INT8_WEIGHTS_FILE, WEIGHT_F
 from bertkit.errors import BertkitWarning, CheckpointError
 from bertkit.model.config import EncoderConfig
 from bertkit.model.encoder import Encoder
-from bertkit.model.head_registry import HEAD_ORDER
+from bertkit.model.head_registry import head_keys as ordered_head_keys
 from bertkit.model.precision import apply_precision, has_int8, shape_int8
 from bertkit.model.sentence import SentencePipeline
 from bertkit.model.xlnet import XLNetConfig, XLNetModel
@@ -276,10 +276,7 @@ def save_folder(folder: str | os.PathLike, write: Callable[[Path], None], never_
 
 def _family_folder(family, encoder, heads: dict[str, nn.Module], meta: dict[str, Any] | None):
     """(config.json, weights, bertkit.json entries, form) of an ELECTRA or XLNet folder, from its module."""
-    unknown = sorted(set(heads) - set(HEAD_ORDER))
-    if unknown:
-        raise CheckpointError(f"unknown head {unknown[0]!r}; heads are {', '.join(HEAD_ORDER)}")
-    head_keys = tuple(sorted(heads, key=HEAD_ORDER.index))
+    head_keys = ordered_head_keys(heads)
     config = encoder.config
     hf_config = family.folder_config(config, head_keys)
     state = family.state_to_hf(encoder, heads)

@@ -15,6 +15,7 @@ from typing import Callable, Literal
 import torch
 from torch import nn
 
+from bertkit.errors import CheckpointError
 from bertkit.model.heads import (AnyConfig, MaskedLMHead, QuestionAnsweringHead, ReplacedTokenHead,
                                  SentencePairHead, TiedLMHead, TokenClassificationHead, sequence_classification_head)
 
@@ -47,6 +48,14 @@ HEADS: dict[str, HeadKind] = {
     "qa": HeadKind("tokens", False, lambda config, n: QuestionAnsweringHead(config), "extractive QA start/end"),
 }
 HEAD_ORDER: tuple[str, ...] = tuple(HEADS)
+
+
+def head_keys(heads) -> tuple[str, ...]:
+    """The keys of `heads` in HEAD_ORDER (the order folders list them); CheckpointError naming an unknown one."""
+    unknown = sorted(set(heads) - set(HEADS))
+    if unknown:
+        raise CheckpointError(f"unknown head {unknown[0]!r}; heads are {', '.join(HEADS)}")
+    return tuple(sorted(heads, key=HEAD_ORDER.index))
 
 
 def labels_in(state: dict[str, torch.Tensor]) -> int:

@@ -64,3 +64,16 @@ def test_a_new_head_saves_and_loads_as_its_registered_kind(task, finetune_model_
         torch.testing.assert_close(a, b)
     task_object = build_task(task, checkpoint.tokenizer, labels, TaskOptions(max_length=16))
     assert task_object.task == task
+
+
+def test_an_unknown_head_is_one_checkpoint_error_for_every_family(tmp_path):
+    """BERT folders raised a bare ValueError from HEAD_ORDER.index; ELECTRA named the head. One check for all."""
+    from bertkit.errors import CheckpointError
+    from bertkit.model.config import EncoderConfig
+    from bertkit.model.encoder import Encoder
+    for family in ("bert", "electra"):
+        config = EncoderConfig(vocab_size=30, hidden_size=16, num_layers=1, num_heads=2, intermediate_size=32,
+                               max_position_embeddings=16, family=family,
+                               use_pooler=family == "bert")
+        with pytest.raises(CheckpointError, match="unknown head 'nonsense'; heads are mlm"):
+            save_checkpoint(tmp_path / family, Encoder(config), None, heads={"nonsense": torch.nn.Linear(2, 2)})
