@@ -2,29 +2,29 @@
 corpus unless given) -> one token stream of whole documents -> fixed-length blocks -> the shared training
 loop with next-token loss -> an HF GPT-2 folder that `bertkit generate` and transformers.GPT2LMHeadModel load.
 
-The output folder is both the run folder (log.jsonl, loss.png, checkpoint/, pretrain_config.json) and the
-model folder (config.json, model.safetensors, vocab.json, merges.txt, tokenizer.json), as for BERT.
+A recipe for train/fit.py's fit, as BERT pre-training: the output folder is the model folder (config.json,
+model.safetensors, vocab.json, merges.txt, tokenizer.json), saved with every training state, beside fit's run
+record (run/: config.effective.json, versions.json, log.jsonl, loss.png, checkpoint/ until the run finishes)
+and metrics.json.
 """
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional, Sequence
 
 import numpy as np
-import torch
 
 from bertkit.checkpoints.gpt2 import load_gpt2, save_gpt2
-from bertkit.config import save_config
 from bertkit.errors import BertkitError
-from bertkit.model.causal_lm import CausalLM, gpt_config
-from bertkit.generate.pretrain import (GPTDataConfig, split_documents, tokenize_documents, train_causal_lm,
-                                       unigram_perplexity)
+from bertkit.model.causal_lm import CausalLM, causal_lm_loss, gpt_config
+from bertkit.generate.pretrain import (GPTDataConfig, block_batches, heldout_evaluation, split_documents,
+                                       tokenize_documents, unigram_perplexity)
 from bertkit.runtime import init_distributed, pick_device, seed_everything
 from bertkit.tokenizer.bpe import BPETokenizer, train_bpe
 from bertkit.train import TrainConfig, TrainResult
 from bertkit.train import distributed as dist_
+from bertkit.train.fit import Job, check_resume, fit
 
 TOKENIZER_DIR = "tokenizer"
 
@@ -64,11 +64,6 @@ class GPTPretrainResult:
     unigram_perplexity: Optional[float]   # the baseline on the same held-out targets
 
 
-def _barrier() -> None:
-    if dist_.is_distributed():
-        torch.distributed.barrier()
-
-
 def _tokenizer(config: GPTPretrainConfig, corpus: Sequence[str], output: Path, vocab: Optional[str], init_tokenizer):
     if vocab is not None:
         given = BPETokenizer.from_folder(vocab)
@@ -83,7 +78,7 @@ def _tokenizer(config: GPTPretrainConfig, corpus: Sequence[str], output: Path, v
         if dist_.rank() == 0:   # train once, share through the run folder (also what --resume reuses)
             train_bpe(list(corpus), vocab_size=config.vocab.vocab_size,
                       min_frequency=config.vocab.min_frequency).save(saved)
-        _barrier()
+        dist_.barrier()
     return BPETokenizer.from_folder(saved)
 
 
@@ -117,12 +112,8 @@ def run_gpt_pretraining(config: GPTPretrainConfig, corpus: Sequence[str], output
     """Pre-train a GPT (or continue pre-training the GPT-2 folder `init`) on `corpus`; the model folder is
     `output` itself, saved at every checkpoint and at the end."""
     output = Path(output)
-    train_config = dataclasses.replace(config.train, output_dir=str(output))
-    init_distributed(pick_device(train_config.device))
-    if dist_.rank() == 0:
-        output.mkdir(parents=True, exist_ok=True)
-        save_config(config, output, "pretrain_config.json")
-    _barrier()
+    check_resume(config.train.resume, output)
+    init_distributed(pick_device(config.train.device))
     checkpoint = load_gpt2(init) if init is not None else None
     check_shape(config, checkpoint.config.max_position_embeddings if checkpoint else None)
     if checkpoint is not None and checkpoint.tokenizer is None:
@@ -130,7 +121,7 @@ def run_gpt_pretraining(config: GPTPretrainConfig, corpus: Sequence[str], output
                            "merges.txt) to keep")
     tokenizer = _tokenizer(config, corpus, output, vocab, checkpoint.tokenizer if checkpoint else None)
     docs = tokenize_documents(tokenizer, corpus, config.data.max_documents)
-    seed = train_config.seed
+    seed = config.train.seed
     if config.data.heldout_fraction > 0:
         train_stream, heldout_stream = split_documents(docs, config.data.heldout_fraction, seed)
     else:
@@ -149,12 +140,14 @@ def run_gpt_pretraining(config: GPTPretrainConfig, corpus: Sequence[str], output
         raise BertkitError(f"the tokenizer has {tokenizer.vocab_size} tokens but the model only "
                            f"{model.config.vocab_size}; vocabulary and weights do not match")
 
-    def save_model(m: CausalLM, step: int) -> None:
+    def save_model(m: CausalLM, saved: dict) -> None:
         save_gpt2(output, m, tokenizer)
 
-    data = dataclasses.replace(config.data, block_size=block)
-    result = train_causal_lm(model, train_stream, heldout_stream, data, train_config, on_checkpoint=save_model)
-    unigram = None
+    batches = block_batches(train_stream, block, config.data.batch_size, seed=seed)
+    unigram = None   # the baseline beside the held-out perplexity, also in metrics.json
     if heldout_stream is not None:
         unigram = unigram_perplexity(train_stream, heldout_stream, block, tokenizer.vocab_size)
+    job = Job(model, causal_lm_loss, batches, save_model, heldout_evaluation(heldout_stream, config.data),
+              save_with_state=True, record={"unigram_perplexity": unigram})
+    result = fit(job, config.train, output, config).loop
     return GPTPretrainResult(output, result, unigram)
