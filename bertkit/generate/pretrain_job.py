@@ -17,7 +17,7 @@ import numpy as np
 
 from bertkit.checkpoints.gpt2 import load_gpt2, save_gpt2
 from bertkit.errors import BertkitError
-from bertkit.model.causal_lm import CausalLM, causal_lm_loss, gpt_config
+from bertkit.model.causal_lm import CausalLM, GPTEncoderConfig, causal_lm_loss
 from bertkit.generate.pretrain import (GPTDataConfig, block_batches, heldout_evaluation, split_documents,
                                        tokenize_documents, unigram_perplexity)
 from bertkit.runtime import init_distributed, pick_device, seed_everything
@@ -27,17 +27,6 @@ from bertkit.train import distributed as dist_
 from bertkit.train.fit import Job, check_resume, fit
 
 TOKENIZER_DIR = "tokenizer"
-
-
-@dataclass
-class GPTEncoderConfig:
-    """The GPT-2 shape; everything else (pre-LN, learned positions, tied head) is fixed by gpt_config."""
-    hidden_size: int = 768
-    num_layers: int = 12
-    num_heads: int = 12
-    max_position_embeddings: int = 1024
-    intermediate_size: Optional[int] = None   # None: 4 x hidden_size, as GPT-2
-    dropout: float = 0.1                      # GPT-2's resid/embd/attn dropout
 
 
 @dataclass
@@ -100,11 +89,7 @@ def check_shape(config: GPTPretrainConfig, init_positions: Optional[int]) -> Non
 def _model(config: GPTPretrainConfig, vocab_size: int, init_model: Optional[CausalLM]) -> CausalLM:
     if init_model is not None:
         return init_model
-    shape = config.encoder
-    return CausalLM(gpt_config(vocab_size=vocab_size, hidden_size=shape.hidden_size, num_layers=shape.num_layers,
-                               num_heads=shape.num_heads, max_position_embeddings=shape.max_position_embeddings,
-                               intermediate_size=shape.intermediate_size, hidden_dropout=shape.dropout,
-                               attention_dropout=shape.dropout))
+    return CausalLM(config.encoder.encoder_config(vocab_size))
 
 
 def run_gpt_pretraining(config: GPTPretrainConfig, corpus: Sequence[str], output: str | Path,
