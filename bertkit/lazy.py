@@ -9,9 +9,12 @@ from typing import Any, Callable
 
 def lazy_exports(package: str, names: dict[str, str]) -> Callable[[str], Any]:
     """The module-level `__getattr__` of `package`: `names` maps each exported name to the module that defines it,
-    relative to the package ("job", "objectives.mlm")."""
+    relative to the package ("job", "objectives.mlm") or, for a name re-exported from another package, absolute
+    ("bertkit.model.causal_lm")."""
     def __getattr__(name: str) -> Any:
         if name not in names:
             raise AttributeError(f"module {package!r} has no attribute {name!r}")
-        return getattr(importlib.import_module(f"{package}.{names[name]}"), name)
+        module = names[name]
+        return getattr(importlib.import_module(module if module.startswith("bertkit.") else f"{package}.{module}"),
+                       name)
     return __getattr__
