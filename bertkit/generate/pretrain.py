@@ -8,7 +8,6 @@ token after the first is a next-token target exactly once. Training runs on the 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Optional, Sequence
 
@@ -18,6 +17,7 @@ import torch.nn.functional as F
 
 from bertkit.data.corpus import iter_documents
 from bertkit.errors import BertkitError
+from bertkit.generate.pretrain_config import GPTDataConfig
 from bertkit.model.causal_lm import CausalLM, causal_lm_loss
 from bertkit.train import IndexedBatches, TrainConfig, TrainResult, train
 
@@ -97,15 +97,6 @@ def unigram_perplexity(train_stream: np.ndarray, stream: np.ndarray, block_size:
     log_probs = np.log(counts / counts.sum())
     targets = blocks(stream, block_size)[:, 1:].reshape(-1).numpy()
     return math.exp(-float(log_probs[targets].mean()))
-
-
-@dataclass
-class GPTDataConfig:
-    block_size: int = 128                 # tokens per training row (<= encoder.max_position_embeddings)
-    batch_size: int = 16                  # rows per process and micro-step
-    eval_batch_size: int = 32
-    heldout_fraction: float = 0.01        # whole documents kept out for held-out perplexity
-    max_documents: Optional[int] = None   # read only the first N documents of the corpus
 
 
 def heldout_evaluation(heldout_stream: Optional[np.ndarray], data: GPTDataConfig

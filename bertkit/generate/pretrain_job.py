@@ -9,7 +9,7 @@ and metrics.json.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional, Sequence
 
@@ -17,33 +17,17 @@ import numpy as np
 
 from bertkit.checkpoints.gpt2 import load_gpt2, save_gpt2
 from bertkit.errors import BertkitError
-from bertkit.model.causal_lm import CausalLM, GPTEncoderConfig, causal_lm_loss
-from bertkit.generate.pretrain import (GPTDataConfig, block_batches, heldout_evaluation, split_documents,
+from bertkit.model.causal_lm import CausalLM, causal_lm_loss
+from bertkit.generate.pretrain_config import GPTPretrainConfig
+from bertkit.generate.pretrain import (block_batches, heldout_evaluation, split_documents,
                                        tokenize_documents, unigram_perplexity)
 from bertkit.runtime import init_distributed, pick_device, seed_everything
 from bertkit.tokenizer.bpe import BPETokenizer, train_bpe
-from bertkit.train import TrainConfig, TrainResult
+from bertkit.train import TrainResult
 from bertkit.train import distributed as dist_
 from bertkit.train.fit import Job, check_resume, fit
 
 TOKENIZER_DIR = "tokenizer"
-
-
-@dataclass
-class GPTVocabConfig:
-    vocab_size: int = 50257               # when a byte-level BPE vocabulary is trained on the corpus
-    min_frequency: int = 2
-
-
-@dataclass
-class GPTPretrainConfig:
-    encoder: GPTEncoderConfig = field(default_factory=GPTEncoderConfig)
-    data: GPTDataConfig = field(default_factory=GPTDataConfig)
-    vocab: GPTVocabConfig = field(default_factory=GPTVocabConfig)
-    # GPT-2 / GPT-3 optimizer settings: weight decay 0.1, beta2 0.95.
-    train: TrainConfig = field(default_factory=lambda: TrainConfig(
-        lr=6e-4, warmup_ratio=0.05, schedule="cosine", weight_decay=0.1, adam_beta2=0.95, max_steps=10000,
-        save_every=1000, eval_every=1000))
 
 
 @dataclass
