@@ -23,6 +23,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from machine import cpu_description  # noqa: E402
 
+from bertkit.train.fit import RUN_DIR  # noqa: E402
+
 DATA = Path("../shared/data")
 LANGUAGES = {"en": ("tiny", "en_corpus.txt.gz", "bbc"), "zh": ("tiny-zh", "zh_corpus.txt.gz", "chnsenticorp_like")}
 OBJECTIVES = ("electra", "mlm")
@@ -106,7 +108,7 @@ def main() -> int:
             results[f"{lang}-{model}"] = {**metrics, "pretrain_steps": steps}
             print(f"| {lang} / {task} | {model} | {steps} | {metrics['accuracy']:.4f} | {metrics['macro_f1']:.4f} |")
     for lang in args.languages:
-        print(rtd_summary(lang, pretrained[f"{lang}-electra"], work / f"{lang}-electra" / "log.jsonl"))
+        print(rtd_summary(lang, pretrained[f"{lang}-electra"], work / f"{lang}-electra" / RUN_DIR / "log.jsonl"))
     print(json.dumps(results))
     return 0
 
