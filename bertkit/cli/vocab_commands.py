@@ -1,4 +1,5 @@
-"""`bertkit vocab train`: a thin shell over bertkit.tokenizer.train_wordpiece."""
+"""`bertkit vocab train` / `bertkit vocab extend`: thin shells over bertkit.tokenizer.train_wordpiece and
+bertkit.pretrain.extend_vocab."""
 from __future__ import annotations
 
 import argparse
@@ -30,6 +31,21 @@ def register(subparsers) -> None:
                    help="most single characters kept (default: max(1000, vocab-size / 4))")
     p.add_argument("--encoding", default="utf-8", help="input file encoding, e.g. gb18030")
     p.set_defaults(func=run_train)
+    e = actions.add_parser("extend", help="add a corpus's [UNK] characters (e.g. CJK) to a model's vocab",
+                           description="Append the characters of a corpus that the model's WordPiece vocab maps to "
+                                       "[UNK] (CJK characters for an English vocab) as new tokens, with new embedding "
+                                       "rows (the mean of the existing ones), and write the model to --output. Old "
+                                       "ids and weights are unchanged; continue MLM pre-training (`bertkit pretrain "
+                                       "--model OUTPUT --corpus FILE`) so the new rows learn.")
+    e.add_argument("--model", required=True, metavar="DIR", help="model folder with a WordPiece vocab")
+    e.add_argument("--corpus", required=True, nargs="+", metavar="FILE", help="text files (UTF-8, .gz accepted)")
+    e.add_argument("--output", required=True, metavar="DIR", help="folder to write the extended model into")
+    e.add_argument("--min-count", type=int, default=2,
+                   help="add a character seen at least this often (default 2: a one-off stays [UNK])")
+    e.add_argument("--init", choices=("mean", "unk"), default="mean",
+                   help="new embedding rows: the mean of the existing rows (default) or copies of [UNK]'s")
+    e.add_argument("--encoding", default="utf-8", help="corpus encoding, e.g. gb18030")
+    e.set_defaults(func=run_extend)
 
 
 def run_train(args: argparse.Namespace) -> int:
@@ -44,4 +60,18 @@ def run_train(args: argparse.Namespace) -> int:
     casing = "uncased" if tokenizer.lowercase else "cased"
     print(f"trained a WordPiece vocab ({casing}) of {tokenizer.vocab_size} tokens on {len(args.corpus)} file(s) "
           f"-> {args.output} (vocab.txt, tokenizer.json, tokenizer_config.json)", file=sys.stderr)
+    return 0
+
+
+def run_extend(args: argparse.Namespace) -> int:
+    from bertkit.pretrain.extend_vocab import corpus_text, extend_vocab
+
+    if args.min_count < 1:
+        raise BertkitError(f"vocab extend: --min-count {args.min_count} must be at least 1")
+    result = extend_vocab(args.model, corpus_text(args.corpus, args.encoding), args.output, args.min_count, args.init)
+    shown = "".join(result.added[:20]) + (" ..." if len(result.added) > 20 else "")
+    print(f"added {len(result.added)} tokens ({result.old_size} -> {result.new_size}): {shown}; [UNK] share of the "
+          f"corpus's characters {result.unknown_before:.1%} -> {result.unknown_after:.1%} -> {args.output}. "
+          f"Continue MLM pre-training so the new rows learn: bertkit pretrain --model {args.output} --corpus ...",
+          file=sys.stderr)
     return 0

@@ -17,6 +17,13 @@ SPREAD_SHARE = 0.75           # ...while the same number of gold classes holds a
 MACRO_F1_GAP = 0.15           # macro-F1 this far under the baseline's counts as collapse too
 ADVICE = ("try --method hybrid (TF-IDF stacked with the model's vectors: minutes on a CPU), more epochs "
           "(--epochs 6) or a higher learning rate (--lr 1e-4)")
+# What to try differs by what lost: a hybrid that loses already holds TF-IDF, so "try --method hybrid" is no advice
+ADVICE_FOR = {
+    "linear-probe": "try --method hybrid (TF-IDF stacked with the model's vectors) or fine-tuning (--method finetune)",
+    "hybrid": ("the model's part adds little that TF-IDF lacks here: pass a model fine-tuned on these labels as "
+               "--model (the hybrid then pools its probabilities), or one pre-trained on text like yours, or keep "
+               "the TF-IDF baseline (bertkit baseline)"),
+}
 
 
 @dataclass
@@ -49,11 +56,12 @@ def compare(task: str, name: str, model: dict, baseline: dict, baseline_seconds:
             predicted: Optional[Sequence[int]] = None, gold: Optional[Sequence[int]] = None,
             label_names: Sequence[str] = ()) -> Comparison:
     comparison = Comparison(task, name, model, baseline, baseline_seconds)
+    advice = ADVICE_FOR.get(name, ADVICE)
     if task == "regression":
         if model.get("spearman", 0.0) < baseline.get("spearman", 0.0):
             comparison.warnings.append(
                 f"the {name} model loses to the TF-IDF baseline on dev (Spearman {model['spearman']:.3f} vs "
-                f"{baseline['spearman']:.3f}); {ADVICE}")
+                f"{baseline['spearman']:.3f}); {advice}")
         return comparison
     collapse = collapse_note(predicted, gold, label_names) if predicted is not None and gold is not None else None
     f1_gap = baseline.get("macro_f1", 0.0) - model.get("macro_f1", 0.0)
@@ -62,9 +70,9 @@ def compare(task: str, name: str, model: dict, baseline: dict, baseline_seconds:
     if collapse is not None or f1_gap >= MACRO_F1_GAP:
         what = collapse or f"its macro-F1 is {f1_gap * 100:.0f} points under the baseline's"
         comparison.warnings.append(f"the {name} model's dev predictions collapse onto frequent classes: {what} "
-                                   f"({scores} for the TF-IDF baseline); {ADVICE}")
+                                   f"({scores} for the TF-IDF baseline); {advice}")
     elif model["accuracy"] < baseline["accuracy"]:
-        comparison.warnings.append(f"the {name} model loses to the TF-IDF baseline on dev ({scores}); {ADVICE}")
+        comparison.warnings.append(f"the {name} model loses to the TF-IDF baseline on dev ({scores}); {advice}")
     return comparison
 
 
