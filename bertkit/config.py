@@ -12,13 +12,15 @@ import dataclasses
 import sys
 import types
 import typing
+import warnings
 from importlib import resources
 from importlib.resources.abc import Traversable
 from pathlib import Path
 from typing import Any, TypeVar
 
 from bertkit.atomic_write import write_json
-from bertkit.errors import BertkitError
+from bertkit.errors import BertkitError, BertkitWarning
+from bertkit.job_config import flat_keys
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -99,23 +101,49 @@ def _coerce(value: Any, annotation: Any, where: str) -> Any:
     return value
 
 
-def _from_dict(cls: type[T], data: dict[str, Any], where: str = "") -> T:
+def _from_dict(cls: type[T], data: dict[str, Any], where: str = "", base: Any = None) -> T:
+    """`base` (default: the defaults of `cls`) with the keys of `data`; a nested table changes only its own keys
+    of the section `base` holds (a job's own section defaults stay)."""
     types_ = _field_types(cls)
     unknown = sorted(set(data) - set(types_))
     if unknown:
         prefix = f"{where}." if where else ""
         raise ConfigError(f"unknown key {prefix}{unknown[0]}; valid keys: {', '.join(sorted(types_))}")
-    base = cls()  # type: ignore[call-arg]
+    base = cls() if base is None else base  # type: ignore[call-arg]
     changes = {}
     for key, value in data.items():
         name = f"{where}.{key}" if where else key
         annotation = types_[key]
         if dataclasses.is_dataclass(annotation) and isinstance(value, dict):
             current = getattr(base, key)
-            changes[key] = dataclasses.replace(current, **_from_dict(type(current), value, name).__dict__)
+            changes[key] = _from_dict(type(current), value, name, current)
         else:
             changes[key] = _coerce(value, annotation, name)
     return dataclasses.replace(base, **changes)
+
+
+def _is_flat(cls: type, key: str, value: Any) -> bool:
+    """`key` is an old flat spelling (FLAT_KEYS) here: not a field of `cls`, or the name of a section given a
+    plain value (`train = "train.jsonl"` beside the [train] section)."""
+    if key not in flat_keys(cls):
+        return False
+    annotation = _field_types(cls).get(key)
+    return annotation is None or (dataclasses.is_dataclass(annotation) and not isinstance(value, dict))
+
+
+def _unflatten(cls: type, data: dict[str, Any], where: str) -> dict[str, Any]:
+    """Top-level keys of the flat configs (`lr = 1e-4`) moved into their section (`[train] lr = 1e-4`), each with
+    one deprecation warning; the section's own key wins when both are given."""
+    moved = {key: dict(value) if isinstance(value, dict) else value for key, value in data.items()
+             if not _is_flat(cls, key, value)}
+    for key, value in data.items():
+        if _is_flat(cls, key, value):
+            section, leaf = flat_keys(cls)[key].split(".")
+            warnings.warn(f"{where}{key} is deprecated; use {section}.{leaf}", BertkitWarning, stacklevel=3)
+            table = moved.setdefault(section, {})
+            if isinstance(table, dict):
+                table.setdefault(leaf, value)
+    return moved
 
 
 def apply_overrides(config: T, overrides: list[str]) -> T:
@@ -130,7 +158,11 @@ def apply_overrides(config: T, overrides: list[str]) -> T:
         if "=" not in text:
             raise ConfigError(f"override {item!r} must look like --section.key=value")
         dotted, raw = text.split("=", 1)
-        _collect(config, dotted.replace("-", "_").split("."), raw, dotted, changes)
+        key = dotted.replace("-", "_")
+        if _is_flat(type(config), key, raw):
+            dotted = key = flat_keys(type(config))[key]
+            warnings.warn(f"--{text.split('=', 1)[0]}= is deprecated; use --{key}=", BertkitWarning, stacklevel=2)
+        _collect(config, key.split("."), raw, dotted, changes)
     return _rebuild(config, changes, "")
 
 
@@ -192,7 +224,7 @@ def load_config(cls: type[T], path: str | Path | Traversable | None = None,
         except tomllib.TOMLDecodeError as err:
             raise ConfigError(f"{path}: invalid TOML: {err}") from None
         try:
-            config = _from_dict(cls, data)
+            config = _from_dict(cls, _unflatten(cls, data, f"{path}: "))
         except ConfigError as err:
             raise ConfigError(f"{path}: {err}") from None
     return apply_overrides(config, overrides or [])
