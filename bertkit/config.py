@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 
 from bertkit.atomic_write import write_json
 from bertkit.errors import BertkitError, BertkitWarning
-from bertkit.job_config import flat_keys
+from bertkit.job_config import OLD_PRECISION_SWITCHES, flat_keys
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -105,6 +105,7 @@ def _from_dict(cls: type[T], data: dict[str, Any], where: str = "", base: Any = 
     """`base` (default: the defaults of `cls`) with the keys of `data`; a nested table changes only its own keys
     of the section `base` holds (a job's own section defaults stay)."""
     types_ = _field_types(cls)
+    data = _old_switches(cls, data, where)
     unknown = sorted(set(data) - set(types_))
     if unknown:
         prefix = f"{where}." if where else ""
@@ -120,6 +121,23 @@ def _from_dict(cls: type[T], data: dict[str, Any], where: str = "", base: Any = 
         else:
             changes[key] = _coerce(value, annotation, name)
     return dataclasses.replace(base, **changes)
+
+
+def _old_switches(cls: type, data: dict[str, Any], where: str) -> dict[str, Any]:
+    """TrainConfig's old `bf16` / `cpu_bf16` switches as its `precision` (OLD_PRECISION_SWITCHES), one warning each."""
+    if "precision" not in _field_types(cls) or not {"bf16", "cpu_bf16"} & set(data):
+        return data
+    data = dict(data)
+    for key in ("bf16", "cpu_bf16"):
+        if key in data:
+            prefix = f"{where}." if where else ""
+            value = _coerce(data.pop(key), bool, prefix + key)
+            precision = OLD_PRECISION_SWITCHES[key, value]
+            warnings.warn(f"{prefix}{key}={str(value).lower()} is deprecated; use {prefix}precision={precision}",
+                          BertkitWarning, stacklevel=4)
+            if precision != "auto" or "precision" not in data:
+                data["precision"] = precision
+    return data
 
 
 def _is_flat(cls: type, key: str, value: Any) -> bool:
@@ -169,6 +187,9 @@ def apply_overrides(config: T, overrides: list[str]) -> T:
 def _collect(config: Any, path: list[str], raw: str, dotted: str, changes: dict[str, Any]) -> None:
     types_ = _field_types(type(config))
     key = path[0]
+    if len(path) == 1 and key in ("bf16", "cpu_bf16") and "precision" in types_:
+        changes.update(_old_switches(type(config), {key: raw}, dotted.rpartition(".")[0]))
+        return
     if key not in types_:
         raise ConfigError(f"unknown key {dotted}; valid keys here: {', '.join(sorted(types_))}")
     if len(path) == 1:

@@ -98,6 +98,11 @@ def has_field(cls: type, dotted: str) -> bool:
     return not dataclasses.is_dataclass(cls)
 
 
+# TrainConfig's switches before `precision`: each old (key, value) -> the precision it meant
+OLD_PRECISION_SWITCHES = {("bf16", False): "fp32", ("bf16", True): "auto", ("cpu_bf16", True): "bf16",
+                          ("cpu_bf16", False): "auto"}
+
+
 @functools.lru_cache(maxsize=None)
 def flat_keys(cls: type) -> dict[str, str]:
     """The FLAT_KEYS of the config class `cls`: those whose field it has, under a name that is not one of its own

@@ -201,3 +201,17 @@ def test_old_distill_command_lines_give_the_same_config(argv, changes):
     args.overrides = extra
     assert config_from_args(DistillConfig, args) == job_config(DistillConfig, **{"teacher": "T", "train": "t.jsonl", "output": "O",
                                                                      **changes})
+
+
+@pytest.mark.parametrize("old,precision", [("train.bf16=false", "fp32"), ("train.cpu_bf16=true", "bf16"),
+                                           ("train.bf16=true", "auto")])
+def test_the_loops_old_bf16_switches_become_its_precision(tmp_path, old, precision):
+    """TrainConfig's bf16 / cpu_bf16 (pre-training's `--train.bf16=false`, `--train.cpu_bf16=true`, and [train]
+    tables) now spell `precision`: the old override and TOML key still work, with one deprecation line."""
+    from bertkit.config import load_config
+    with pytest.warns(BertkitWarning, match=rf"{old.split('=')[0]}=\w+ is deprecated; use train.precision="):
+        assert load_config(DistillConfig, None, [old]).train.precision == precision
+    key, value = old.split(".")[1].split("=")
+    (tmp_path / "c.toml").write_text(f"[train]\n{key} = {value}\n")
+    with pytest.warns(BertkitWarning, match="is deprecated; use train.precision="):
+        assert load_config(DistillConfig, tmp_path / "c.toml").train.precision == precision
