@@ -16,8 +16,8 @@ best model, and `save(model, metrics)`, which writes the model folder `config.ou
   end (evaluations without a metric are only logged); a model already in `output` that scored better on the same
   dev data (`best_to_beat`, train/saved_score.py) is kept;
 - output/metrics.json, written (atomically) by fit alone: beside each best model, and at the close; then the
-  training state is deleted. A finished run leaves no training state: only the model files, metrics.json and the
-  run record (run/: config, versions, log) remain.
+  training state (and the job's `scratch` folders) is deleted. A finished run leaves no training state: only the
+  model files, metrics.json and the run record (run/: config, versions, log) remain.
 """
 from __future__ import annotations
 
@@ -40,7 +40,7 @@ from bertkit.job_config import flat_keys
 from bertkit.runtime import distributed_env, seed_everything
 from bertkit.train import distributed as dist_
 from bertkit.train.batches import BatchSource
-from bertkit.train.checkpointing import state_path
+from bertkit.train.checkpointing import load_state, state_path
 from bertkit.train.loop import LossFn, TrainResult, greater_is_better, say, train
 from bertkit.train.saved_score import METRICS_FILE, read_saved_metrics
 
@@ -66,6 +66,11 @@ class Job:
                                              # data-sized recipe); None: the config fit was given
     loop: dict = field(default_factory=dict)  # loop settings of this run besides config.train (max_steps counted
                                              # from the batches, checkpoint_on_eval, ...)
+    save_with_state: bool = False            # save(model, {"step": n}) also runs with every training state the loop
+                                             # saves (pre-training: the folder matches what --resume continues); the
+                                             # loop saves its last state at the final step, so that is the final save
+    scratch: tuple[Path, ...] = ()           # folders built for this run only (pre-training's token shards), deleted
+                                             # with the training state when the run finishes
 
 
 @dataclass
@@ -98,9 +103,11 @@ def check_required(config: Any, command: str, names: tuple[str, ...] = ("model",
 
 
 def check_resume(resume: bool, output: str | Path) -> None:
-    """--resume without a saved state: a one-line error, before the job reads data or builds a model."""
+    """--resume without a saved state: a one-line error, before the job reads data or builds a model (a state in
+    the pickle format of earlier versions is named as such, by load_state)."""
     saved = state_path(run_folder(output))
     if resume and not saved.is_file():
+        load_state(saved)
         raise BertkitError(f"--resume: no training state at {saved}; start without --resume")
 
 
@@ -112,11 +119,11 @@ def record_run(config: Any, run_dir: Path, files: Optional[dict[str, Any]] = Non
         write_json(run_dir / name, value)
 
 
-def fit(config: Any, build: Callable[[], Job | JobResult]) -> JobResult:
+def fit(config: Any, build: Callable[[], Job | JobResult], output: str | Path | None = None) -> JobResult:
     """Seed from config.train.seed, build the job, train it with config.train, keep the best (or last) model in
-    config.output and record the run. `build` may return a finished JobResult instead (a job with nothing to
-    train: prompt classification's zero-shot evaluation)."""
-    output = Path(config.output)
+    `output` (default: config.output) and record the run. `build` may return a finished JobResult instead (a job
+    with nothing to train: prompt classification's zero-shot evaluation)."""
+    output = Path(output if output is not None else config.output)
     run_dir = run_folder(output)
     check_resume(config.train.resume, output)
     seed_everything(config.train.seed)
@@ -147,6 +154,8 @@ def fit(config: Any, build: Callable[[], Job | JobResult]) -> JobResult:
     started = time.perf_counter()
     result = train(job.model, job.loss_fn, job.batches, train_config, evaluate=evaluate if has_dev else None,
                    on_best=save_best if picks else None, on_epoch_start=job.on_epoch_start,
+                   on_checkpoint=(lambda model, step: job.save(model, {"step": step})) if job.save_with_state
+                   else None,
                    **({"is_head": job.is_head} if job.is_head is not None else {}))
     wall = time.perf_counter() - started
     metrics = result.best_eval or result.last_eval
@@ -156,7 +165,7 @@ def fit(config: Any, build: Callable[[], Job | JobResult]) -> JobResult:
         stop_reason = "epochs" if stop_reason == "max_steps" else stop_reason
     kept = picks and job.best_to_beat is not None and not result.best_eval   # nothing beat the saved model
     if main:
-        if not picks:
+        if not picks and not job.save_with_state:
             job.save(job.model, result.last_eval)     # the last model is the one saved
         record = {"dev": metrics, "metric_for_best": job.metric,
                   "train_seconds": result.elapsed_s, "wall_seconds": wall, "epochs": epochs, "steps": result.steps,
@@ -170,7 +179,8 @@ def fit(config: Any, build: Callable[[], Job | JobResult]) -> JobResult:
             metrics = earlier.get("dev", {})
             record = {**earlier, "last_run_not_saved": record}
         write_json(output / METRICS_FILE, record)
-        shutil.rmtree(run_dir / "checkpoint", ignore_errors=True)   # resume state; the model is `output`
+        for folder in (run_dir / "checkpoint", *job.scratch):       # resume state; the model is `output`
+            shutil.rmtree(folder, ignore_errors=True)
     dist_.barrier()
     return JobResult(output, metrics, result.elapsed_s, epochs, result.steps, stop_reason, kept, result)
 

@@ -59,7 +59,6 @@ def plm_loss(model: PermutationLMModel, batch: Batch,
 
 
 class PermutationLM(Objective):
-    name = "plm"
 
     def masking(self) -> MaskingConfig:
         return MaskingConfig(strategy="token", rate=0.0)
