@@ -21,6 +21,7 @@ from pathlib import Path
 
 import torch
 
+from bertkit.job_config import job_config
 from bertkit.api import minilm_path
 from bertkit.checkpoints import load_checkpoint
 from bertkit.distill.job import DistillConfig, run_distill
@@ -70,7 +71,7 @@ def main() -> None:
     teacher_dir = args.teacher or str(work / "teacher")
     if not args.teacher and not args.measure_only:
         started = time.perf_counter()
-        run_finetune(FinetuneConfig(task="classification", model=str(minilm_path()), train=train, dev=dev,
+        run_finetune(job_config(FinetuneConfig, task="classification", model=str(minilm_path()), train=train, dev=dev,
                                     output=teacher_dir, lr=1e-4, progress_bar=False, **common))
         timings["teacher_finetune_s"] = time.perf_counter() - started
     student = None
@@ -85,7 +86,7 @@ def main() -> None:
                                          args.distilled_epochs or student_epochs),
                                         ("student-no-teacher", 0.0, 0, student_epochs)) if not args.measure_only else ():
         started = time.perf_counter()
-        run_distill(DistillConfig(teacher=teacher_dir, student=student, student_layers=None if student else 3,
+        run_distill(job_config(DistillConfig, teacher=teacher_dir, student=student, student_layers=None if student else 3,
                                   train=train, dev=dev, output=str(work / name), alpha=alpha, temperature=2.0,
                                   lr=1e-4, augment_copies=copies, seed=args.seed, progress_bar=False,
                                   **{**common, "epochs": epochs}))

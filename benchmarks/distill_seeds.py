@@ -34,6 +34,7 @@ import statistics
 import time
 from pathlib import Path
 
+from bertkit.job_config import job_config
 from bertkit.api import minilm_path
 from bertkit.checkpoints import load_checkpoint, save_checkpoint
 from bertkit.distill.job import DistillConfig, run_distill
@@ -131,7 +132,7 @@ def main() -> None:
         described = f"all training articles labeled; transfer set: {windows} windows of their unread text"
     teacher = args.teacher or str(work / "teacher")
     if not args.teacher and not (work / "teacher" / "config.json").exists():
-        run_finetune(FinetuneConfig(task="classification", model=str(minilm_path()), train=train, dev=dev,
+        run_finetune(job_config(FinetuneConfig, task="classification", model=str(minilm_path()), train=train, dev=dev,
                                     output=teacher, lr=1e-4, epochs=args.teacher_epochs, max_length=args.max_length,
                                     batch_size=args.batch_size, progress_bar=False))
     teacher_accuracy = score_on_test(Path(teacher), test, args.max_length)
@@ -148,7 +149,7 @@ def main() -> None:
                 train_file, transfer = str(merged), None
             else:
                 train_file, transfer = train, (str(unlabeled) if extra else None)
-            run_distill(DistillConfig(
+            run_distill(job_config(DistillConfig, 
                 teacher=teacher, student=str(student), train=train_file, dev=dev, output=str(output),
                 alpha=0.5 if distilled else 0.0, temperature=2.0, lr=1e-4, transfer=transfer, seed=seed,
                 epochs=args.transfer_epochs if extra else args.student_epochs, max_length=args.max_length,

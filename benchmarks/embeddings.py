@@ -16,6 +16,7 @@ from pathlib import Path
 
 import torch
 
+from bertkit.job_config import job_config
 from bertkit.api import load
 from bertkit.checkpoints import save_checkpoint
 from bertkit.embed.evaluation import evaluate_model
@@ -113,7 +114,7 @@ record("mlm mean + whitening", out / "mlm_white")
 whiten_model(load(base), out / "bible_train_20k.txt", out / "mlm_white128", dim=128, pooling="mean")
 record("mlm mean + whitening k=128", out / "mlm_white128")
 t = time.time()
-res = run_simcse(SimCSEConfig(model=str(base), train=str(out / "bible_train_20k.txt"), output=str(out / "mlm_simcse"),
+res = run_simcse(job_config(SimCSEConfig, model=str(base), train=str(out / "bible_train_20k.txt"), output=str(out / "mlm_simcse"),
                               batch_size=64, max_steps=steps, lr=1e-4, max_length=48, progress_bar=False, device="cpu"))
 print("simcse", res.steps, "steps", time.time() - t, "s; loss first/last", res.losses[0], sum(res.losses[-20:]) / 20, flush=True)
 record("mlm + unsup SimCSE (mean)", out / "mlm_simcse")

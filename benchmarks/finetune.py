@@ -13,6 +13,7 @@ machine's load; the two runs are back to back so they see similar conditions.
 """
 from __future__ import annotations
 
+from bertkit.job_config import job_config
 import argparse
 import gzip
 import json
@@ -38,7 +39,7 @@ def run_bertkit(args, data: Path, work: Path) -> dict:
     from bertkit.finetune import FinetuneConfig, evaluate_file, run_finetune
 
     started = time.perf_counter()
-    config = FinetuneConfig(task="classification", model=str(minilm_path()), train=str(data / "bbc_train.jsonl.gz"),
+    config = job_config(FinetuneConfig, task="classification", model=str(minilm_path()), train=str(data / "bbc_train.jsonl.gz"),
                             dev=str(data / "bbc_dev.jsonl.gz"), output=str(work / "bertkit-model"),
                             epochs=args.epochs, lr=args.lr, batch_size=args.batch_size, max_length=args.max_length,
                             seed=args.seed, warmup_ratio=0.1, weight_decay=0.01, progress_bar=False,

@@ -23,6 +23,7 @@ Reported: mean and standard deviation over draws, and each draw, per method and 
 """
 from __future__ import annotations
 
+from bertkit.job_config import job_config
 import argparse
 import gzip
 import json
@@ -133,13 +134,13 @@ def few_shot(args, data: Path, work: Path, template: str, verbalizer: str) -> li
             common = dict(model=args.model, epochs=args.epochs, lr=lr, batch_size=args.batch_size,
                           max_length=args.max_length, progress_bar=False, device="cpu", train=str(path), seed=k)
             out = work / f"ft{k}-{lr}"
-            run_finetune(FinetuneConfig(task="classification", output=str(out), **common))
+            run_finetune(job_config(FinetuneConfig, task="classification", output=str(out), **common))
             results["fine-tuning"].setdefault(lr, []).append(evaluate_file(out, test_path)["accuracy"])
             out = work / f"pet{k}-{lr}"
-            run_prompt_finetune(PromptConfig(template=template, verbalizer=verbalizer, output=str(out), **common))
+            run_prompt_finetune(job_config(PromptConfig, template=template, verbalizer=verbalizer, output=str(out), **common))
             results["PET"].setdefault(lr, []).append(evaluate_prompt_file(out, test_path)["accuracy"])
             out = work / f"pt{k}-{lr}"
-            run_prompt_finetune(PromptConfig(template=ptuning_template, verbalizer=verbalizer, ptuning=True,
+            run_prompt_finetune(job_config(PromptConfig, template=ptuning_template, verbalizer=verbalizer, ptuning=True,
                                              output=str(out), **common))
             results["P-tuning"].setdefault(lr, []).append(evaluate_prompt_file(out, test_path)["accuracy"])
             print(f"  draw {k} lr {lr:g}: " + "  ".join(f"{name} {by_lr[lr][-1]:.3f}" for name, by_lr in

@@ -21,6 +21,7 @@ rank of (M + 1) / 2 = 1,495.5 and an MRR of H_M / M = 0.0029.
 """
 from __future__ import annotations
 
+from bertkit.job_config import job_config
 import argparse
 import json
 import random
@@ -89,7 +90,7 @@ def train(args, output: Path) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "train.jsonl"
         count = write_training_pairs(args.data_dir, args.seed, args.max_train_examples, path)
-        config = SimBertConfig(model=args.model, train=str(path), output=str(output), epochs=args.epochs,
+        config = job_config(SimBertConfig, model=args.model, train=str(path), output=str(output), epochs=args.epochs,
                                lr=args.lr, batch_size=args.batch_size, max_length=args.max_length, seed=args.seed,
                                progress_bar=False, precision=args.precision, pooling=args.pooling,
                                time_budget=args.time_budget)

@@ -19,6 +19,7 @@ own target, and the teacher-forced target loss per token on the same N pairs.
 """
 from __future__ import annotations
 
+from bertkit.job_config import job_config
 import argparse
 import gzip
 import json
@@ -93,7 +94,7 @@ def train(args, data: Path, output: Path) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "train.jsonl"
         count = write_training_pairs(data, args.seed, args.max_train_examples, path)
-        config = Seq2SeqConfig(model=args.model, train=str(path), output=str(output), epochs=args.epochs, lr=args.lr,
+        config = job_config(Seq2SeqConfig, model=args.model, train=str(path), output=str(output), epochs=args.epochs, lr=args.lr,
                                batch_size=args.batch_size, max_length=args.max_length, seed=args.seed,
                                progress_bar=False, device=args.device, precision=args.precision)
         started = time.perf_counter()

@@ -12,13 +12,15 @@ import dataclasses
 import sys
 import types
 import typing
+import warnings
 from importlib import resources
 from importlib.resources.abc import Traversable
 from pathlib import Path
 from typing import Any, TypeVar
 
 from bertkit.atomic_write import write_json
-from bertkit.errors import BertkitError
+from bertkit.errors import BertkitError, BertkitWarning
+from bertkit.job_config import OLD_PRECISION_SWITCHES, flat_keys
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -99,23 +101,67 @@ def _coerce(value: Any, annotation: Any, where: str) -> Any:
     return value
 
 
-def _from_dict(cls: type[T], data: dict[str, Any], where: str = "") -> T:
+def _from_dict(cls: type[T], data: dict[str, Any], where: str = "", base: Any = None) -> T:
+    """`base` (default: the defaults of `cls`) with the keys of `data`; a nested table changes only its own keys
+    of the section `base` holds (a job's own section defaults stay)."""
     types_ = _field_types(cls)
+    data = _old_switches(cls, data, where)
     unknown = sorted(set(data) - set(types_))
     if unknown:
         prefix = f"{where}." if where else ""
         raise ConfigError(f"unknown key {prefix}{unknown[0]}; valid keys: {', '.join(sorted(types_))}")
-    base = cls()  # type: ignore[call-arg]
+    base = cls() if base is None else base  # type: ignore[call-arg]
     changes = {}
     for key, value in data.items():
         name = f"{where}.{key}" if where else key
         annotation = types_[key]
         if dataclasses.is_dataclass(annotation) and isinstance(value, dict):
             current = getattr(base, key)
-            changes[key] = dataclasses.replace(current, **_from_dict(type(current), value, name).__dict__)
+            changes[key] = _from_dict(type(current), value, name, current)
         else:
             changes[key] = _coerce(value, annotation, name)
     return dataclasses.replace(base, **changes)
+
+
+def _old_switches(cls: type, data: dict[str, Any], where: str) -> dict[str, Any]:
+    """TrainConfig's old `bf16` / `cpu_bf16` switches as its `precision` (OLD_PRECISION_SWITCHES), one warning each."""
+    if "precision" not in _field_types(cls) or not {"bf16", "cpu_bf16"} & set(data):
+        return data
+    data = dict(data)
+    for key in ("bf16", "cpu_bf16"):
+        if key in data:
+            prefix = f"{where}." if where else ""
+            value = _coerce(data.pop(key), bool, prefix + key)
+            precision = OLD_PRECISION_SWITCHES[key, value]
+            warnings.warn(f"{prefix}{key}={str(value).lower()} is deprecated; use {prefix}precision={precision}",
+                          BertkitWarning, stacklevel=4)
+            if precision != "auto" or "precision" not in data:
+                data["precision"] = precision
+    return data
+
+
+def _is_flat(cls: type, key: str, value: Any) -> bool:
+    """`key` is an old flat spelling (FLAT_KEYS) here: not a field of `cls`, or the name of a section given a
+    plain value (`train = "train.jsonl"` beside the [train] section)."""
+    if key not in flat_keys(cls):
+        return False
+    annotation = _field_types(cls).get(key)
+    return annotation is None or (dataclasses.is_dataclass(annotation) and not isinstance(value, dict))
+
+
+def _unflatten(cls: type, data: dict[str, Any], where: str) -> dict[str, Any]:
+    """Top-level keys of the flat configs (`lr = 1e-4`) moved into their section (`[train] lr = 1e-4`), each with
+    one deprecation warning; the section's own key wins when both are given."""
+    moved = {key: dict(value) if isinstance(value, dict) else value for key, value in data.items()
+             if not _is_flat(cls, key, value)}
+    for key, value in data.items():
+        if _is_flat(cls, key, value):
+            section, leaf = flat_keys(cls)[key].split(".")
+            warnings.warn(f"{where}{key} is deprecated; use {section}.{leaf}", BertkitWarning, stacklevel=3)
+            table = moved.setdefault(section, {})
+            if isinstance(table, dict):
+                table.setdefault(leaf, value)
+    return moved
 
 
 def apply_overrides(config: T, overrides: list[str]) -> T:
@@ -130,13 +176,20 @@ def apply_overrides(config: T, overrides: list[str]) -> T:
         if "=" not in text:
             raise ConfigError(f"override {item!r} must look like --section.key=value")
         dotted, raw = text.split("=", 1)
-        _collect(config, dotted.replace("-", "_").split("."), raw, dotted, changes)
+        key = dotted.replace("-", "_")
+        if _is_flat(type(config), key, raw):
+            dotted = key = flat_keys(type(config))[key]
+            warnings.warn(f"--{text.split('=', 1)[0]}= is deprecated; use --{key}=", BertkitWarning, stacklevel=2)
+        _collect(config, key.split("."), raw, dotted, changes)
     return _rebuild(config, changes, "")
 
 
 def _collect(config: Any, path: list[str], raw: str, dotted: str, changes: dict[str, Any]) -> None:
     types_ = _field_types(type(config))
     key = path[0]
+    if len(path) == 1 and key in ("bf16", "cpu_bf16") and "precision" in types_:
+        changes.update(_old_switches(type(config), {key: raw}, dotted.rpartition(".")[0]))
+        return
     if key not in types_:
         raise ConfigError(f"unknown key {dotted}; valid keys here: {', '.join(sorted(types_))}")
     if len(path) == 1:
@@ -192,7 +245,7 @@ def load_config(cls: type[T], path: str | Path | Traversable | None = None,
         except tomllib.TOMLDecodeError as err:
             raise ConfigError(f"{path}: invalid TOML: {err}") from None
         try:
-            config = _from_dict(cls, data)
+            config = _from_dict(cls, _unflatten(cls, data, f"{path}: "))
         except ConfigError as err:
             raise ConfigError(f"{path}: {err}") from None
     return apply_overrides(config, overrides or [])

@@ -6,6 +6,7 @@ import json
 import sys
 from pathlib import Path
 
+from bertkit.job_config import FIT_SET, flat_keys, short_flags
 from bertkit.cli.flags import add_config_flags, config_from_args, skip_progress_bar_field
 from bertkit.distill.config import DistillConfig
 from bertkit.errors import BertkitError
@@ -82,8 +83,10 @@ def register(subparsers) -> None:
                               description="Knowledge distillation on the shared training loop: logits (KD with "
                                           "temperature, or MSE), optional hidden-state and attention losses; or "
                                           "--task embedding to mimic the teacher's sentence vectors.")
-    add_config_flags(p, DistillConfig, skip=skip_progress_bar_field(p), help=_DISTILL_HELP,
-                     metavars={"teacher": "DIR", "student": "DIR", "output": "DIR", "train": "FILE", "dev": "FILE",
+    add_config_flags(p, DistillConfig, skip=skip_progress_bar_field(p) | FIT_SET, aliases=short_flags(DistillConfig),
+                     help={flat_keys(DistillConfig).get(name, name): text for name, text in _DISTILL_HELP.items()},
+                     metavars={"teacher": "DIR", "student": "DIR", "output": "DIR", "data.train": "FILE",
+                               "data.dev": "FILE",
                                "transfer": "FILE"})
     p.set_defaults(func=_distill, accepts_overrides=True)
 

@@ -5,6 +5,7 @@ import argparse
 import json
 import sys
 
+from bertkit.job_config import FIT_SET, flat_keys, short_flags
 from bertkit.cli.flags import add_config_flags, add_layers_flag, config_from_args, skip_progress_bar_field
 from bertkit.embed.config import SimCSEConfig
 from bertkit.options import POOLINGS
@@ -42,9 +43,10 @@ def register(subparsers) -> None:
                                           "[/negative] trains on pairs or triplets with in-batch negatives. "
                                           "Settings: SimCSEConfig defaults, then --config FILE.toml, then the "
                                           "flags, then --key=value overrides.")
-    add_config_flags(p, SimCSEConfig, skip=skip_progress_bar_field(p), help=_SIMCSE_HELP,
+    add_config_flags(p, SimCSEConfig, skip=skip_progress_bar_field(p) | FIT_SET, aliases=short_flags(SimCSEConfig),
+                     help={flat_keys(SimCSEConfig).get(name, name): text for name, text in _SIMCSE_HELP.items()},
                      choices={"pooling": POOLINGS[:-1]},
-                     metavars={"model": "DIR", "output": "DIR", "train": "FILE", "dev": "FILE"})
+                     metavars={"model": "DIR", "output": "DIR", "data.train": "FILE", "data.dev": "FILE"})
     p.set_defaults(func=run_simcse_command, accepts_overrides=True)
 
     p = subparsers.add_parser("evaluate-embeddings", help="retrieval metrics / Spearman of a model's vectors",

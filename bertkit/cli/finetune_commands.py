@@ -8,22 +8,21 @@ configs (Seq2SeqConfig, PromptConfig); evaluate / predict recognise their folder
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import sys
+from importlib import import_module
 
 from bertkit.cli.flags import (add_config_flags, add_deprecated_flag, config_from_args, given_flags,
                                skip_progress_bar_field)
 from bertkit.cli.precision_option import add_precision_flag, say_precision
 from bertkit.errors import BertkitError
 from bertkit.finetune.config import FinetuneConfig
+from bertkit.job_config import FIT_SET, flat_keys, has_field, short_flags
 from bertkit.options import SAVED_TASKS, TRAINABLE_TASKS
 
-SEQ2SEQ, PROMPT = "seq2seq", "prompt-classification"   # tasks of the bertkit.generate jobs
-RERANK = "rerank"                                       # bertkit.finetune.rerank: a cross-encoder
-SIMBERT = "simbert"                                     # bertkit.finetune.seq2seq.simbert: generate + retrieve similar texts
+SEQ2SEQ, PROMPT = "seq2seq", "prompt-classification"   # folders evaluate / predict read with their own job's code
 
-_HELP = {  # per FinetuneConfig field, where the source comment is not the whole story
+_HELP = {  # per FinetuneConfig field (flat names: flat_keys), where the source comment is not the whole story
     "task": "seq2seq: UniLM sequence-to-sequence on {source, target} (or text_a, text_b) JSONL pairs, from a folder "
             "with an MLM head; rerank: a cross-encoder for /rerank from {query, positive, negative} JSONL "
             "(--loss=listwise|pairwise, --negatives=N, --in-batch-negatives=N), saved as a pair-classification "
@@ -48,13 +47,18 @@ _HELP = {  # per FinetuneConfig field, where the source comment is not the whole
     "device": "cpu, cuda or auto",
     "resume": "continue the interrupted run in --output from its last saved state (saved after each evaluation "
               "and every --save-every steps)",
+    "precision": "auto: bf16 autocast on CUDA and on CPUs with AMX / avx512_bf16, fp32 on other CPUs (the recipe's "
+                 "choice); bf16 / fp32: always",
     "save_every": "also save the training state every N steps (for --resume); 0: only after evaluations",
     "method": "linear-probe: logistic regression on the frozen model's vectors (minutes on a CPU); hybrid: that "
               "stacked with the TF-IDF baseline; finetune: the whole model",
     "baseline": "fit the TF-IDF baseline on the same split and report it beside the result (classification, "
                 "pairs, regression); --no-baseline skips it",
 }
-_RECIPE = ("epochs", "lr", "head_lr", "batch_size", "max_length", "class_weights", "time_budget", "warmup_ratio")
+_SHORT = flat_keys(FinetuneConfig)
+_HELP = {_SHORT.get(name, name): text for name, text in _HELP.items()}
+_RECIPE = tuple(_SHORT.get(name, name) for name in ("epochs", "lr", "head_lr", "batch_size", "max_length",
+                                                    "class_weights", "time_budget", "warmup_ratio"))
 
 
 def register(subparsers) -> None:
@@ -65,9 +69,9 @@ def register(subparsers) -> None:
                                           "the flags, then --key=value / --options.key=value overrides.")
     recipe = p.add_argument_group("training settings (none: the recipe picks each from the data and the model, "
                                   "prints its choice and writes run/recipe.json)")
-    add_config_flags(p, FinetuneConfig, skip=skip_progress_bar_field(p), help=_HELP, choices={"task": TRAINABLE_TASKS},
-                     group_of=dict.fromkeys(_RECIPE, recipe),
-                     metavars={"model": "DIR", "output": "DIR", "train": "FILE", "dev": "FILE"})
+    add_config_flags(p, FinetuneConfig, skip=skip_progress_bar_field(p) | FIT_SET, aliases=short_flags(FinetuneConfig),
+                     help=_HELP, choices={"task": TRAINABLE_TASKS}, group_of=dict.fromkeys(_RECIPE, recipe),
+                     metavars={"model": "DIR", "output": "DIR", "data.train": "FILE", "data.dev": "FILE"})
     prompt = p.add_argument_group("prompt-based classification (PET / P-tuning; --task classification, a model "
                                   "with an MLM head; --epochs 0 = zero-shot: evaluate on --dev and save)")
     prompt.add_argument("--template", help='cloze pattern with {text} and [MASK] once each, e.g. "{text} It was '
@@ -134,29 +138,23 @@ def _given_flags(args: argparse.Namespace) -> dict:
 
 
 def _job(given: dict):
-    """The config and runner for the task: FinetuneConfig, or a bertkit.generate job's config."""
-    prompt_flags = [f for f in ("template", "verbalizer", "ptuning", "freeze_encoder") if f in given]
-    task = given.get("task")
-    if task in (SEQ2SEQ, RERANK, SIMBERT) and prompt_flags:
-        raise BertkitError(f"--{prompt_flags[0].replace('_', '-')} is for prompt-based classification, not "
-                           f"--task {task}")
-    if task == SEQ2SEQ:
-        from bertkit.finetune.seq2seq.job import Seq2SeqConfig, run_seq2seq_finetune
-        return Seq2SeqConfig, run_seq2seq_finetune, "--task seq2seq"
-    if task == SIMBERT:
-        from bertkit.finetune.seq2seq.simbert import SimBertConfig, run_simbert_finetune
-        return SimBertConfig, run_simbert_finetune, "--task simbert"
-    if task == RERANK:
-        from bertkit.finetune.rerank import RerankConfig, run_rerank_finetune
-        return RerankConfig, run_rerank_finetune, "--task rerank"
-    if prompt_flags:
-        if given.get("task", "classification") != "classification":
-            raise BertkitError(f"--{prompt_flags[0].replace('_', '-')} (prompt-based classification) works with "
-                               f"--task classification, not --task {given['task']}")
-        from bertkit.finetune.prompt.job import PromptConfig, run_prompt_finetune
-        return PromptConfig, run_prompt_finetune, "--template (prompt-based classification)"
-    from bertkit.finetune.job import FinetuneConfig, run_finetune
-    return FinetuneConfig, run_finetune, None
+    """The config class and runner of the job that trains the task (finetune/tasks.py's TASKS and JOBS), and how
+    the command line names that job (None for bertkit.finetune.job)."""
+    from bertkit.finetune.tasks import JOBS, TASKS
+
+    prompt_flags = [f for f in _PROMPT_FLAGS if f in given]
+    task = given.get("task", "classification")
+    if prompt_flags and task != "classification":
+        flag = f"--{prompt_flags[0].replace('_', '-')}"
+        raise BertkitError(f"{flag} is for prompt-based classification, not --task {task}" if TASKS[task].job !=
+                           "finetune" else f"{flag} (prompt-based classification) works with --task classification, "
+                                           f"not --task {task}")
+    kind = TASKS[PROMPT if prompt_flags else task]
+    module, config_class, runner = JOBS[kind.job]
+    job = import_module(module)
+    name = None if kind.job == "finetune" else "--template (prompt-based classification)" if prompt_flags \
+        else f"--task {task}"
+    return getattr(job, config_class), getattr(job, runner), name
 
 
 def finetune_config(args: argparse.Namespace):
@@ -166,10 +164,10 @@ def finetune_config(args: argparse.Namespace):
     cls, run, job_name = _job(given)
     if job_name is not None:
         given.pop("task", None)
-        fields = {f.name for f in dataclasses.fields(cls)}
-        unsupported = [name for name in given if name.split(".")[0] not in fields]
+        unsupported = [name for name in given if not has_field(cls, name)]
         if unsupported:
-            raise BertkitError(f"--{unsupported[0].replace('_', '-')} is not supported with {job_name}")
+            short = {new: old for old, new in _SHORT.items()}.get(unsupported[0], unsupported[0])
+            raise BertkitError(f"--{short.replace('_', '-')} is not supported with {job_name}")
     return config_from_args(cls, args, given=given), run
 
 

@@ -52,15 +52,16 @@ def _dest(dotted: str) -> str:
     return "cfg__" + dotted.replace(".", "__")
 
 
-def config_fields(cls: type, prefix: str = "") -> list[tuple[str, Any, Any]]:
-    """(dotted name, annotation, default) for every leaf field of `cls`, nested sections flattened."""
+def config_fields(cls: type, prefix: str = "", defaults: Any = None) -> list[tuple[str, Any, Any]]:
+    """(dotted name, annotation, default) for every leaf field of `cls`, nested sections flattened; a section's
+    defaults are the ones `cls` gives it (its default_factory), not its class's."""
     hints = typing.get_type_hints(cls)
-    defaults = cls()  # type: ignore[call-arg]
+    defaults = cls() if defaults is None else defaults  # type: ignore[call-arg]
     rows = []
     for field in dataclasses.fields(cls):
         annotation, default = hints[field.name], getattr(defaults, field.name)
         if dataclasses.is_dataclass(annotation):
-            rows += config_fields(annotation, f"{prefix}{field.name}.")
+            rows += config_fields(type(default), f"{prefix}{field.name}.", default)
         else:
             rows.append((f"{prefix}{field.name}", annotation, default))
     return rows
@@ -68,7 +69,16 @@ def config_fields(cls: type, prefix: str = "") -> list[tuple[str, Any, Any]]:
 
 @functools.lru_cache(maxsize=None)
 def field_comments(cls: type) -> dict[str, str]:
-    """Field name -> its source comment: the trailing `# ...` on its line, else the `# ...` lines just above."""
+    """Field name -> its source comment: the trailing `# ...` on its line, else the `# ...` lines just above; a
+    field a dataclass inherits has its base class's comment unless it redefines the field with one."""
+    inherited = {}
+    for base in reversed(cls.__mro__[1:]):
+        if dataclasses.is_dataclass(base):
+            inherited.update(_own_comments(base))
+    return {**inherited, **_own_comments(cls)}
+
+
+def _own_comments(cls: type) -> dict[str, str]:
     try:
         source = inspect.getsource(cls)
     except (OSError, TypeError):
@@ -150,8 +160,9 @@ def add_deprecated_flag(parser: argparse.ArgumentParser, old: str, new: str, nar
     """Keep `old` (e.g. "--data") working as a hidden spelling of the flag `new` (e.g. "--input"), with one
     deprecation line. `new` must be added first; it cannot be required=True (argparse would not see it given)."""
     action = next(a for a in parser._actions if new in a.option_strings)
+    const = "true" if isinstance(action, _Switch) else action.const      # a bool field's old spelling turns it on
     parser.add_argument(old, dest=action.dest, action=_Deprecated, new_flag=new, nargs=action.nargs if nargs is None
-                        else nargs, const=action.const, default=argparse.SUPPRESS, metavar=action.metavar,
+                        else nargs, const=const, default=argparse.SUPPRESS, metavar=action.metavar,
                         help=f"deprecated: use {new}")
 
 
@@ -164,7 +175,7 @@ def skip_progress_bar_field(parser: argparse.ArgumentParser) -> set[str]:
     deprecated spellings of them. Returns the `skip` for add_config_flags. (`progress_bar = false` in a --config
     file and the --progress_bar=false override still set the field.)"""
     parser.set_defaults(**{OLD_PROGRESS_BAR: True})
-    return {"progress_bar"}
+    return {"train.progress_bar"}
 
 
 def add_config_flags(parser: argparse.ArgumentParser, cls: type, *, skip: Iterable[str] = (),
@@ -214,9 +225,7 @@ def add_config_flags(parser: argparse.ArgumentParser, cls: type, *, skip: Iterab
                                 else metavars.get(dotted) or _metavar(annotation), help=text.replace("%", "%%"))
         for old, new_target in deprecated.items():
             if new_target == dotted:
-                parser.add_argument(f"--{old}", dest=dest, action=_Deprecated, new_flag=name,
-                                    nargs=0 if is_bool else None, const="true" if is_bool else None,
-                                    default=argparse.SUPPRESS, help=f"deprecated: use {name}")
+                add_deprecated_flag(parser, f"--{old}", name, nargs=0 if is_bool else None)
         fields.append((dest, dotted))
     parser.set_defaults(**{FIELDS_KEY: tuple(fields)})
 

@@ -20,7 +20,7 @@ from bertkit.finetune.batching import BucketedBatches, collate, inference_batche
 from bertkit.finetune.inference import no_targets
 from bertkit.model.pooling import normalize
 from bertkit.model.sentence import SentenceConfig, SentenceEncoder, SentencePipeline
-from bertkit.train.fit import Job, JobResult, fit, loop_settings
+from bertkit.train.fit import Job, JobResult
 
 
 class TextFeature(NamedTuple):
@@ -48,15 +48,18 @@ def _features(tokenizer, texts, max_length: int) -> list[TextFeature]:
     return [TextFeature(ids, types) for ids, types in zip(encoded.input_ids, encoded.token_type_ids)]
 
 
-def run_embedding_distill(config, teacher_ckpt) -> dict:
+def embedding_job(config, teacher_ckpt) -> Job:
+    """--task embedding: the student learns the teacher's sentence vectors (MSE), the job run_distill trains."""
     teacher = teacher_ckpt.encoder.eval()
     student, tokenizer = build_student(config.student, config.student_layers, teacher_ckpt)
     width_s, width_t = student.config.hidden_size, teacher.config.hidden_size
     model = EmbeddingDistillation(student, nn.Linear(width_s, width_t) if width_s != width_t else None, config.pooling)
     teacher_sentence = SentenceEncoder(teacher, SentenceConfig(pooling=config.pooling))
-    train_features = _features(tokenizer, read_texts(config.train)[:config.max_train_examples], config.max_length)
-    dev_features = (_features(tokenizer, read_texts(config.dev)[:config.max_dev_examples], config.max_length)
-                    if config.dev else None)
+    data = config.data
+    train_features = _features(tokenizer, read_texts(data.train, encoding=data.encoding)[:data.max_train_examples],
+                               data.max_length)
+    dev_features = (_features(tokenizer, read_texts(data.dev, encoding=data.encoding)[:data.max_dev_examples],
+                              data.max_length) if data.dev else None)
     pad_id = tokenizer.pad_id
 
     def teacher_vectors(batch) -> torch.Tensor:
@@ -72,8 +75,8 @@ def run_embedding_distill(config, teacher_ckpt) -> dict:
     def make_batch(indices):
         return collate([train_features[i] for i in indices], indices, pad_id, no_targets)
 
-    batches = BucketedBatches([len(f.input_ids) for f in train_features], config.batch_size, make_batch,
-                              seed=config.seed)
+    batches = BucketedBatches([len(f.input_ids) for f in train_features], config.data.batch_size, make_batch,
+                              seed=config.train.seed)
 
     def evaluate(net: EmbeddingDistillation) -> dict:
         was_training = net.training
@@ -85,7 +88,8 @@ def run_embedding_distill(config, teacher_ckpt) -> dict:
             return collate([dev_features[i] for i in indices], indices, pad_id, no_targets)
 
         with torch.no_grad():
-            for batch in inference_batches([len(f.input_ids) for f in dev_features], 64, make_dev_batch):
+            for batch in inference_batches([len(f.input_ids) for f in dev_features], data.eval_batch_size,
+                                           make_dev_batch):
                 batch = batch.to(device)
                 s, t = net(batch.input_ids, batch.attention_mask).float(), teacher_vectors(batch).float()
                 cosines.append((normalize(s) * normalize(t)).sum(-1))
@@ -101,8 +105,7 @@ def run_embedding_distill(config, teacher_ckpt) -> dict:
     def save(net: EmbeddingDistillation, metrics: dict) -> None:
         save_checkpoint(output, net.student, tokenizer, {}, {**meta, "dev_metrics": metrics}, sentence=sentence)
 
-    job = Job(model, loss_fn, batches, save, evaluate if dev_features else None, "cosine" if dev_features else None)
-    return distill_record(fit(job, loop_settings(config, log_every=10), output, config))
+    return Job(model, loss_fn, batches, save, evaluate if dev_features else None, "cosine" if dev_features else None)
 
 
 def distill_record(result: JobResult) -> dict:

@@ -25,7 +25,7 @@ from bertkit.distill import losses
 from bertkit.distill.config import DistillConfig
 from bertkit.distill.augment import UNLABELED, masked_copies
 from bertkit.distill.embedding_job import distill_record
-from bertkit.distill.embedding_job import run_embedding_distill
+from bertkit.distill.embedding_job import embedding_job
 from bertkit.distill.student import build_student
 from bertkit.model.pooling import pooled_or_cls
 from bertkit.model.sentence import SentencePipeline
@@ -34,8 +34,7 @@ from bertkit.finetune.batching import BucketedBatches, collate
 from bertkit.finetune.model import FinetuneModel, hf_config_extra, model_from_checkpoint, model_meta, new_head
 from bertkit.finetune.config import TaskOptions
 from bertkit.finetune.tasks import TASKS, build_task, read_examples
-from bertkit.runtime import seed_everything
-from bertkit.train.fit import Job, check_required, check_resume, fit, loop_settings
+from bertkit.train.fit import Job, check_required, fit
 
 
 class Distillation(nn.Module):
@@ -47,9 +46,12 @@ class Distillation(nn.Module):
 
 
 def run_distill(config: DistillConfig) -> dict:
-    check_required(config, "distill", ("teacher", "train", "output"))
-    check_resume(config.resume, config.output)
-    seed_everything(config.seed)
+    check_required(config, "distill", ("teacher", "data.train", "output"))
+    return distill_record(fit(config, lambda: _distill_job(config)))
+
+
+def _distill_job(config: DistillConfig) -> Job:
+    """The job `run_distill` trains (fit seeded the RNGs): classification, or embedding_job's."""
     teacher_ckpt = load_checkpoint(config.teacher)
     require_bert_encoder(teacher_ckpt, "distill")
     if teacher_ckpt.tokenizer is None:
@@ -61,7 +63,7 @@ def run_distill(config: DistillConfig) -> dict:
         if config.augment_copies or config.transfer:
             raise BertkitError("--augment-copies and --transfer are for --task classification (the teacher labels "
                                "the extra texts)")
-        return run_embedding_distill(config, teacher_ckpt)
+        return embedding_job(config, teacher_ckpt)
     if teacher_ckpt.meta.get("task") != "classification" or TASKS["classification"].head not in teacher_ckpt.heads:
         raise BertkitError(f"--teacher {config.teacher} is not a fine-tuned classifier; run bertkit finetune first")
     labels = list(teacher_ckpt.meta.get("labels") or [])
@@ -72,15 +74,16 @@ def run_distill(config: DistillConfig) -> dict:
         else copy.deepcopy(teacher.head)
     student = FinetuneModel(student_encoder, student_head, "classification", labels)
 
-    read = ReadOptions()
+    read = ReadOptions(config.data.encoding)
     known = LabelMap(tuple(labels))
-    train_examples = read_examples("classification", config.train, known, True, read)[:config.max_train_examples]
-    dev_examples = (read_examples("classification", config.dev, known, True, read)[:config.max_dev_examples]
-                    if config.dev else None)
-    task = build_task("classification", tokenizer, labels, TaskOptions(max_length=config.max_length))
+    data = config.data
+    train_examples = read_examples("classification", data.train, known, True, read)[:data.max_train_examples]
+    dev_examples = (read_examples("classification", data.dev, known, True, read)[:data.max_dev_examples]
+                    if data.dev else None)
+    task = build_task("classification", tokenizer, labels, TaskOptions(max_length=config.data.max_length))
     train_features = task.encode(train_examples)
     train_features += masked_copies(train_features, config.augment_copies, config.augment_mask_prob,
-                                    tokenizer.mask_id, tokenizer.special_ids, config.seed)
+                                    tokenizer.mask_id, tokenizer.special_ids, config.train.seed)
     if config.transfer:     # any labels in the file are ignored: only the teacher labels transfer texts
         transfer = read_examples("classification", config.transfer, None, False, read)
         train_features += [f._replace(label=UNLABELED)
@@ -101,8 +104,8 @@ def run_distill(config: DistillConfig) -> dict:
     def make_batch(indices):
         return collate([train_features[i] for i in indices], indices, pad_id, task.make_targets)
 
-    batches = BucketedBatches([len(f.input_ids) for f in train_features], config.batch_size, make_batch,
-                              seed=config.seed)
+    batches = BucketedBatches([len(f.input_ids) for f in train_features], config.data.batch_size, make_batch,
+                              seed=config.train.seed)
     need_hidden, need_attn = bool(config.hidden_weight), bool(config.attention_weight)
     # Logit-only distillation: the teacher is frozen and in eval mode, so each row's logits never change.
     # Computed on first sight and reused in later epochs; only [CLS] reaches the last layers' outputs.
@@ -155,8 +158,7 @@ def run_distill(config: DistillConfig) -> dict:
                         sentence=SentencePipeline(teacher_ckpt.sentence.config))    # the teacher's settings only
 
     def evaluate(net: Distillation):
-        return task.evaluate(net.student, dev_features, dev_examples)
+        return task.evaluate(net.student, dev_features, dev_examples, config.data.eval_batch_size)
 
     metric = TASKS["classification"].main_metric if has_dev else None
-    job = Job(model, loss_fn, batches, save, evaluate if has_dev else None, metric)
-    return distill_record(fit(job, loop_settings(config, log_every=10), output, config))
+    return Job(model, loss_fn, batches, save, evaluate if has_dev else None, metric)

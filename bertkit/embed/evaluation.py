@@ -102,9 +102,9 @@ def pair_similarities(vectors_a: np.ndarray, vectors_b: np.ndarray) -> np.ndarra
 
 # -- files ---------------------------------------------------------------------------------------------
 
-def read_jsonl(path: str | Path) -> list[tuple[int, dict]]:
+def read_jsonl(path: str | Path, encoding: str = "utf-8") -> list[tuple[int, dict]]:
     path = check_readable(path, (".jsonl",))
-    rows = list(iter_jsonl(path))
+    rows = list(iter_jsonl(path, encoding))
     if not rows:
         raise InputFileError(path, "is empty")
     return rows
@@ -148,10 +148,12 @@ def read_retrieval_files(queries_path, corpus_path) -> RetrievalTask:
     return RetrievalTask(queries, corpus, relevant)
 
 
-def read_pairs(path) -> tuple[list[str], list[str], list[float] | None]:
-    """{"text_a", "text_b"[, "score"]} per line: scored pairs (Spearman) or paraphrase pairs (retrieval)."""
+def read_pairs(path, encoding: str = "utf-8", limit: int | None = None
+               ) -> tuple[list[str], list[str], list[float] | None]:
+    """{"text_a", "text_b"[, "score"]} per line: scored pairs (Spearman) or paraphrase pairs (retrieval); the first
+    `limit` rows only when given."""
     a, b, scores = [], [], []
-    for number, row in read_jsonl(path):
+    for number, row in read_jsonl(path, encoding)[:limit]:
         a.append(_text(path, number, row, "text_a"))
         b.append(_text(path, number, row, "text_b"))
         if "score" in row:

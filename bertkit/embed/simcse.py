@@ -27,10 +27,9 @@ from bertkit.embed.evaluation import pair_similarities, read_jsonl, read_pairs, 
 from bertkit.embed.config import Mode, SimCSEConfig
 from bertkit.errors import BertkitError, InputFileError
 from bertkit.model.sentence import SentenceEncoder, SentencePipeline
-from bertkit.runtime import seed_everything
 from bertkit.tokenizer.padding import pad_to_tensors
 from bertkit.train import IndexedBatches
-from bertkit.train.fit import Job, check_required, check_resume, fit, loop_settings
+from bertkit.train.fit import Job, check_required, fit
 
 def contrastive_loss(anchors: torch.Tensor, candidates: torch.Tensor, temperature: float) -> torch.Tensor:
     """InfoNCE: anchors (B, C) against candidates (M >= B, C); anchor i's positive is candidate i."""
@@ -46,17 +45,18 @@ class ContrastiveData:
     negatives: Optional[list[str]]
 
 
-def read_training_file(path: str | Path, mode: Mode = "auto", max_examples: Optional[int] = None) -> ContrastiveData:
+def read_training_file(path: str | Path, mode: Mode = "auto", max_examples: Optional[int] = None,
+                       encoding: str = "utf-8") -> ContrastiveData:
     path = check_readable(path, (".txt", ".jsonl"))
     is_jsonl = path.name.removesuffix(".gz").endswith(".jsonl")
     if mode == "auto":
         mode = "pairs" if is_jsonl else "unsupervised"
     if mode == "unsupervised" and not is_jsonl:
-        texts = [line for _, line in iter_lines(path) if line.strip()][:max_examples]
+        texts = [line for _, line in iter_lines(path, encoding) if line.strip()][:max_examples]
         if len(texts) < 2:
             raise InputFileError(path, "needs at least 2 non-empty lines (in-batch negatives)")
         return ContrastiveData(texts, None, None)
-    rows = read_jsonl(path)[:max_examples]
+    rows = read_jsonl(path, encoding)[:max_examples]
     if mode == "unsupervised":
         return ContrastiveData([_field(path, n, r, "text") for n, r in rows], None, None)
     anchors = [_field(path, n, r, "text_a") for n, r in rows]
@@ -89,15 +89,22 @@ def embed(net: SentenceEncoder, tokenizer, texts: list[str], max_length: int, ba
 def run_simcse(config: SimCSEConfig):
     """Train and save to config.output; returns the loop's TrainResult."""
     check_required(config, "simcse")
-    if config.batch_size < 2:
+    if config.data.batch_size < 2:
         raise BertkitError("--batch-size must be >= 2: the other sentences of a batch are the negatives")
-    check_resume(config.resume, config.output)
-    seed_everything(config.seed)
+    about: dict = {}
+    result = fit(config, lambda: _simcse_job(config, about))
+    write_json(Path(config.output) / "simcse.json", {"config": asdict(config), **about, "steps": result.steps,
+                                                     "last_eval": result.loop.last_eval})
+    return result.loop
+
+
+def _simcse_job(config: SimCSEConfig, about: dict) -> Job:
+    """The job `run_simcse` trains (fit seeded the RNGs); `about` gets the run's summary for simcse.json."""
     checkpoint = load_checkpoint(config.model)
     tokenizer = checkpoint.tokenizer
     if tokenizer is None:
         raise BertkitError(f"{config.model}: the model folder has no vocab.txt or tokenizer.json")
-    data = read_training_file(config.train, config.mode, config.max_examples)
+    data = read_training_file(config.data.train, config.mode, config.data.max_train_examples, config.data.encoding)
     # the folder's sentence path with this pooling: its dense layers train too; normalization does not matter to a
     # cosine loss, and a whitening fitted on the old encoder's vectors is dropped (after_training)
     source = checkpoint.sentence.after_training()
@@ -106,7 +113,7 @@ def run_simcse(config: SimCSEConfig):
         net = SentenceEncoder(checkpoint.encoder, settings, source.dense)
     except ValueError as err:
         raise BertkitError(f"simcse: {err}") from None
-    max_length = min(config.max_length, checkpoint.config.max_length)
+    max_length = min(config.data.max_length, checkpoint.config.max_length)
 
     def make_batch(indices: list[int], epoch: int) -> dict:
         texts = [data.anchors[i] for i in indices]
@@ -126,23 +133,25 @@ def run_simcse(config: SimCSEConfig):
         return loss, {"tokens": float(batch["attention_mask"].sum())}
 
     # drop_last: a lone final sentence would have no negatives at all.
-    batches = IndexedBatches(len(data.anchors), config.batch_size, make_batch, seed=config.seed, drop_last=True)
+    batches = IndexedBatches(len(data.anchors), config.data.batch_size, make_batch, seed=config.train.seed,
+                             drop_last=True)
     if len(batches) == 0:
-        raise BertkitError(f"{config.train}: {len(data.anchors)} examples do not fill one batch of "
-                           f"{config.batch_size}; lower --batch-size")
+        raise BertkitError(f"{config.data.train}: {len(data.anchors)} examples do not fill one batch of "
+                           f"{config.data.batch_size}; lower --batch-size")
     evaluate = None
-    if config.dev:
-        dev_a, dev_b, dev_scores = read_pairs(config.dev)
+    if config.data.dev:
+        dev_a, dev_b, dev_scores = read_pairs(config.data.dev, config.data.encoding, config.data.max_dev_examples)
 
         def evaluate(model):
-            va, vb = embed(model, tokenizer, dev_a, max_length), embed(model, tokenizer, dev_b, max_length)
+            size = config.data.eval_batch_size
+            va, vb = embed(model, tokenizer, dev_a, max_length, size), embed(model, tokenizer, dev_b, max_length, size)
             if dev_scores is not None:
                 return {"spearman": spearman(pair_similarities(va, vb), dev_scores)}
             return {"recall_at_1": retrieval_metrics(va, vb, [{i} for i in range(len(dev_b))]).recall_at_1}
 
     output = Path(config.output)
     mode = "unsupervised" if data.positives is None else ("triplets" if data.negatives is not None else "pairs")
-    about = {"mode": mode, "temperature": config.temperature, "examples": len(data.anchors), "layers": config.layers}
+    about.update(mode=mode, temperature=config.temperature, examples=len(data.anchors), layers=config.layers)
 
     def save(model: SentenceEncoder, last_eval: dict) -> None:
         meta = {"task": "sentence-embedding", "trained_from": str(config.model),
@@ -152,8 +161,4 @@ def run_simcse(config: SimCSEConfig):
         save_checkpoint(output, model.encoder, tokenizer, meta=meta, sentence=sentence)
 
     # evaluations are logged but pick no model (metric None): fit saves the last one
-    result = fit(Job(net, loss_fn, batches, save, evaluate, record={"simcse": about}),
-                 loop_settings(config, log_every=10), output, config)
-    write_json(output / "simcse.json", {"config": asdict(config), **about, "steps": result.steps,
-                                        "last_eval": result.loop.last_eval})
-    return result.loop
+    return Job(net, loss_fn, batches, save, evaluate, record={"simcse": dict(about)})

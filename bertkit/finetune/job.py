@@ -21,7 +21,6 @@ import re
 from pathlib import Path
 
 
-from bertkit.atomic_write import write_json
 from bertkit.checkpoints import load_checkpoint, save_checkpoint
 from bertkit.data.labels import LabelMap
 from bertkit.data.readers import ReadOptions
@@ -36,11 +35,11 @@ from bertkit.finetune.model import FinetuneModel, check_saved_task, hf_config_ex
 from bertkit.finetune.recipe import ModelProfile, Recipe, Requested, choose_recipe, describe, profile_data
 from bertkit.finetune.config import FinetuneConfig
 from bertkit.finetune.tasks import TASKS, build_task, check_training_labels, label_names_from, read_examples
-from bertkit.runtime import fast_bf16, pick_device, seed_everything
+from bertkit.runtime import fast_bf16, pick_device
 from bertkit.tokenizer.coverage import texts_of, warn_unknown
-from bertkit.train.fit import Job, JobResult, check_required, check_resume, fit, loop_settings
+from bertkit.train.fit import Job, JobResult, check_required, fit
 from bertkit.train.loop import say
-from bertkit.train.saved_score import METRICS_FILE, dev_fingerprint, saved_score
+from bertkit.train.saved_score import dev_fingerprint, saved_score
 
 FinetuneResult = JobResult      # what every fine-tuning job returns (train/fit.py)
 
@@ -49,9 +48,24 @@ def run_finetune(config: FinetuneConfig) -> FinetuneResult:
     check_required(config, "finetune")
     if config.method != "finetune":
         return _linear_method(config)
-    seed_everything(config.seed)
-    if config.max_steps is not None and config.max_steps < 1:
-        raise BertkitError(f"--max-steps must be >= 1 (got {config.max_steps})")
+    if config.train.max_steps is not None and config.train.max_steps < 1:
+        raise BertkitError(f"--max-steps must be >= 1 (got {config.train.max_steps})")
+    built: dict = {}
+    result = fit(config, lambda: _build(config, built))
+    metrics, kept, config = result.metrics, result.kept_earlier_model, built["config"]
+    if config.baseline and config.task in LINEAR_TASKS and built["dev_features"] is not None and not kept:
+        label_names, dev_features, tokenizer = built["label_names"], built["dev_features"], built["tokenizer"]
+        predicted = None if config.task == "regression" else best_dev_predictions(
+            result.output, config.task, label_names, dev_features, tokenizer.pad_id, config.data.eval_batch_size)
+        report_beside(result.output, "fine-tuned", splits_of(config.task, built["train_examples"],
+                                                             built["dev_examples"], label_names),
+                      metrics, predicted, config.train.seed)
+    return result
+
+
+def _build(config: FinetuneConfig, built: dict) -> Job:
+    """The fine-tuning job (fit seeded the RNGs): read, build the model, fill the recipe, encode; `built` keeps what
+    the baseline beside the result needs."""
     checkpoint = load_checkpoint(config.model)
     check_saved_task(checkpoint, config.task)
     mlm_head = None
@@ -62,34 +76,33 @@ def run_finetune(config: FinetuneConfig) -> FinetuneResult:
         mlm_head = mlm_head_for_aux_loss(checkpoint, config.model)   # before reading data: fail early
     if checkpoint.tokenizer is None:
         raise BertkitError(f"{config.model}: the model folder has no vocab.txt or tokenizer.json")
-    if config.max_length is not None and config.max_length > checkpoint.config.max_length:
-        raise BertkitError(f"--max-length {config.max_length} > the {checkpoint.config.max_length} positions of "
+    if config.data.max_length is not None and config.data.max_length > checkpoint.config.max_length:
+        raise BertkitError(f"--max-length {config.data.max_length} > the {checkpoint.config.max_length} positions of "
                            f"{config.model}; lower it (long inputs are windowed for ner/qa, truncated otherwise)")
-    read = ReadOptions(config.encoding, config.skip_bad_rows, Path(config.output + ".rejects.jsonl")
-                       if config.skip_bad_rows else None, skip_hint=True)
-    train_examples = read_examples(config.task, config.train, None, True, read)[:config.max_train_examples]
-    check_training_labels(config.task, config.train, train_examples)
+    read = ReadOptions(config.data.encoding, config.data.skip_bad_rows, Path(config.output + ".rejects.jsonl")
+                       if config.data.skip_bad_rows else None, skip_hint=True)
+    train_examples = read_examples(config.task, config.data.train, None, True, read)[:config.data.max_train_examples]
+    check_training_labels(config.task, config.data.train, train_examples)
     label_names = label_names_from(config.task, train_examples)
     dev_examples = None
-    if config.dev:
+    if config.data.dev:
         dev_read = dataclasses.replace(read, rejects_path=Path(config.output + ".dev.rejects.jsonl")
-                                       if config.skip_bad_rows else None)
+                                       if config.data.skip_bad_rows else None)
         known = LabelMap(tuple(label_names)) if label_names is not None else None
-        dev_examples = read_examples(config.task, config.dev, known, True, dev_read)[:config.max_dev_examples]
+        dev_examples = read_examples(config.task, config.data.dev, known, True, dev_read)[:config.data.max_dev_examples]
     model = model_from_checkpoint(checkpoint, config.task, label_names)
-    check_resume(config.resume, config.output)          # before the recipe lines: a one-line error
     config, recipe = _apply_recipe(config, checkpoint, model, train_examples)
-    options = dataclasses.replace(config.options, max_length=config.max_length)
+    options = dataclasses.replace(config.options, max_length=config.data.max_length)
     task = build_task(config.task, checkpoint.tokenizer, model.label_names, options, train_examples,
                       recipe.class_weights)
     if config.task == "qa":
         options = dataclasses.replace(options, with_negative=task.with_negative)
     train_features = task.encode(train_examples)
-    warn_unknown(checkpoint.tokenizer, texts_of(train_examples), f"fine-tune data {config.train}",
+    warn_unknown(checkpoint.tokenizer, texts_of(train_examples), f"fine-tune data {config.data.train}",
                  [f.input_ids for f in train_features])
     dev_features = task.encode(dev_examples) if dev_examples is not None else None
     pad_id = checkpoint.tokenizer.pad_id
-    masker = (BatchMasker(checkpoint.tokenizer, config.aux_mlm_weight, config.aux_mlm_decay, config.seed)
+    masker = (BatchMasker(checkpoint.tokenizer, config.aux_mlm_weight, config.aux_mlm_decay, config.train.seed)
               if mlm_head is not None else None)
 
     def make_batch(indices: list[int]):
@@ -97,8 +110,8 @@ def run_finetune(config: FinetuneConfig) -> FinetuneResult:
         # `batches.epoch` is the epoch being iterated: the masks and gamma follow it
         return masker(batch, batches.epoch) if masker is not None else batch
 
-    batches = BucketedBatches([len(f.input_ids) for f in train_features], config.batch_size, make_batch,
-                              seed=config.seed, bucket=config.bucket_by_length)
+    batches = BucketedBatches([len(f.input_ids) for f in train_features], config.data.batch_size, make_batch,
+                              seed=config.train.seed, bucket=config.data.bucket_by_length)
 
     def loss_fn(net, batch):
         copy = batch if isinstance(batch, MaskedCopy) else None
@@ -115,7 +128,7 @@ def run_finetune(config: FinetuneConfig) -> FinetuneResult:
     output = Path(config.output)
     meta_extra = {"task_options": dataclasses.asdict(options), "finetuned_from": str(config.model)}
     metric = config.metric or TASKS[config.task].main_metric
-    dev_data = dev_fingerprint(config.task, config.dev, len(dev_examples)) if dev_examples is not None else None
+    dev_data = dev_fingerprint(config.task, config.data.dev, len(dev_examples)) if dev_examples is not None else None
     to_beat = saved_score(output, metric, dev_data)
     if to_beat is not None:
         say(f"{output} holds a model with {metric} {to_beat:.4g} on this dev set; this run replaces it only "
@@ -126,53 +139,54 @@ def run_finetune(config: FinetuneConfig) -> FinetuneResult:
         save_checkpoint(output, net.encoder, checkpoint.tokenizer, {net.head_key: net.head},
                         model_meta(net, {**meta_extra, "dev_metrics": metrics}), hf_config_extra(net),
                         sentence=checkpoint.sentence.after_training())
-        write_json(output / METRICS_FILE, {"dev": metrics, "metric_for_best": metric, "dev_data": dev_data})
 
     evaluate = None
     if dev_features is not None:
         def evaluate(net):
-            return task.evaluate(net, dev_features, dev_examples, config.eval_batch_size)
+            return task.evaluate(net, dev_features, dev_examples, config.data.eval_batch_size)
 
     # With a time budget the run ends after `epochs` or at the budget, whichever comes first; the lr schedule
     # follows whichever is further along (the loop's time-budget schedule).
     # --max-steps N: the run and the lr schedule span N optimizer steps (epochs cycle as needed; --epochs is then
     # ignored, as in transformers' Trainer); a --time-budget given too ends it earlier if reached first.
-    recipe_steps = config.max_steps is None and bool(config.time_budget)
-    max_steps = -(-config.epochs * len(batches) // config.grad_accum) if recipe_steps else config.max_steps
-    train_config = loop_settings(config, max_steps=max_steps, checkpoint_on_eval=evaluate is not None,
-                                 early_stopping_patience=config.early_stopping_patience or None,
-                                 early_stopping_start=recipe.early_stopping_start, log_every=10)
+    train = config.train
+    recipe_steps = train.max_steps is None and bool(train.time_budget)
+    max_steps = -(-train.epochs * len(batches) // train.grad_accum) if recipe_steps else train.max_steps
     trained = AuxMlmModel(model, mlm_head) if mlm_head is not None else model
-    job = Job(trained, loss_fn, batches, save, evaluate, metric, to_beat,
-              on_epoch_start=_gradual_unfreezing if config.gradual_unfreezing else None, is_head=_is_head,
-              record={"dev_data": dev_data, "train_examples": len(train_examples),
-                      "train_features": len(train_features), "recipe": recipe.to_dict()},
-              run_files={"recipe.json": recipe.to_dict()}, epoch_batches=len(batches) if recipe_steps else None)
-    result = fit(job, train_config, output, config)
-    metrics, kept = result.metrics, result.kept_earlier_model
-    if config.baseline and config.task in LINEAR_TASKS and evaluate is not None and not kept:
-        predicted = None if config.task == "regression" else best_dev_predictions(
-            output, config.task, label_names, dev_features, checkpoint.tokenizer.pad_id, config.eval_batch_size)
-        report_beside(output, "fine-tuned", splits_of(config.task, train_examples, dev_examples, label_names),
-                      metrics, predicted, config.seed)
-    return result
+    built.update(config=config, label_names=label_names, dev_features=dev_features, tokenizer=checkpoint.tokenizer,
+                 train_examples=train_examples, dev_examples=dev_examples)
+    return Job(trained, loss_fn, batches, save, evaluate, metric, to_beat,
+               on_epoch_start=_gradual_unfreezing if config.gradual_unfreezing else None, is_head=_is_head,
+               record={"dev_data": dev_data, "train_examples": len(train_examples),
+                       "train_features": len(train_features), "recipe": recipe.to_dict()},
+               run_files={"recipe.json": recipe.to_dict()}, epoch_batches=len(batches) if recipe_steps else None,
+               config=config, loop=dict(max_steps=max_steps, checkpoint_on_eval=evaluate is not None,
+                                        early_stopping_patience=train.early_stopping_patience or None,
+                                        early_stopping_start=recipe.early_stopping_start))
 
 
 def _apply_recipe(config: FinetuneConfig, checkpoint, model: FinetuneModel, examples) -> tuple[FinetuneConfig, Recipe]:
     """Fill every unset setting from the default recipe; returns the effective config and the recipe."""
-    device = pick_device(config.device)
+    device = pick_device(config.train.device)
     encoder = checkpoint.config
     profile = ModelProfile(encoder.hidden_size, encoder.num_layers, encoder.max_length, fast_bf16(device) is not None,
                            new_head=checkpoint.heads.get(model.head_key) is None)
-    data = profile_data(config.task, checkpoint.tokenizer, examples, model.label_names)
-    asked = Requested(**{f.name: getattr(config, f.name) for f in dataclasses.fields(Requested)})
-    recipe = choose_recipe(data, profile, asked)
-    for line in describe(recipe, data).splitlines():
+    measured = profile_data(config.task, checkpoint.tokenizer, examples, model.label_names)
+    asked = Requested(**{f.name: getattr(config.data if f.name in _DATA_SETTINGS else
+                                         config.train if f.name != "class_weights" else config, f.name)
+                         for f in dataclasses.fields(Requested)})
+    recipe = choose_recipe(measured, profile, asked)
+    for line in describe(recipe, measured).splitlines():
         say(line)
-    resolved = {name: getattr(recipe, name) for name in ("epochs", "lr", "head_lr", "warmup_ratio", "batch_size",
-                                                         "max_length", "eval_every", "precision", "time_budget")}
+    trained = {name: getattr(recipe, name) for name in ("epochs", "lr", "head_lr", "warmup_ratio", "eval_every",
+                                                        "precision", "time_budget")}
     patience = recipe.early_stopping_patience
-    return dataclasses.replace(config, **resolved, early_stopping_patience=patience if patience else 0), recipe
+    train = dataclasses.replace(config.train, **trained, early_stopping_patience=patience if patience else 0)
+    data = dataclasses.replace(config.data, **{name: getattr(recipe, name) for name in _DATA_SETTINGS})
+    return dataclasses.replace(config, train=train, data=data), recipe
+
+
+_DATA_SETTINGS = ("batch_size", "max_length")     # the recipe's choices that are data.* fields
 
 
 def _is_head(name: str) -> bool:
@@ -181,25 +195,28 @@ def _is_head(name: str) -> bool:
 
 
 # Settings of the gradient-descent loop: a linear method has none of them (its regularization is chosen on dev).
-_LOOP_ONLY = ("epochs", "lr", "head_lr", "batch_size", "warmup_ratio", "eval_every", "early_stopping_patience",
-              "layerwise_lr_decay", "gradual_unfreezing", "aux_mlm_weight", "resume", "time_budget",
-              "class_weights", "max_steps")
+_LOOP_ONLY = ("train.epochs", "train.lr", "train.head_lr", "data.batch_size", "train.warmup_ratio",
+              "train.eval_every", "train.early_stopping_patience", "train.layerwise_lr_decay", "gradual_unfreezing",
+              "aux_mlm_weight", "train.resume", "train.time_budget", "class_weights", "train.max_steps")
 
 
 def _linear_method(config: FinetuneConfig) -> FinetuneResult:
     """--method linear-probe | hybrid (bertkit.finetune.linear.methods), then the baseline beside it."""
     defaults = FinetuneConfig()
     for name in _LOOP_ONLY:
-        if getattr(config, name) != getattr(defaults, name):
-            raise BertkitError(f"--{name.replace('_', '-')} is a fine-tuning setting; --method {config.method} "
+        section, _, leaf = name.rpartition(".")
+        given = getattr(getattr(config, section) if section else config, leaf)
+        if given != getattr(getattr(defaults, section) if section else defaults, leaf):
+            raise BertkitError(f"--{leaf.replace('_', '-')} is a fine-tuning setting; --method {config.method} "
                                "fits a linear model on frozen vectors (its regularization is chosen on dev)")
-    read = ReadOptions(config.encoding, config.skip_bad_rows, Path(config.output + ".rejects.jsonl")
-                       if config.skip_bad_rows else None, skip_hint=True)
-    job = LinearJob(config.method, config.task, config.model, config.train, config.dev, config.output, read,
-                    config.max_train_examples, config.max_dev_examples, config.seed, max_length=config.max_length)
+    read = ReadOptions(config.data.encoding, config.data.skip_bad_rows, Path(config.output + ".rejects.jsonl")
+                       if config.data.skip_bad_rows else None, skip_hint=True)
+    data = config.data
+    job = LinearJob(config.method, config.task, config.model, data.train, data.dev, config.output, read,
+                    data.max_train_examples, data.max_dev_examples, config.train.seed, max_length=data.max_length)
     result = run_linear_job(job)
     if config.baseline and not result.kept_earlier_model:
-        report_beside(result.output, config.method, result.splits, result.dev, result.predicted_dev, config.seed,
+        report_beside(result.output, config.method, result.splits, result.dev, result.predicted_dev, config.train.seed,
                       result.tfidf)
     return FinetuneResult(result.output, result.dev, result.seconds, 0, 0, config.method, result.kept_earlier_model)
 

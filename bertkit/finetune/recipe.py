@@ -111,7 +111,8 @@ class Recipe:
 
 @dataclass(frozen=True)
 class Requested:
-    """What the user set (None: let the recipe choose); mirrors FinetuneConfig's fields."""
+    """What the user set (None: let the recipe choose): the recipe's fields of FinetuneConfig's train and data sections,
+    and its class_weights."""
     epochs: Optional[int] = None
     lr: Optional[float] = None
     head_lr: Optional[float] = None

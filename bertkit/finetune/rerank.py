@@ -20,7 +20,6 @@ from typing import Literal
 import torch
 import torch.nn.functional as F
 
-from bertkit.atomic_write import write_json
 from bertkit.checkpoints import load_checkpoint, save_checkpoint
 from bertkit.errors import BertkitError, CheckpointError, InputFileError
 from bertkit.finetune.model import FinetuneModel, hf_config_extra, model_from_checkpoint, model_meta
@@ -28,12 +27,10 @@ from bertkit.finetune.config import TaskOptions
 from bertkit.finetune.tasks import TASKS
 from bertkit.finetune.triples import Triple, read_triples
 from bertkit.finetune.loop_job import LoopJobConfig, max_length_for
-from bertkit.runtime import seed_everything
 from bertkit.tokenizer.coverage import warn_unknown
 from bertkit.tokenizer.padding import pad_to_tensors
 from bertkit.train import IndexedBatches
-from bertkit.train.fit import Job, JobResult, check_required, check_resume, fit, loop_settings
-from bertkit.train.saved_score import METRICS_FILE
+from bertkit.train.fit import Job, JobResult, check_required, fit
 
 TASK = "rerank"
 SAVED_TASK = TASKS[TASK].saved_as
@@ -102,7 +99,7 @@ def evaluate_ranking(net: FinetuneModel, tokenizer, triples: list[Triple], confi
     device = next(net.parameters()).device
     order = list(range(len(triples)))
     reciprocal, top1 = 0.0, 0
-    per_batch = max(1, config.eval_batch_size // (1 + config.negatives + DEV_IN_BATCH))
+    per_batch = max(1, config.data.eval_batch_size // (1 + config.negatives + DEV_IN_BATCH))
     for start in range(0, len(order), per_batch):
         indices = order[start:start + per_batch]
         window = order[start:start + per_batch + DEV_IN_BATCH]     # the next queries' positives, too
@@ -121,20 +118,24 @@ def run_rerank_finetune(config: RerankConfig) -> JobResult:
     check_required(config, "finetune --task rerank")
     if config.negatives < 0 or config.in_batch_negatives < 0:
         raise BertkitError("--negatives and --in-batch-negatives must be >= 0")
-    check_resume(config.resume, config.output)
-    seed_everything(config.seed)
+    return fit(config, lambda: _rerank_job(config))
+
+
+def _rerank_job(config: RerankConfig) -> Job:
+    """The job `run_rerank_finetune` trains (fit seeded the RNGs)."""
     checkpoint = load_checkpoint(config.model)
     if checkpoint.tokenizer is None:
         raise CheckpointError(f"{config.model}: the model folder has no vocab.txt or tokenizer.json")
     max_length = max_length_for(config, checkpoint)
     tokenizer = checkpoint.tokenizer
-    train_triples = read_triples(config.train, config.encoding)[:config.max_train_examples]
-    dev_triples = read_triples(config.dev, config.encoding)[:config.max_dev_examples] if config.dev else None
+    train_triples = read_triples(config.data.train, config.data.encoding)[:config.data.max_train_examples]
+    data = config.data
+    dev_triples = read_triples(data.dev, data.encoding)[:data.max_dev_examples] if data.dev else None
     if config.in_batch_negatives == 0 and not any(t.negatives[:config.negatives] for t in train_triples):
-        raise InputFileError(config.train, "no row has a negative and --in-batch-negatives is 0: nothing to rank "
+        raise InputFileError(config.data.train, "no row has a negative and --in-batch-negatives is 0: nothing to rank "
                                            "the positives against")
     warn_unknown(tokenizer, [text for t in train_triples for text in (t.query, t.positive, *t.negatives)],
-                 f"fine-tune data {config.train}")
+                 f"fine-tune data {config.data.train}")
     model = model_from_checkpoint(checkpoint, SAVED_TASK, LABELS)
 
     def make_batch(indices: list[int], epoch: int) -> dict:
@@ -145,7 +146,7 @@ def run_rerank_finetune(config: RerankConfig) -> JobResult:
         scores = group_scores(net, batch)
         return ranking_loss(scores, config.loss), {"tokens": float(batch["attention_mask"].sum())}
 
-    batches = IndexedBatches(len(train_triples), config.batch_size, make_batch, seed=config.seed)
+    batches = IndexedBatches(len(train_triples), config.data.batch_size, make_batch, seed=config.train.seed)
     output = Path(config.output)
     options = dataclasses.asdict(TaskOptions(max_length=max_length))
     extra = {"trained_as": TASK, "rerank_loss": config.loss, "task_options": options,
@@ -155,13 +156,12 @@ def run_rerank_finetune(config: RerankConfig) -> JobResult:
         save_checkpoint(output, net.encoder, tokenizer, {net.head_key: net.head},
                         model_meta(net, {**extra, "dev_metrics": metrics}), hf_config_extra(net),
                         sentence=checkpoint.sentence.after_training())
-        write_json(output / METRICS_FILE, {"dev": metrics, "metric_for_best": METRIC})
 
     evaluate = None
     if dev_triples is not None:
         def evaluate(net):
             return evaluate_ranking(net, tokenizer, dev_triples, config, max_length)
 
-    job = Job(model, loss_fn, batches, save, evaluate, METRIC if evaluate is not None else None,
-              record={"train_queries": len(train_triples)})
-    return fit(job, loop_settings(config, log_every=10), output, config)
+    return Job(model, loss_fn, batches, save, evaluate, METRIC if evaluate is not None else None,
+               record={"train_queries": len(train_triples)})
+

@@ -98,6 +98,17 @@ def _sequence_format(task: str) -> Callable[..., list[dict]]:
     return format_logits
 
 
+# What trains a task (TaskKind.job): the module, its config class and its runner, imported by the command line when
+# the task runs (so a new job is one row here, and a new task of it one TASKS entry).
+JOBS: dict[str, tuple[str, str, str]] = {
+    "finetune": ("bertkit.finetune.job", "FinetuneConfig", "run_finetune"),
+    "prompt": ("bertkit.finetune.prompt.job", "PromptConfig", "run_prompt_finetune"),
+    "seq2seq": ("bertkit.finetune.seq2seq.job", "Seq2SeqConfig", "run_seq2seq_finetune"),
+    "rerank": ("bertkit.finetune.rerank", "RerankConfig", "run_rerank_finetune"),
+    "simbert": ("bertkit.finetune.seq2seq.simbert", "SimBertConfig", "run_simbert_finetune"),
+}
+
+
 @dataclass(frozen=True)
 class TaskKind:
     """One task. head: the HEADS key it trains and its folder holds. job: which job trains it ("finetune":

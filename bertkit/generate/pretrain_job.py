@@ -21,7 +21,7 @@ from bertkit.model.causal_lm import CausalLM, causal_lm_loss
 from bertkit.generate.pretrain_config import GPTPretrainConfig
 from bertkit.generate.pretrain import (block_batches, heldout_evaluation, split_documents,
                                        tokenize_documents, unigram_perplexity)
-from bertkit.runtime import init_distributed, pick_device, seed_everything
+from bertkit.runtime import init_distributed, pick_device
 from bertkit.tokenizer.bpe import BPETokenizer, train_bpe
 from bertkit.train import TrainResult
 from bertkit.train import distributed as dist_
@@ -103,20 +103,23 @@ def run_gpt_pretraining(config: GPTPretrainConfig, corpus: Sequence[str], output
                            "--data.batch_size, or add text")
     if heldout_stream is not None and len(heldout_stream) <= block:
         heldout_stream = None   # too little held-out text for one block: train without evaluation
-    seed_everything(seed)
-    model = _model(config, tokenizer.vocab_size, checkpoint.model.train() if checkpoint else None)
-    if model.config.vocab_size < tokenizer.vocab_size:
-        raise BertkitError(f"the tokenizer has {tokenizer.vocab_size} tokens but the model only "
-                           f"{model.config.vocab_size}; vocabulary and weights do not match")
-
-    def save_model(m: CausalLM, saved: dict) -> None:
-        save_gpt2(output, m, tokenizer)
-
-    batches = block_batches(train_stream, block, config.data.batch_size, seed=seed)
     unigram = None   # the baseline beside the held-out perplexity, also in metrics.json
     if heldout_stream is not None:
         unigram = unigram_perplexity(train_stream, heldout_stream, block, tokenizer.vocab_size)
-    job = Job(model, causal_lm_loss, batches, save_model, heldout_evaluation(heldout_stream, config.data),
-              save_with_state=True, record={"unigram_perplexity": unigram})
-    result = fit(job, config.train, output, config).loop
+
+    def build() -> Job:
+        """The model and its loss, evaluation and save (fit seeded the RNGs from train.seed)."""
+        model = _model(config, tokenizer.vocab_size, checkpoint.model.train() if checkpoint else None)
+        if model.config.vocab_size < tokenizer.vocab_size:
+            raise BertkitError(f"the tokenizer has {tokenizer.vocab_size} tokens but the model only "
+                               f"{model.config.vocab_size}; vocabulary and weights do not match")
+
+        def save_model(m: CausalLM, saved: dict) -> None:
+            save_gpt2(output, m, tokenizer)
+
+        batches = block_batches(train_stream, block, config.data.batch_size, seed=seed)
+        return Job(model, causal_lm_loss, batches, save_model, heldout_evaluation(heldout_stream, config.data),
+                   save_with_state=True, record={"unigram_perplexity": unigram})
+
+    result = fit(config, build, output).loop
     return GPTPretrainResult(output, result, unigram)

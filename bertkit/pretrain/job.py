@@ -21,7 +21,7 @@ from bertkit.pretrain.masking import MaskingConfig
 from bertkit.pretrain.objectives import objective_for
 from bertkit.pretrain.objectives.base import Objective, SaveContext
 from bertkit.pretrain.objectives.mlm import PretrainingModel, evaluate_mlm
-from bertkit.runtime import init_distributed, pick_device, seed_everything
+from bertkit.runtime import init_distributed, pick_device
 from bertkit.tokenizer import Tokenizer, train_wordpiece
 from bertkit.train import IndexedBatches, TrainResult
 from bertkit.train import distributed as dist_
@@ -125,31 +125,34 @@ def run_pretraining(config: PretrainConfig, corpus: Sequence[str], output: str |
     if len(batches) == 0:
         raise BertkitError(f"{len(data)} training instances make no full batch of {config.data.batch_size} per "
                            "process; lower --data.batch_size or add text")
-    seed_everything(seed)
-    model = _model(config, tokenizer, checkpoint, objective)
-    if config.heads.train_only:
-        objective.freeze_encoder(model)
-    evaluate = None
-    if len(heldout):
-        held = PretrainingBatches(shards, heldout, specials, masking, seed + 1, 1, lexicon)  # fixed masks
-        held_batches = [held.make_batch(list(range(i, min(i + config.data.eval_batch_size, len(heldout)))), 0)
-                        for i in range(0, len(heldout), config.data.eval_batch_size)]
 
-        def evaluate(m: torch.nn.Module) -> dict[str, float]:
-            return objective.evaluate(m, held_batches, device)
+    def build() -> Job:
+        """The model and its loss, evaluation and save (fit seeded the RNGs from train.seed)."""
+        model = _model(config, tokenizer, checkpoint, objective)
+        if config.heads.train_only:
+            objective.freeze_encoder(model)
+        evaluate = None
+        if len(heldout):
+            held = PretrainingBatches(shards, heldout, specials, masking, seed + 1, 1, lexicon)  # fixed masks
+            held_batches = [held.make_batch(list(range(i, min(i + config.data.eval_batch_size, len(heldout)))), 0)
+                            for i in range(0, len(heldout), config.data.eval_batch_size)]
 
-    meta = {"task": "pretraining", "objective": config.data.objective, "masking": config.data.masking,
-            "max_length": config.data.max_length, "init": str(init) if init else None}
+            def evaluate(m: torch.nn.Module) -> dict[str, float]:
+                return objective.evaluate(m, held_batches, device)
 
-    # continued pre-training keeps the --model folder's sentence settings (length, pooling, dense layers)
-    sentence = checkpoint.sentence.after_training() if checkpoint is not None else None
+        meta = {"task": "pretraining", "objective": config.data.objective, "masking": config.data.masking,
+                "max_length": config.data.max_length, "init": str(init) if init else None}
 
-    def save_model(m: torch.nn.Module, saved: dict) -> None:
-        objective.save(m, SaveContext(output, tokenizer, {**meta, "step": saved["step"]}, sentence))
+        # continued pre-training keeps the --model folder's sentence settings (length, pooling, dense layers)
+        sentence = checkpoint.sentence.after_training() if checkpoint is not None else None
 
-    job = Job(model, objective.loss, batches, save_model, evaluate, save_with_state=True,
-              scratch=() if config.data.shards_dir else (shards_dir,), record={"objective": config.data.objective})
-    result = fit(job, config.train, output, config)
+        def save_model(m: torch.nn.Module, saved: dict) -> None:
+            objective.save(m, SaveContext(output, tokenizer, {**meta, "step": saved["step"]}, sentence))
+
+        return Job(model, objective.loss, batches, save_model, evaluate, save_with_state=True,
+                   scratch=() if config.data.shards_dir else (shards_dir,), record={"objective": config.data.objective})
+
+    result = fit(config, build, output)
     return PretrainResult(output, result.loop)
 
 

@@ -24,6 +24,7 @@ import torch
 from bertkit import api
 from bertkit.checkpoints import load_checkpoint, save_checkpoint
 from bertkit.config import save_config
+from bertkit.job_config import job_config
 from bertkit.errors import BertkitError
 from bertkit.finetune import FinetuneConfig, evaluate_file, run_finetune
 from bertkit.finetune.linear import BaselineConfig, run_baseline
@@ -115,7 +116,8 @@ def _finetune(name: str, model: Path, stage: FinetuneStage, files: SplitFiles, f
               train_size: int, seed: int, tty: bool) -> tuple[FinetuneRow, float]:
     """The table's row and the model's best dev accuracy (which picks the model the hybrid reads)."""
     started = time.perf_counter()
-    config = FinetuneConfig(task="classification", model=str(model), train=str(files.train), dev=str(files.dev),
+    config = job_config(FinetuneConfig, task="classification", model=str(model), train=str(files.train),
+                        dev=str(files.dev),
                             output=str(folder), epochs=stage.epochs, lr=stage.lr, batch_size=stage.batch_size,
                             max_length=stage.max_length, seed=seed, max_train_examples=stage.max_train_examples,
                             progress_bar=tty, baseline=False)    # the table's own baseline row stands beside them
@@ -130,7 +132,8 @@ def _finetune(name: str, model: Path, stage: FinetuneStage, files: SplitFiles, f
 def _hybrid(finetuned: FinetuneRow, files: SplitFiles, folder: Path, seed: int, tty: bool) -> FinetuneRow:
     """`bertkit finetune --method hybrid --model <the fine-tuned folder>`: TF-IDF and that model, pooled on dev."""
     started = time.perf_counter()
-    result = run_finetune(FinetuneConfig(task="classification", model=str(finetuned.folder), train=str(files.train),
+    result = run_finetune(job_config(FinetuneConfig, task="classification", model=str(finetuned.folder),
+                                     train=str(files.train),
                                          dev=str(files.dev), output=str(folder), method="hybrid", seed=seed,
                                          progress_bar=tty, baseline=False))
     return FinetuneRow(f"{HYBRID_ROW} + {finetuned.name}", folder, finetuned.max_length, finetuned.train_examples,

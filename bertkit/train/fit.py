@@ -1,19 +1,23 @@
-"""fit(job, train_config, output, config) -> JobResult: the steps every training job shares around the loop.
+"""fit(config, build) -> JobResult: the steps every training job shares around the loop.
 
-A job (pre-built by its recipe: finetune, prompt, seq2seq, rerank, distill, SimCSE) brings a model, a batch source,
-`loss_fn(model, batch)`, an optional `evaluate(model) -> {metric: value}` with the metric that picks the best model,
-and `save(model, metrics)`, which writes the model folder `output`. fit owns the rest:
+A job's recipe (finetune, prompt, seq2seq, rerank, simbert, distill, SimCSE) is `build() -> Job`: a model, a batch
+source, `loss_fn(model, batch)`, an optional `evaluate(model) -> {metric: value}` with the metric that picks the
+best model, and `save(model, metrics)`, which writes the model folder `config.output`. Its config is
+`model / data / task-or-objective / train: TrainConfig` (bertkit/job_config.py). fit owns the rest:
 
+- seeding from config.train.seed before `build` (so the new head's weights and the data order follow the seed),
+  and the `resume` check before it reads any data;
 - the run record in `output/run/` (rank 0): the effective config (config.effective.json), package versions
   (versions.json), the job's own files (recipe.json, ...), the loop's log.jsonl and loss.png;
-- the loop (train/loop.py) with its seeding, DDP, NaN roll-back and the training state in
-  `output/run/checkpoint/`, saved every `save_every` steps (and after evaluations with `checkpoint_on_eval`), which
-  `resume` continues from exactly;
+- the loop (train/loop.py) with config.train (plus the job's per-run `loop` settings), its DDP, NaN roll-back and
+  the training state in `output/run/checkpoint/`, saved every `save_every` steps (and after evaluations with
+  `checkpoint_on_eval`), which `resume` continues from exactly;
 - best-or-last save: with `evaluate` and a `metric`, `save` runs each time the metric improves, else once at the
   end (evaluations without a metric are only logged); a model already in `output` that scored better on the same
   dev data (`best_to_beat`, train/saved_score.py) is kept;
-- the close: output/metrics.json written atomically, and the training state (and the job's `scratch` folders) deleted. A finished run leaves no
-  training state: only the model files, metrics.json and the run record (run/: config, versions, log) remain.
+- output/metrics.json, written (atomically) by fit alone: beside each best model, and at the close; then the
+  training state (and the job's `scratch` folders) is deleted. A finished run leaves no training state: only the
+  model files, metrics.json and the run record (run/: config, versions, log) remain.
 """
 from __future__ import annotations
 
@@ -21,7 +25,7 @@ import platform
 import shutil
 import sys
 import time
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, replace
 from importlib.metadata import version
 from pathlib import Path
 from typing import Any, Callable, Optional
@@ -32,11 +36,12 @@ from torch import nn
 from bertkit.atomic_write import write_json
 from bertkit.config import save_config
 from bertkit.errors import BertkitError
-from bertkit.runtime import distributed_env
+from bertkit.job_config import flat_keys
+from bertkit.runtime import distributed_env, seed_everything
 from bertkit.train import distributed as dist_
 from bertkit.train.batches import BatchSource
 from bertkit.train.checkpointing import load_state, state_path
-from bertkit.train.loop import LossFn, TrainConfig, TrainResult, greater_is_better, say, train
+from bertkit.train.loop import LossFn, TrainResult, greater_is_better, say, train
 from bertkit.train.saved_score import METRICS_FILE, read_saved_metrics
 
 RUN_DIR = "run"
@@ -57,6 +62,10 @@ class Job:
     record: dict = field(default_factory=dict)           # more keys for output/metrics.json
     run_files: dict[str, Any] = field(default_factory=dict)  # more JSON files for output/run/ (name -> value)
     epoch_batches: Optional[int] = None      # batches per epoch when the recipe counted its epochs as max_steps
+    config: Any = None                       # the effective config when the recipe resolved some of it (finetune's
+                                             # data-sized recipe); None: the config fit was given
+    loop: dict = field(default_factory=dict)  # loop settings of this run besides config.train (max_steps counted
+                                             # from the batches, checkpoint_on_eval, ...)
     save_with_state: bool = False            # save(model, {"step": n}) also runs with every training state the loop
                                              # saves (pre-training: the folder matches what --resume continues); the
                                              # loop saves its last state at the final step, so that is the final save
@@ -77,27 +86,20 @@ class JobResult:
     loop: Optional[TrainResult] = None       # the loop's own result (losses per step, last evaluation)
 
 
-def loop_settings(config: Any, **settings) -> TrainConfig:
-    """The loop's settings from a job config: each of its fields that TrainConfig has too (lr, epochs, seed,
-    grad_accum, save_every, resume, ...), `precision` ("auto" | "fp32" | "bf16") as the loop's bf16 switches, then
-    `settings`. fit adds the run folder and the metric that picks the best model."""
-    names = {f.name for f in fields(TrainConfig)}
-    values = {f.name: getattr(config, f.name) for f in fields(config) if f.name in names}
-    precision = getattr(config, "precision", None)
-    if precision is not None:          # auto: bf16 autocast on CUDA only; bf16: on CPU too
-        values.update(bf16=precision != "fp32", cpu_bf16=precision == "bf16")
-    return TrainConfig(**{**values, **settings})
-
-
 def run_folder(output: str | Path) -> Path:
     return Path(output) / RUN_DIR
 
 
-def check_required(config: Any, command: str, names: tuple[str, ...] = ("model", "train", "output")) -> None:
-    """A one-line error naming the first of `names` the job config lacks, as `command` spells its flag."""
+def check_required(config: Any, command: str, names: tuple[str, ...] = ("model", "data.train", "output")) -> None:
+    """A one-line error naming the first of `names` (dotted fields) the job config lacks, as `command` spells its
+    flag (data.train: --train)."""
+    short = {new: old for old, new in flat_keys(type(config)).items()}
     for name in names:
-        if not getattr(config, name):
-            raise BertkitError(f"{command} needs --{name}")
+        value = config
+        for part in name.split("."):
+            value = getattr(value, part)
+        if not value:
+            raise BertkitError(f"{command} needs --{short.get(name, name).replace('_', '-')}")
 
 
 def check_resume(resume: bool, output: str | Path) -> None:
@@ -117,15 +119,24 @@ def record_run(config: Any, run_dir: Path, files: Optional[dict[str, Any]] = Non
         write_json(run_dir / name, value)
 
 
-def fit(job: Job, train_config: TrainConfig, output: str | Path, config: Any) -> JobResult:
-    """Train `job` with `train_config`, keep the best (or last) model in `output`, record the run. `config` is the
-    job's effective config, written to output/run/config.effective.json."""
-    output = Path(output)
+def fit(config: Any, build: Callable[[], Job | JobResult], output: str | Path | None = None) -> JobResult:
+    """Seed from config.train.seed, build the job, train it with config.train, keep the best (or last) model in
+    `output` (default: config.output) and record the run. `build` may return a finished JobResult instead (a job
+    with nothing to train: prompt classification's zero-shot evaluation)."""
+    output = Path(output if output is not None else config.output)
     run_dir = run_folder(output)
-    check_resume(train_config.resume, output)
+    check_resume(config.train.resume, output)
+    seed_everything(config.train.seed)
+    job = build()
+    if isinstance(job, JobResult):
+        return job
+    config = job.config if job.config is not None else config
+    if config.train.head_lr is not None and job.is_head is None:
+        raise BertkitError("--head-lr: this job trains no new task head; use --lr")
     has_dev = job.evaluate is not None
     picks = has_dev and job.metric is not None          # the best evaluation picks the model, else the last one
-    train_config = replace(train_config, output_dir=str(run_dir), metric_for_best=job.metric if picks else None,
+    train_config = replace(config.train, **job.loop, output_dir=str(run_dir),
+                           metric_for_best=job.metric if picks else None,
                            best_to_beat=job.best_to_beat if picks else None)
     main = distributed_env()[0] == 0
     if main:
@@ -136,10 +147,15 @@ def fit(job: Job, train_config: TrainConfig, output: str | Path, config: Any) ->
         evaluations.append(job.evaluate(model))
         return evaluations[-1]
 
+    def save_best(model, metrics: dict) -> None:
+        job.save(model, metrics)
+        write_json(output / METRICS_FILE, {"dev": metrics, "metric_for_best": job.metric, **job.record})
+
     started = time.perf_counter()
     result = train(job.model, job.loss_fn, job.batches, train_config, evaluate=evaluate if has_dev else None,
-                   on_best=job.save if picks else None, on_epoch_start=job.on_epoch_start,
-                   on_checkpoint=(lambda model, step: job.save(model, {"step": step})) if job.save_with_state else None,
+                   on_best=save_best if picks else None, on_epoch_start=job.on_epoch_start,
+                   on_checkpoint=(lambda model, step: job.save(model, {"step": step})) if job.save_with_state
+                   else None,
                    **({"is_head": job.is_head} if job.is_head is not None else {}))
     wall = time.perf_counter() - started
     metrics = result.best_eval or result.last_eval

@@ -141,7 +141,7 @@ def train(model: nn.Module, loss_fn: LossFn, batches: BatchSource, config: Train
         metrics = None
         if main:
             model.eval()
-            with torch.no_grad(), autocast(device, config.bf16, cpu=config.cpu_bf16):
+            with torch.no_grad(), autocast(device, config.precision != "fp32", cpu=config.precision == "bf16"):
                 metrics = {k: float(v) for k, v in evaluate(model).items()}
             model.train()
         metrics = dist_.broadcast_object(metrics)
@@ -175,7 +175,7 @@ def train(model: nn.Module, loss_fn: LossFn, batches: BatchSource, config: Train
             micro += 1
             sync = micro % config.grad_accum == 0
             with (net.no_sync() if world > 1 and not sync else contextlib.nullcontext()):
-                with autocast(device, config.bf16, cpu=config.cpu_bf16):
+                with autocast(device, config.precision != "fp32", cpu=config.precision == "bf16"):
                     loss, metrics = loss_fn(net, to_device(batch, device))
                 (loss / config.grad_accum).backward()
             for key, value in [("loss", float(loss.detach()))] + list(metrics.items()):

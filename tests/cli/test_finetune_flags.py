@@ -3,10 +3,13 @@ DistillConfig: every command line of the hand-written flag tables (before the fl
 config object as it did then."""
 from __future__ import annotations
 
+import dataclasses
 import importlib
+import json
 
 import pytest
 
+from bertkit.job_config import job_config
 from bertkit.cli import build_parser, main
 from bertkit.errors import BertkitWarning
 from bertkit.cli.finetune_commands import finetune_config
@@ -60,13 +63,13 @@ def test_old_finetune_command_lines_give_the_same_config(argv, changes):
     if "options" in changes:
         changes["options"] = TaskOptions(**changes["options"])
     train = argv[argv.index("--train") + 1]
-    assert _config(argv) == FinetuneConfig(model="M", train=train, output="O", **changes)
+    assert _config(argv) == job_config(FinetuneConfig, model="M", train=train, output="O", **changes)
 
 
 @pytest.mark.parametrize("argv,where,fields", OLD_OTHER_JOBS)
 def test_old_command_lines_of_the_other_jobs_give_the_same_config(argv, where, fields):
     module, name = where.split(":")
-    assert _config(argv) == getattr(importlib.import_module(module), name)(**fields)
+    assert _config(argv) == job_config(getattr(importlib.import_module(module), name), **fields)
 
 
 def test_every_finetune_config_field_has_a_flag():
@@ -75,20 +78,71 @@ def test_every_finetune_config_field_has_a_flag():
                  "--options.long-texts", "--bucket-by-length", "--aux-mlm-decay", "--eval-batch-size"):
         assert flag in text
     assert _config(["--model", "M", "--train", "t", "--output", "O", "--grad-accum", "4", "--options.doc-stride",
-                    "32", "--progress_bar=false"]) == FinetuneConfig(model="M", train="t", output="O", grad_accum=4,
+                    "32", "--progress_bar=false"]) == job_config(FinetuneConfig, model="M", train="t", output="O", grad_accum=4,
                                                                       options=TaskOptions(doc_stride=32),
                                                                       progress_bar=False)
     # the field's own flag is gone: --no-progress-bar is now a deprecated spelling of the global --no-progress
     with pytest.warns(BertkitWarning, match="--no-progress-bar is deprecated; use --no-progress"):
         args = build_parser().parse_args(["finetune", "--model", "M", "--train", "t", "--output", "O",
                                           "--no-progress-bar"])
-    assert args.progress is False and _config(["--model", "M", "--train", "t", "--output", "O"]).progress_bar
+    assert args.progress is False and _config(["--model", "M", "--train", "t", "--output", "O"]).train.progress_bar
+
+
+# (old flat TOML, the same settings in sections): the flat keys still load, each with one deprecation line
+OLD_TOML = [
+    ('model = "M"\ntrain = "t.jsonl"\ndev = "d.jsonl"\noutput = "O"\nlr = 2e-5\nepochs = 3\nbatch_size = 16\n'
+     'max_length = 64\nseed = 7\nresume = true\nprecision = "bf16"\nskip_bad_rows = true\n',
+     'model = "M"\noutput = "O"\n[data]\ntrain = "t.jsonl"\ndev = "d.jsonl"\nbatch_size = 16\nmax_length = 64\n'
+     'skip_bad_rows = true\n[train]\nlr = 2e-5\nepochs = 3\nseed = 7\nresume = true\nprecision = "bf16"\n'),
+    ('model = "M"\ntrain = "t"\noutput = "O"\nbatch_size = 8\n[data]\nbatch_size = 4\n[options]\n'
+     'doc_stride = 16\n',   # the section's own key wins over the flat one
+     'model = "M"\noutput = "O"\n[data]\ntrain = "t"\nbatch_size = 4\n[options]\ndoc_stride = 16\n'),
+]
+
+
+@pytest.mark.parametrize("old,new", OLD_TOML)
+def test_old_flat_toml_gives_the_nested_config_with_a_warning(tmp_path, old, new):
+    (tmp_path / "old.toml").write_text(old)
+    (tmp_path / "new.toml").write_text(new)
+    with pytest.warns(BertkitWarning, match=r"old.toml: \w+ is deprecated; use (train|data)\.\w+"):
+        flat = _config(["--config", str(tmp_path / "old.toml")])
+    assert flat == _config(["--config", str(tmp_path / "new.toml")])
+    assert flat.data.train.startswith("t") and flat.model == "M"
+
+
+def test_flat_toml_of_simcse_and_distill(tmp_path):
+    from bertkit.config import load_config
+    path = tmp_path / "s.toml"
+    path.write_text('model = "M"\ntrain = "t.txt"\noutput = "O"\nlr = 1e-5\nmax_examples = 10\nbatch_size = 8\n')
+    with pytest.warns(BertkitWarning, match="max_examples is deprecated; use data.max_train_examples"):
+        assert load_config(SimCSEConfig, path) == job_config(SimCSEConfig, model="M", train="t.txt", output="O",
+                                                             lr=1e-5, max_train_examples=10, batch_size=8)
+    path.write_text('teacher = "T"\ntrain = "t.jsonl"\noutput = "O"\nepochs = 1\ngrad_accum = 2\n')
+    with pytest.warns(BertkitWarning, match="epochs is deprecated; use train.epochs"):
+        config = load_config(DistillConfig, path)
+    assert (config.train.epochs, config.train.grad_accum, config.train.lr, config.data.train) == (1, 2, 5e-5, "t.jsonl")
+
+
+def test_a_section_table_keeps_the_jobs_own_section_defaults(tmp_path):
+    """Regression: a [train] table replaced the job's own TrainConfig defaults (distill's 3 epochs, lr 5e-5,
+    warmup 0.1, seed 42) with TrainConfig's class defaults (1 epoch, warmup 0, seed 0) for every key not in it."""
+    from bertkit.config import load_config
+    path = tmp_path / "d.toml"
+    path.write_text('teacher = "T"\n[train]\ngrad_accum = 2\n')
+    assert load_config(DistillConfig, path).train == dataclasses.replace(DistillConfig().train, grad_accum=2)
+
+
+def test_effective_config_is_nested(tmp_path):
+    from bertkit.config import save_config
+    config = _config(["--model", "M", "--train", "t", "--output", "O", "--lr", "1e-4"])
+    saved = json.loads(save_config(config, tmp_path).read_text())
+    assert saved["data"]["train"] == "t" and saved["train"]["lr"] == 1e-4 and "lr" not in saved
 
 
 def test_config_file_then_flags(tmp_path):
     path = tmp_path / "ft.toml"
     path.write_text('model = "M"\ntrain = "t"\noutput = "O"\nepochs = 5\n[options]\ndoc_stride = 16\n')
-    assert _config(["--config", str(path), "--epochs", "2"]) == FinetuneConfig(
+    assert _config(["--config", str(path), "--epochs", "2"]) == job_config(FinetuneConfig, 
         model="M", train="t", output="O", epochs=2, options=TaskOptions(doc_stride=16))
 
 
@@ -97,7 +151,7 @@ def test_flag_of_another_job_and_bad_values_are_one_line_exit_2(capsys):
                  "--class-weights", "sqrt"]) == 2
     assert capsys.readouterr().err.strip() == "bertkit: error: --class-weights is not supported with --task seq2seq"
     assert main(["finetune", "--model", "M", "--train", "t", "--output", "O", "--epochs", "two"]) == 2
-    assert capsys.readouterr().err.strip() == "bertkit: error: epochs: expected an integer, got 'two'"
+    assert capsys.readouterr().err.strip() == "bertkit: error: train.epochs: expected an integer, got 'two'"
 
 
 # (argv, SimCSEConfig fields besides model=M, train, output=O): checked against the hand-written table's code
@@ -118,7 +172,7 @@ def test_old_simcse_command_lines_give_the_same_config(argv, changes):
     from bertkit.cli.flags import config_from_args
     args, extra = build_parser().parse_known_args(["simcse", *argv])
     args.overrides = extra
-    assert config_from_args(SimCSEConfig, args) == SimCSEConfig(model="M", train=argv[3], output="O", **changes)
+    assert config_from_args(SimCSEConfig, args) == job_config(SimCSEConfig, model="M", train=argv[3], output="O", **changes)
 
 
 # (argv, DistillConfig fields besides teacher=T, train=t.jsonl, output=O): checked against the hand-written table's code
@@ -145,5 +199,19 @@ def test_old_distill_command_lines_give_the_same_config(argv, changes):
     from bertkit.cli.flags import config_from_args
     args, extra = build_parser().parse_known_args(["distill", *argv])
     args.overrides = extra
-    assert config_from_args(DistillConfig, args) == DistillConfig(**{"teacher": "T", "train": "t.jsonl", "output": "O",
+    assert config_from_args(DistillConfig, args) == job_config(DistillConfig, **{"teacher": "T", "train": "t.jsonl", "output": "O",
                                                                      **changes})
+
+
+@pytest.mark.parametrize("old,precision", [("train.bf16=false", "fp32"), ("train.cpu_bf16=true", "bf16"),
+                                           ("train.bf16=true", "auto")])
+def test_the_loops_old_bf16_switches_become_its_precision(tmp_path, old, precision):
+    """TrainConfig's bf16 / cpu_bf16 (pre-training's `--train.bf16=false`, `--train.cpu_bf16=true`, and [train]
+    tables) now spell `precision`: the old override and TOML key still work, with one deprecation line."""
+    from bertkit.config import load_config
+    with pytest.warns(BertkitWarning, match=rf"{old.split('=')[0]}=\w+ is deprecated; use train.precision="):
+        assert load_config(DistillConfig, None, [old]).train.precision == precision
+    key, value = old.split(".")[1].split("=")
+    (tmp_path / "c.toml").write_text(f"[train]\n{key} = {value}\n")
+    with pytest.warns(BertkitWarning, match="is deprecated; use train.precision="):
+        assert load_config(DistillConfig, tmp_path / "c.toml").train.precision == precision

@@ -55,11 +55,12 @@ def test_old_pretrain_command_lines_give_the_same_config(argv, cls, preset, over
 
 def test_generated_flags_equal_their_override_spelling():
     generated = _config(["--train.lr", "3e-4", "--data.batch-size", "8", "--encoder.num-layers", "2",
-                         "--data.no-static-masking", "--train.cpu-bf16", "--electra.generator-width", "0.5"])
+                         "--data.no-static-masking", "--train.precision", "bf16", "--electra.generator-width",
+                         "0.5"])
     overrides = _config(["--train.lr=3e-4", "--data.batch_size=8", "--encoder.num_layers=2",
-                         "--data.static_masking=false", "--train.cpu_bf16=true", "--electra.generator_width=0.5"])
+                         "--data.static_masking=false", "--train.precision=bf16", "--electra.generator_width=0.5"])
     assert generated == overrides and generated.train.lr == 3e-4 and generated.encoder.num_layers == 2
-    assert generated.train.cpu_bf16 is True and generated.data.batch_size == 8
+    assert generated.train.precision == "bf16" and generated.data.batch_size == 8
     gpt = _config(["--arch", "gpt", "--data.block-size", "32", "--vocab.min-frequency", "3", "--encoder.dropout", "0"])
     assert (gpt.data.block_size, gpt.vocab.min_frequency, gpt.encoder.dropout) == (32, 3, 0.0)
 

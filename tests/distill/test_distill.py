@@ -6,6 +6,7 @@ import torch.nn.functional as F
 
 import bertkit
 
+from bertkit.job_config import job_config
 from bertkit.checkpoints import load_checkpoint, save_checkpoint
 from bertkit.distill import losses
 from bertkit.distill.augment import UNLABELED, masked_copies
@@ -148,7 +149,7 @@ def test_each_loss_variant_pulls_the_student_toward_the_teacher(teacher_dir, tmp
                   reference)
     gaps = {}
     for name, extra in VARIANTS.items():
-        run_distill(DistillConfig(teacher=str(teacher_dir), student_layers=1, train=str(train_file),
+        run_distill(job_config(DistillConfig, teacher=str(teacher_dir), student_layers=1, train=str(train_file),
                                   output=str(tmp_path / name), epochs=8, batch_size=6, lr=1e-4, alpha=1.0,
                                   warmup_ratio=0.0, progress_bar=False, device="cpu", **extra))
         student = load_checkpoint(tmp_path / name)
@@ -164,7 +165,7 @@ def test_each_loss_variant_pulls_the_student_toward_the_teacher(teacher_dir, tmp
 def test_distilled_dev_metrics_are_the_saved_students(teacher_dir, tmp_path, extra):
     """The recorded dev accuracy is what `bertkit evaluate` measures on the saved student (the best epoch)."""
     data = write_examples(tmp_path / "train.jsonl", 12)
-    record = run_distill(DistillConfig(teacher=str(teacher_dir), student_layers=1, train=str(data), dev=str(data),
+    record = run_distill(job_config(DistillConfig, teacher=str(teacher_dir), student_layers=1, train=str(data), dev=str(data),
                                        output=str(tmp_path / "student"), epochs=2, batch_size=6, lr=1e-3,
                                        progress_bar=False, device="cpu", **extra))
     assert record["dev"]["accuracy"] == pytest.approx(evaluate_file(tmp_path / "student", data)["accuracy"], abs=1e-9)
@@ -176,7 +177,7 @@ def test_embedding_distill_end_to_end_tiny(tmp_path):
     texts = tmp_path / "texts.txt"
     lines = ["sport goal team", "bank profit", "film music star", "the market"]
     texts.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    record = run_distill(DistillConfig(teacher=str(teacher), student_layers=1, task="embedding", train=str(texts),
+    record = run_distill(job_config(DistillConfig, teacher=str(teacher), student_layers=1, task="embedding", train=str(texts),
                                        dev=str(texts), output=str(tmp_path / "emb"), epochs=1, batch_size=2,
                                        progress_bar=False, device="cpu"))
     assert load_checkpoint(tmp_path / "emb").config.num_layers == 1
@@ -204,10 +205,10 @@ def test_augment_options_are_checked(tmp_path):
     teacher = make_model_folder(tmp_path / "teacher", layers=2)
     data = write_examples(tmp_path / "train.jsonl", 6)
     with pytest.raises(BertkitError, match="augment-mask-prob"):
-        run_distill(DistillConfig(teacher=str(teacher), student_layers=1, train=str(data), output=str(tmp_path / "s"),
+        run_distill(job_config(DistillConfig, teacher=str(teacher), student_layers=1, train=str(data), output=str(tmp_path / "s"),
                                   augment_copies=1, augment_mask_prob=1.5, device="cpu"))
     with pytest.raises(BertkitError, match="classification"):
-        run_distill(DistillConfig(teacher=str(teacher), student_layers=1, task="embedding", train=str(data),
+        run_distill(job_config(DistillConfig, teacher=str(teacher), student_layers=1, task="embedding", train=str(data),
                                   output=str(tmp_path / "s"), augment_copies=1, device="cpu"))
 
 
@@ -219,9 +220,9 @@ def test_transfer_texts_are_labeled_by_the_teacher_only(tmp_path):
                         encoding="utf-8")
     common = dict(teacher=str(teacher), student_layers=1, train=str(data), epochs=1, batch_size=6,
                   progress_bar=False, device="cpu")
-    plain = run_distill(DistillConfig(output=str(tmp_path / "plain"), **common))
-    record = run_distill(DistillConfig(output=str(tmp_path / "with"), transfer=str(transfer), **common))
+    plain = run_distill(job_config(DistillConfig, output=str(tmp_path / "plain"), **common))
+    record = run_distill(job_config(DistillConfig, output=str(tmp_path / "with"), transfer=str(transfer), **common))
     assert record["steps"] == 2 * plain["steps"]                     # 12 gold rows + 12 transfer rows
     assert load_checkpoint(tmp_path / "with").meta["distillation"]["transfer"] == str(transfer)
     with pytest.raises(BertkitError, match="missing.txt"):
-        run_distill(DistillConfig(output=str(tmp_path / "bad"), transfer=str(tmp_path / "missing.txt"), **common))
+        run_distill(job_config(DistillConfig, output=str(tmp_path / "bad"), transfer=str(tmp_path / "missing.txt"), **common))

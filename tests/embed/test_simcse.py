@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 import torch
 
+from bertkit.job_config import job_config
 from bertkit.embed.simcse import SimCSEConfig, contrastive_loss, read_training_file, run_simcse
 from bertkit.errors import BertkitError, InputFileError
 
@@ -38,7 +39,7 @@ def test_unsupervised_simcse_trains_and_saves_a_loadable_model(tmp_path, tiny_mo
 
     corpus = tmp_path / "corpus.txt"
     corpus.write_text("\n".join(make_sentences(64)) + "\n", encoding="utf-8")
-    config = SimCSEConfig(model=str(tiny_model_dir), train=str(corpus), output=str(tmp_path / "out"),
+    config = job_config(SimCSEConfig, model=str(tiny_model_dir), train=str(corpus), output=str(tmp_path / "out"),
                           batch_size=16, max_steps=4, lr=1e-4, progress_bar=False, device="cpu")
     result = run_simcse(config)
     assert result.steps == 4 and all(np.isfinite(result.losses))
@@ -57,11 +58,11 @@ def test_pairs_with_hard_negatives_lower_the_loss(tmp_path, tiny_model_dir, make
     train.write_text("\n".join(json.dumps(r) for r in rows) + "\n", encoding="utf-8")
     dev = tmp_path / "dev.jsonl"
     dev.write_text("\n".join(json.dumps({"text_a": r["text_a"], "text_b": r["text_b"]}) for r in rows[:8]))
-    config = SimCSEConfig(model=str(tiny_model_dir), train=str(train), output=str(tmp_path / "out"),
+    config = job_config(SimCSEConfig, model=str(tiny_model_dir), train=str(train), output=str(tmp_path / "out"),
                           batch_size=8, epochs=3, lr=1e-3, progress_bar=False, device="cpu", dev=str(dev))
     result = run_simcse(config)
     assert np.mean(result.losses[-3:]) < np.mean(result.losses[:3])
     assert "recall_at_1" in result.last_eval
     with pytest.raises(BertkitError, match="lower --batch-size"):
-        run_simcse(SimCSEConfig(model=str(tiny_model_dir), train=str(train), output=str(tmp_path / "o2"),
+        run_simcse(job_config(SimCSEConfig, model=str(tiny_model_dir), train=str(train), output=str(tmp_path / "o2"),
                                 batch_size=100, device="cpu"))

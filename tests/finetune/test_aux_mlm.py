@@ -8,6 +8,7 @@ import random
 import pytest
 import torch
 
+from bertkit.job_config import job_config
 from bertkit.checkpoints import load_checkpoint, save_checkpoint
 from bertkit.cli import main as cli_main
 from bertkit.errors import CheckpointError
@@ -76,7 +77,7 @@ def test_masked_copy_never_touches_specials_or_padding(mlm_model_dir):
 def test_aux_mlm_trains_logs_and_saves_the_plain_task_model(mlm_model_dir, data, tmp_path):
     train, dev = data
     out = tmp_path / "siatl"
-    result = run_finetune(FinetuneConfig(task="classification", model=str(mlm_model_dir), train=str(train),
+    result = run_finetune(job_config(FinetuneConfig, task="classification", model=str(mlm_model_dir), train=str(train),
                                          dev=str(dev), output=str(out), aux_mlm_weight=0.5, aux_mlm_decay=0.5,
                                          **{**FAST, "batch_size": 4}))   # 6 steps an epoch: steps 1 and 10 logged
     records = log_records(out)
@@ -117,7 +118,7 @@ def test_gamma_zero_is_exactly_the_run_without_the_option(mlm_model_dir, data, t
     runs = {}
     for name, extra in (("plain", {}), ("zero", {"aux_mlm_weight": 0.0})):
         out = tmp_path / name
-        run_finetune(FinetuneConfig(task="classification", model=str(mlm_model_dir), train=str(train),
+        run_finetune(job_config(FinetuneConfig, task="classification", model=str(mlm_model_dir), train=str(train),
                                     dev=str(dev), output=str(out), **FAST, **extra))
         runs[name] = ([r["loss"] for r in log_records(out)], load_checkpoint(out).encoder.state_dict())
         assert not any("aux_mlm_loss" in r for r in log_records(out))
@@ -128,7 +129,7 @@ def test_gamma_zero_is_exactly_the_run_without_the_option(mlm_model_dir, data, t
 def test_folder_without_mlm_head_is_refused(finetune_model_dir, data, tmp_path):
     train, _ = data
     with pytest.raises(CheckpointError, match="needs a model folder with an MLM head") as err:
-        run_finetune(FinetuneConfig(task="classification", model=str(finetune_model_dir), train=str(train),
+        run_finetune(job_config(FinetuneConfig, task="classification", model=str(finetune_model_dir), train=str(train),
                                     output=str(tmp_path / "m"), aux_mlm_weight=0.5, **FAST))
     assert str(finetune_model_dir) in str(err.value)
     assert not (tmp_path / "m").exists()                        # refused before any work

@@ -9,6 +9,7 @@ import pytest
 import torch
 
 import bertkit
+from bertkit.job_config import job_config
 from bertkit.checkpoints import load_checkpoint
 from bertkit.cli import main
 from bertkit.errors import CheckpointError
@@ -86,7 +87,7 @@ def test_finetune_learns_and_saves_the_family_class(family, tmp_path, make_xlnet
 
 def test_xlnet_refuses_token_and_span_tasks(tmp_path, make_xlnet_folder):
     make_xlnet_folder("XLNetModel", tmp_path / "x")
-    config = FinetuneConfig(task="ner", model=str(tmp_path / "x"), train=str(tmp_path / "none.jsonl"),
+    config = job_config(FinetuneConfig, task="ner", model=str(tmp_path / "x"), train=str(tmp_path / "none.jsonl"),
                             output=str(tmp_path / "out"))
     with pytest.raises(CheckpointError, match="XLNet model; bertkit fine-tunes XLNet for classification"):
         run_finetune(config)

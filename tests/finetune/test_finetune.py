@@ -8,6 +8,7 @@ import pytest
 import torch
 from scipy import stats
 
+from bertkit.job_config import job_config
 from bertkit.checkpoints import load_checkpoint
 from bertkit.cli import main as cli_main
 from bertkit.data.ner_readers import TaggedSentence
@@ -44,7 +45,7 @@ def classifier_dir(finetune_model_dir, tmp_path_factory):
     folder = tmp_path_factory.mktemp("cls")
     train = write_jsonl(folder / "train.jsonl", sentiment_rows(64, 0))
     dev = write_jsonl(folder / "dev.jsonl", sentiment_rows(24, 1))
-    result = run_finetune(FinetuneConfig(task="classification", model=str(finetune_model_dir), train=str(train),
+    result = run_finetune(job_config(FinetuneConfig, task="classification", model=str(finetune_model_dir), train=str(train),
                                          dev=str(dev), output=str(folder / "model"), **FAST))
     return result
 
@@ -87,10 +88,10 @@ def test_head_and_label_mismatches_fail_clearly(classifier_dir, tmp_path):
     rows = [{"text": "the movie was good", "label": x} for x in ("a", "b", "c")]
     train = write_jsonl(tmp_path / "three.jsonl", rows)
     with pytest.raises(CheckpointError, match="predicts 2 labels"):
-        run_finetune(FinetuneConfig(task="classification", model=str(out), train=str(train),
+        run_finetune(job_config(FinetuneConfig, task="classification", model=str(out), train=str(train),
                                     output=str(tmp_path / "m"), **FAST))
     with pytest.raises(CheckpointError, match="not 'ner'"):
-        run_finetune(FinetuneConfig(task="ner", model=str(out), train=str(train), output=str(tmp_path / "m"),
+        run_finetune(job_config(FinetuneConfig, task="ner", model=str(out), train=str(train), output=str(tmp_path / "m"),
                                     **FAST))
 
 
@@ -153,7 +154,7 @@ def test_ner_trains_with_windows_and_reloads_in_transformers(finetune_model_dir,
     long_row = {"tokens": list("我爱北京江泽民在上海" * 3), "tags": (["O", "O", "B-LOC", "I-LOC", "B-PER", "I-PER", "I-PER",
                                                                   "O", "B-LOC", "I-LOC"] * 3)}
     dev = write_jsonl(tmp_path / "dev.jsonl", ner_rows(12, 1) + [long_row])
-    result = run_finetune(FinetuneConfig(task="ner", model=str(finetune_model_dir), train=str(train), dev=str(dev),
+    result = run_finetune(job_config(FinetuneConfig, task="ner", model=str(finetune_model_dir), train=str(train), dev=str(dev),
                                          output=str(tmp_path / "ner"), **{**FAST, "epochs": 8, "max_length": 16}))
     assert result.metrics["f1"] > 0.5
     # entity F1 per type, counted by hand from the saved model's tags for the dev file (seqeval's BIO rules)
@@ -229,7 +230,7 @@ def squad_file(path, n: int, seed: int):
 
 def test_qa_trains_decodes_char_offsets_and_reloads_in_transformers(finetune_model_dir, tmp_path):
     train, dev = squad_file(tmp_path / "train.json", 64, 0), squad_file(tmp_path / "dev.json", 16, 1)
-    result = run_finetune(FinetuneConfig(task="qa", model=str(finetune_model_dir), train=str(train), dev=str(dev),
+    result = run_finetune(job_config(FinetuneConfig, task="qa", model=str(finetune_model_dir), train=str(train), dev=str(dev),
                                          output=str(tmp_path / "qa"), **{**FAST, "max_length": 32, "epochs": 4}))
     context = "alice went to paris . bob went to london ."
     answer = predict(str(tmp_path / "qa"), [("where bob went to ?", context)])[0]
@@ -275,8 +276,8 @@ def test_qa_doc_stride_windows_keep_the_answer_and_v2_no_answer(finetune_model_d
 def test_bad_task_inputs(finetune_model_dir, tmp_path):
     train = write_jsonl(tmp_path / "t.jsonl", [{"text": "a", "label": "x"}])
     with pytest.raises(BertkitError, match="text_pair"):
-        run_finetune(FinetuneConfig(task="pair-classification", model=str(finetune_model_dir), train=str(train),
+        run_finetune(job_config(FinetuneConfig, task="pair-classification", model=str(finetune_model_dir), train=str(train),
                                     output=str(tmp_path / "o"), **FAST))
     with pytest.raises(BertkitError, match="max-length"):
-        run_finetune(FinetuneConfig(task="classification", model=str(finetune_model_dir), train=str(train),
+        run_finetune(job_config(FinetuneConfig, task="classification", model=str(finetune_model_dir), train=str(train),
                                     output=str(tmp_path / "o"), **{**FAST, "max_length": 4096}))

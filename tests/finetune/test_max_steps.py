@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from bertkit.job_config import job_config
 from bertkit.errors import BertkitError
 from bertkit.finetune import FinetuneConfig, run_finetune
 from bertkit.train.optim import Schedule
@@ -30,7 +31,7 @@ def test_max_steps_ends_the_run_and_the_linear_schedule(finetune_model_dir, tmp_
 
     monkeypatch.setattr(Schedule, "apply", recording_apply)
     train = write_rows(tmp_path / "train.jsonl", 64)    # 8 batches an epoch: more than 3
-    result = run_finetune(FinetuneConfig(model=str(finetune_model_dir), train=str(train), output=str(tmp_path / "m"),
+    result = run_finetune(job_config(FinetuneConfig, model=str(finetune_model_dir), train=str(train), output=str(tmp_path / "m"),
                                          max_steps=3, epochs=epochs, warmup_ratio=0.0, lr=1e-3, batch_size=8,
                                          progress_bar=False, baseline=False))
     assert [step for step, _ in applied] == [0, 1, 2]
@@ -46,5 +47,5 @@ def test_max_steps_ends_the_run_and_the_linear_schedule(finetune_model_dir, tmp_
 
 def test_max_steps_below_one_is_one_line_error(finetune_model_dir, tmp_path):
     with pytest.raises(BertkitError, match="--max-steps must be >= 1"):
-        run_finetune(FinetuneConfig(model=str(finetune_model_dir), train="x.jsonl", output=str(tmp_path / "m"),
+        run_finetune(job_config(FinetuneConfig, model=str(finetune_model_dir), train="x.jsonl", output=str(tmp_path / "m"),
                                     max_steps=0))

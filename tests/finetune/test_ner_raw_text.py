@@ -12,6 +12,7 @@ import random
 
 import pytest
 
+from bertkit.job_config import job_config
 from bertkit.cli import main
 from bertkit.finetune.job import FinetuneConfig, run_finetune
 from bertkit.finetune.predict import predict, predict_file
@@ -35,7 +36,7 @@ def ner_folder(finetune_model_dir, tmp_path_factory):
     folder = tmp_path_factory.mktemp("ner")
     train = folder / "train.jsonl"
     train.write_text("".join(json.dumps(r) + "\n" for r in _ner_rows(32)), encoding="utf-8")
-    run_finetune(FinetuneConfig(task="ner", model=str(finetune_model_dir), train=str(train), output=str(folder / "m"),
+    run_finetune(job_config(FinetuneConfig, task="ner", model=str(finetune_model_dir), train=str(train), output=str(folder / "m"),
                                 epochs=3, lr=5e-3, batch_size=16, max_length=24, progress_bar=False,
                                 warmup_ratio=0.0, early_stopping_patience=0))
     return folder / "m"
@@ -47,7 +48,7 @@ def classifier_folder(finetune_model_dir, tmp_path_factory):
     train = folder / "train.jsonl"
     rows = [{"text": " ".join(r["tokens"]), "label": "far" if "london" in r["tokens"] else "near"} for r in _ner_rows(16)]
     train.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
-    run_finetune(FinetuneConfig(task="classification", model=str(finetune_model_dir), train=str(train),
+    run_finetune(job_config(FinetuneConfig, task="classification", model=str(finetune_model_dir), train=str(train),
                                 output=str(folder / "m"), epochs=1, batch_size=16, max_length=24, progress_bar=False,
                                 early_stopping_patience=0, baseline=False))
     return folder / "m"

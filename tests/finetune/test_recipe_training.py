@@ -7,6 +7,7 @@ import random
 
 import pytest
 
+from bertkit.job_config import job_config
 from bertkit.finetune import FinetuneConfig, evaluate_file, predict, run_finetune
 from bertkit.finetune.classification import SequenceTask, head_tokens
 from bertkit.tokenizer import Tokenizer
@@ -55,7 +56,7 @@ def test_default_recipe_learns_a_long_tailed_planted_signal(finetune_model_dir, 
     dev = write_jsonl(tmp_path / "dev.jsonl", planted_rows((8,) * 6, 1))
     test = write_jsonl(tmp_path / "test.jsonl", planted_rows((20,) * 6, 2))
     # no settings beyond model and data (progress_bar only silences the bar)
-    result = run_finetune(FinetuneConfig(model=str(finetune_model_dir), train=str(train), dev=str(dev),
+    result = run_finetune(job_config(FinetuneConfig, model=str(finetune_model_dir), train=str(train), dev=str(dev),
                                          output=str(tmp_path / "m"), progress_bar=False))
     scores = evaluate_file(result.output, test)
     # A random-init 2 x 32 model (no pre-training): the keyword is the only signal. Majority-class guessing gives
@@ -68,7 +69,7 @@ def test_default_recipe_learns_a_long_tailed_planted_signal(finetune_model_dir, 
     weights = dict(zip(sorted(KEYWORDS), recorded["class_weights"]))
     assert recorded["epochs"] == 20 and weights["bob"] > weights["london"] > weights["good"]   # 5, 20, 160 rows
     effective = json.loads((result.output / "run" / "config.effective.json").read_text())
-    assert (effective["lr"], effective["head_lr"], effective["batch_size"]) == (4.2e-3, 5e-3, 16)
+    assert (effective["train"]["lr"], effective["train"]["head_lr"], effective["data"]["batch_size"]) == (4.2e-3, 5e-3, 16)
 
 
 @pytest.mark.slow
@@ -77,7 +78,7 @@ def test_class_weights_raise_the_recall_of_a_rare_class(finetune_model_dir, tmp_
     rare_test = ambiguous_rows({"rare": 200}, seed + 20)
     recall = {}
     for weights in ("auto", "none"):
-        result = run_finetune(FinetuneConfig(model=str(finetune_model_dir), train=str(train),
+        result = run_finetune(job_config(FinetuneConfig, model=str(finetune_model_dir), train=str(train),
                                              output=str(tmp_path / weights), class_weights=weights,
                                              early_stopping_patience=0, seed=seed, progress_bar=False))
         predicted = predict(str(result.output), [row["text"] for row in rare_test])

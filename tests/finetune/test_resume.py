@@ -6,6 +6,7 @@ import json
 import pytest
 import torch
 
+from bertkit.job_config import job_config
 from bertkit.checkpoints import load_checkpoint
 from bertkit.finetune import FinetuneConfig, run_finetune
 from bertkit.finetune import job as job_module
@@ -21,7 +22,7 @@ def data(tmp_path):
 def config(model_dir, data, output, **changes) -> FinetuneConfig:
     train, dev = data
     settings = {**FAST, "dev": str(dev), **changes}
-    return FinetuneConfig(task="classification", model=str(model_dir), train=str(train), output=str(output),
+    return job_config(FinetuneConfig, task="classification", model=str(model_dir), train=str(train), output=str(output),
                           **settings)
 
 

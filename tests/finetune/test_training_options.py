@@ -5,6 +5,7 @@ import json
 
 import torch
 
+from bertkit.job_config import job_config
 from bertkit.checkpoints import load_checkpoint
 from bertkit.finetune import FinetuneConfig, predict, run_finetune
 from bertkit.finetune.classification import SequenceTask
@@ -15,7 +16,7 @@ def test_multilabel_with_gradual_unfreezing_slanted_triangular_and_layer_decay(f
     rows = [{"text": f"the {a} was {b}", "label": [a, b]} for a in ("movie", "book") for b in ("good", "bad")] * 4
     train = tmp_path / "train.jsonl"
     train.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    result = run_finetune(FinetuneConfig(
+    result = run_finetune(job_config(FinetuneConfig, 
         task="multi-label", model=str(finetune_model_dir), train=str(train), dev=str(train),
         output=str(tmp_path / "m"), epochs=1, lr=1e-3, batch_size=8, max_length=16, progress_bar=False,
         gradual_unfreezing=True, schedule="slanted_triangular", layerwise_lr_decay=0.8,

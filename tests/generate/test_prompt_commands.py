@@ -96,7 +96,7 @@ def test_ptuning_saved_prompt_gives_the_same_scores(files, tmp_path, capsys):
 
 @pytest.mark.parametrize("extra, message", [
     (["--freeze-encoder"], "add --ptuning"),
-    (["--layerwise-lr-decay", "0.9"], "not supported"),
+    (["--class-weights", "sqrt"], "not supported"),
     (["--task", "ner"], "--task classification"),
 ])
 def test_prompt_flag_errors(files, tmp_path, capsys, extra, message):

@@ -71,7 +71,7 @@ def test_seq2seq_errors_are_one_line(tmp_path, capsys, make_mlm_folder):
     assert "no MLM head" in err and str(no_mlm) in err
     model = make_mlm_folder("mlm")
     assert main(["finetune", "--task", "seq2seq", "--model", str(model), "--train", str(train),
-                 "--output", str(tmp_path / "o"), "--layerwise-lr-decay", "0.9"]) == 2
+                 "--output", str(tmp_path / "o"), "--gradual-unfreezing"]) == 2
     assert "not supported with --task seq2seq" in capsys.readouterr().err
     assert main(["finetune", "--task", "seq2seq", "--model", str(model), "--train", str(train),
                  "--output", str(tmp_path / "o"), "--template", "{text} [MASK]"]) == 2

@@ -7,6 +7,7 @@ import pytest
 import torch
 
 import bertkit
+from bertkit.job_config import job_config
 from bertkit.api import minilm_path
 from bertkit.tokenizer import Tokenizer
 from bertkit.tokenizer.coverage import UNKNOWN_WARN_RATE, measure_coverage, warn_unknown
@@ -91,7 +92,7 @@ def test_encode_predict_and_finetune_warn_on_chinese(tmp_path):
                              for t, label in zip(CHINESE * 2, ["pets", "other"] * 3)), encoding="utf-8")
     from bertkit.finetune import FinetuneConfig, run_finetune
     with pytest.warns(UserWarning, match=r"fine-tune data .*train.jsonl: 100% .*CJK script"):
-        run_finetune(FinetuneConfig(task="classification", model=str(folder), train=str(train),
+        run_finetune(job_config(FinetuneConfig, task="classification", model=str(folder), train=str(train),
                                     output=str(tmp_path / "out"), epochs=1, max_length=32))
 
 
@@ -103,7 +104,7 @@ def test_rerank_finetune_warns_on_chinese_and_not_on_english(tmp_path):
         train = tmp_path / f"{name}.jsonl"
         train.write_text("".join(json.dumps({"query": t, "positive": texts[i - 1], "negative": texts[i - 2]}) + "\n"
                                  for i, t in enumerate(texts)), encoding="utf-8")
-        run_rerank_finetune(RerankConfig(model=str(folder), train=str(train), output=str(tmp_path / name),
+        run_rerank_finetune(job_config(RerankConfig, model=str(folder), train=str(train), output=str(tmp_path / name),
                                          epochs=1, batch_size=3, max_length=32, progress_bar=False))
 
     with warnings.catch_warnings():

@@ -8,6 +8,8 @@ from pathlib import Path
 
 import torch
 
+from bertkit.job_config import job_config
+
 # job name -> (module, config class, run function): each goes through bertkit.train.fit
 JOBS = {
     "finetune": ("bertkit.finetune.job", "FinetuneConfig", "run_finetune"),
@@ -20,7 +22,7 @@ JOBS = {
 def run_job(name: str, settings: dict):
     module_name, config_name, run_name = JOBS[name]
     module = importlib.import_module(module_name)
-    return getattr(module, run_name)(getattr(module, config_name)(**settings))
+    return getattr(module, run_name)(job_config(getattr(module, config_name), **settings))
 
 
 if __name__ == "__main__":

@@ -99,7 +99,10 @@ def kill_and_resume(job: str, settings: dict, tmp_path: Path) -> None:
         log = killed / "run" / "log.jsonl"
         try:
             while process.poll() is None:
-                steps = [r.get("step", 0) for r in read_log(log)] if log.is_file() else []
+                try:     # a model save replaces the output folder; run/ (and the log) is back a moment later
+                    steps = [r.get("step", 0) for r in read_log(log)]
+                except FileNotFoundError:
+                    steps = []
                 if max(steps, default=0) >= KILL_AT:
                     os.kill(process.pid, signal.SIGKILL)
                     break

@@ -105,7 +105,7 @@ def test_cpu_bf16_autocasts_the_loss_only_when_asked(tmp_path, cpu_bf16):
         seen.append(torch.is_autocast_enabled("cpu"))
         return toy_loss(model, batch)
 
-    config = TrainConfig(lr=3e-3, epochs=1, device="cpu", cpu_bf16=cpu_bf16, output_dir=str(tmp_path),
+    config = TrainConfig(lr=3e-3, epochs=1, device="cpu", precision="bf16" if cpu_bf16 else "auto", output_dir=str(tmp_path),
                          progress_bar=False)
     result = train(fresh_model(), loss_fn, toy_batches(), config)
     assert seen and all(s == cpu_bf16 for s in seen) and all(math.isfinite(x) for x in result.losses)

@@ -9,6 +9,7 @@ from bertkit.distill.job import run_distill
 from bertkit.embed.config import SimCSEConfig
 from bertkit.embed.simcse import run_simcse
 from bertkit.errors import BertkitError
+from bertkit.job_config import job_config
 from bertkit.finetune.config import FinetuneConfig
 from bertkit.finetune.job import run_finetune
 from bertkit.finetune.rerank import RerankConfig, run_rerank_finetune
@@ -26,9 +27,9 @@ JOBS = [(run_finetune, FinetuneConfig, "finetune", "model"),
 @pytest.mark.parametrize("run, config_class, command, first", JOBS, ids=[j[2] for j in JOBS])
 def test_a_missing_required_flag_is_one_line_naming_it(run, config_class, command, first, tmp_path):
     with pytest.raises(BertkitError) as error:
-        run(config_class(train="", output=str(tmp_path / "out"), **{first: "some/folder"}))
+        run(job_config(config_class, train="", output=str(tmp_path / "out"), **{first: "some/folder"}))
     assert str(error.value) == f"{command} needs --train"
     with pytest.raises(BertkitError) as error:
-        run(config_class(train=str(tmp_path / "t.jsonl"), output=str(tmp_path / "out")))
+        run(job_config(config_class, train=str(tmp_path / "t.jsonl"), output=str(tmp_path / "out")))
     assert str(error.value) == f"{command} needs --{first}"
     assert not (tmp_path / "out").exists()

@@ -11,7 +11,7 @@ reloads as a plain PETClassifier (bertkit evaluate / predict).
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional, Sequence
 
@@ -28,14 +28,15 @@ from bertkit.finetune.metrics import classification_metrics
 from bertkit.finetune.predictions import sequence_predictions
 from bertkit.finetune.recipe import prompt_recipe
 from bertkit.finetune.tasks import TASKS
+from bertkit.job_config import JobData, TrainConfig
 from bertkit.finetune.loop_job import LoopJobConfig, max_length_for, mlm_head_of
 from bertkit.finetune.prompt.pet import PROMPT_SLOT, Pattern, PETClassifier, Verbalizer, pet_loss
 from bertkit.finetune.prompt.ptuning import PTuningClassifier
-from bertkit.runtime import pick_device, seed_everything
+from bertkit.runtime import pick_device
 from bertkit.tokenizer.coverage import texts_of, warn_unknown
 from bertkit.tokenizer.padding import pad_to_tensors
 from bertkit.train import IndexedBatches
-from bertkit.train.fit import Job, JobResult, check_resume, fit, loop_settings, record_run, run_folder
+from bertkit.train.fit import Job, JobResult, fit, record_run, run_folder
 from bertkit.train.loop import say
 from bertkit.train.saved_score import METRICS_FILE
 
@@ -44,14 +45,23 @@ METRIC = TASKS[TASK].main_metric
 
 
 @dataclass
+class PromptTrain(TrainConfig):
+    epochs: Optional[int] = None          # None: the few-shot recipe (bertkit.finetune.recipe.prompt_recipe)
+    # None: the few-shot recipe (5e-5 at width 384), 1e-3 for prompt vectors only
+    lr: Optional[float] = None  # type: ignore[assignment]
+    warmup_ratio: float = 0.1
+    seed: int = 42
+    log_every: int = 10
+
+
+@dataclass
 class PromptConfig(LoopJobConfig):
     template: str = ""                    # "{text} It was [MASK]."; [P] slots (P-tuning) hold learned vectors
     verbalizer: str = ""                  # "pos=great,neg=terrible": one vocabulary token per label
     ptuning: bool = False                 # learn continuous prompt vectors for the template's [P] slots
     freeze_encoder: bool = False          # P-tuning: train only the prompt vectors
-    epochs: Optional[int] = None          # None: the few-shot recipe (bertkit.finetune.recipe.prompt_recipe)
-    lr: Optional[float] = None            # None: the few-shot recipe (5e-5 at width 384), 1e-3 for prompt vectors only
-    batch_size: int = 16                  # PET's few-shot setting
+    data: JobData = field(default_factory=lambda: JobData(batch_size=16))   # PET's few-shot batch size
+    train: PromptTrain = field(default_factory=PromptTrain)
 
 
 def _padded(rows: Sequence[Sequence[int]], pad_id: int) -> dict[str, torch.Tensor]:
@@ -112,29 +122,35 @@ def run_prompt_finetune(config: PromptConfig) -> JobResult:
     for name in ("model", "output", "template", "verbalizer"):
         if not getattr(config, name):
             raise BertkitError(f"prompt-based classification needs --{name.replace('_', '-')}")
-    zero_shot = config.epochs == 0
-    if zero_shot and not config.dev:
+    zero_shot = config.train.epochs == 0
+    if zero_shot and not config.data.dev:
         raise BertkitError("--epochs 0 evaluates zero-shot on --dev: give --dev")
-    if not zero_shot and not config.train:
+    if not zero_shot and not config.data.train:
         raise BertkitError("prompt-based fine-tuning needs --train (or --epochs 0 --dev FILE for zero-shot)")
-    check_resume(config.resume, config.output)
-    seed_everything(config.seed)
+    return fit(config, lambda: _prompt_job(config, zero_shot))
+
+
+def _prompt_job(config: PromptConfig, zero_shot: bool) -> Job | JobResult:
+    """The job `run_prompt_finetune` trains (fit seeded the RNGs); zero-shot: the dev evaluation, saved."""
     checkpoint = load_checkpoint(config.model)
     max_length = max_length_for(config, checkpoint)
     model = _build_model(config, checkpoint, max_length)
     labels = model.verbalizer.labels
-    train_examples = [] if zero_shot else _read(config.train, labels, config.encoding, config.max_train_examples)
-    dev_examples = _read(config.dev, labels, config.encoding, config.max_dev_examples) if config.dev else None
+    data = config.data
+    train_examples = [] if zero_shot else _read(data.train, labels, data.encoding, data.max_train_examples)
+    dev_examples = _read(data.dev, labels, data.encoding, data.max_dev_examples) if data.dev else None
     warn_unknown(checkpoint.tokenizer, texts_of(train_examples or dev_examples or []),
-                 f"fine-tune data {config.train or config.dev}")
+                 f"fine-tune data {config.data.train or config.data.dev}")
     if not zero_shot:
         frozen = config.ptuning and config.freeze_encoder
-        epochs, lr, line = prompt_recipe(len(train_examples), checkpoint.config.hidden_size, config.batch_size, frozen)
-        config = dataclasses.replace(config, epochs=config.epochs if config.epochs is not None else epochs,
-                                     lr=config.lr if config.lr is not None else lr)
-        say(line if (config.epochs, config.lr) == (epochs, lr) else
-            f"recipe: {config.epochs} epochs, lr {config.lr:g} (set by the user)")
-    device = pick_device(config.device)
+        epochs, lr, line = prompt_recipe(len(train_examples), checkpoint.config.hidden_size, data.batch_size, frozen)
+        given = config.train
+        config = dataclasses.replace(config, train=dataclasses.replace(
+            given, epochs=given.epochs if given.epochs is not None else epochs,
+            lr=given.lr if given.lr is not None else lr))
+        say(line if (config.train.epochs, config.train.lr) == (epochs, lr) else
+            f"recipe: {config.train.epochs} epochs, lr {config.train.lr:g} (set by the user)")
+    device = pick_device(config.train.device)
     output = Path(config.output)
     meta = {"task": TASK, "labels": list(labels), "template": config.template, "verbalizer": config.verbalizer,
             "ptuning": config.ptuning, "prompt_token_ids": list(model.prompt_token_ids()),
@@ -144,10 +160,9 @@ def run_prompt_finetune(config: PromptConfig) -> JobResult:
         if isinstance(net, PTuningClassifier):
             net.store_prompt_in_embeddings()
         save_checkpoint(output, net.encoder, net.tokenizer, {"mlm": net.mlm}, {**meta, "dev_metrics": metrics})
-        write_json(output / METRICS_FILE, {"dev": metrics, "metric_for_best": METRIC})
 
     def evaluate_dev(net: PETClassifier) -> dict:
-        return evaluate_examples(net, dev_examples, config.eval_batch_size)
+        return evaluate_examples(net, dev_examples, config.data.eval_batch_size)
 
     evaluate = evaluate_dev if dev_examples is not None else None
 
@@ -156,8 +171,8 @@ def run_prompt_finetune(config: PromptConfig) -> JobResult:
         model.to(device)
         metrics = evaluate(model)
         save(model, metrics)
-        record = {"dev": metrics, "metric_for_best": METRIC, "zero_shot": True, "train_examples": 0}
-        write_json(output / METRICS_FILE, record)
+        write_json(output / METRICS_FILE, {"dev": metrics, "metric_for_best": METRIC, "zero_shot": True,
+                                           "train_examples": 0})
         return JobResult(output, metrics, 0.0, 0, 0, "zero_shot")
 
     rows = model.pattern.encode(model.tokenizer, [ex.text for ex in train_examples],
@@ -167,10 +182,10 @@ def run_prompt_finetune(config: PromptConfig) -> JobResult:
     def make_batch(indices: list[int], epoch: int) -> dict:
         return {**_padded([rows[i] for i in indices], model.tokenizer.pad_id), "labels": targets[indices]}
 
-    batches = IndexedBatches(len(rows), config.batch_size, make_batch, seed=config.seed)
-    job = Job(model, pet_loss, batches, save, evaluate, METRIC if evaluate is not None else None,
-              record={"train_examples": len(train_examples), "lr": config.lr, "epochs_planned": config.epochs})
-    return fit(job, loop_settings(config, log_every=10), output, config)
+    batches = IndexedBatches(len(rows), config.data.batch_size, make_batch, seed=config.train.seed)
+    return Job(model, pet_loss, batches, save, evaluate, METRIC if evaluate is not None else None,
+               record={"train_examples": len(train_examples), "lr": config.train.lr,
+                       "epochs_planned": config.train.epochs}, config=config)
 
 
 def load_prompt_classifier(folder: str | Path, device: Optional[str] = None) -> PETClassifier:

@@ -15,19 +15,18 @@ from typing import Optional, Sequence
 
 import torch
 
-from bertkit.atomic_write import write_json, write_jsonl
+from bertkit.atomic_write import write_jsonl
 from bertkit.checkpoints import load_checkpoint, save_checkpoint
 from bertkit.errors import BertkitError, CheckpointError
 from bertkit.finetune.loop_job import LoopJobConfig, max_length_for, mlm_head_of
 from bertkit.finetune.seq2seq.pairs import Pair, read_pairs
 from bertkit.finetune.tasks import TASKS
 from bertkit.finetune.seq2seq.unilm import Seq2SeqLM, seq2seq_decode, seq2seq_inputs, seq2seq_loss
-from bertkit.runtime import pick_device, seed_everything
+from bertkit.runtime import pick_device
 from bertkit.tokenizer.coverage import warn_unknown
 from bertkit.tokenizer.spacing import tidy_spacing
 from bertkit.train import IndexedBatches
-from bertkit.train.fit import Job, JobResult, check_required, check_resume, fit, loop_settings
-from bertkit.train.saved_score import METRICS_FILE
+from bertkit.train.fit import Job, JobResult, check_required, fit
 
 TASK = "seq2seq"
 METRIC = TASKS[TASK].main_metric           # picks the best model (lowest dev loss)
@@ -35,7 +34,7 @@ METRIC = TASKS[TASK].main_metric           # picks the best model (lowest dev lo
 
 @dataclass
 class Seq2SeqConfig(LoopJobConfig):
-    """max_length counts [CLS] source [SEP] target [SEP]; targets get at most half of it."""
+    """data.max_length counts [CLS] source [SEP] target [SEP]; targets get at most half of it."""
 
 
 def token_ids(tokenizer, texts: Sequence[str]) -> list[list[int]]:
@@ -76,38 +75,41 @@ def evaluate_pairs(model: Seq2SeqLM, tokenizer, pairs: Sequence[Pair], max_lengt
 
 def run_seq2seq_finetune(config: Seq2SeqConfig) -> JobResult:
     check_required(config, "finetune --task seq2seq")
-    if config.epochs < 1:
-        raise BertkitError(f"--epochs must be >= 1 for --task seq2seq, got {config.epochs}")
-    check_resume(config.resume, config.output)
-    seed_everything(config.seed)
+    if config.train.epochs < 1:
+        raise BertkitError(f"--epochs must be >= 1 for --task seq2seq, got {config.train.epochs}")
+    return fit(config, lambda: _seq2seq_job(config))
+
+
+def _seq2seq_job(config: Seq2SeqConfig) -> Job:
+    """The job `run_seq2seq_finetune` trains (fit seeded the RNGs)."""
     checkpoint = load_checkpoint(config.model)
     mlm = mlm_head_of(checkpoint, "seq2seq fine-tuning")
     max_length = max_length_for(config, checkpoint)
     tokenizer = checkpoint.tokenizer
     model = Seq2SeqLM(checkpoint.encoder, mlm)
-    train_pairs = read_pairs(config.train, config.encoding)[:config.max_train_examples]
-    dev_pairs = read_pairs(config.dev, config.encoding)[:config.max_dev_examples] if config.dev else None
-    sources, targets = tokenized_pairs(tokenizer, train_pairs, f"fine-tune data {config.train}")
+    train_pairs = read_pairs(config.data.train, config.data.encoding)[:config.data.max_train_examples]
+    data = config.data
+    dev_pairs = read_pairs(data.dev, data.encoding)[:data.max_dev_examples] if data.dev else None
+    sources, targets = tokenized_pairs(tokenizer, train_pairs, f"fine-tune data {config.data.train}")
 
     def make_batch(indices: list[int], epoch: int) -> dict:
         return _batch(tokenizer, [sources[i] for i in indices], [targets[i] for i in indices], max_length)
 
-    batches = IndexedBatches(len(train_pairs), config.batch_size, make_batch, seed=config.seed)
+    batches = IndexedBatches(len(train_pairs), config.data.batch_size, make_batch, seed=config.train.seed)
     output = Path(config.output)
     meta = {"task": TASK, "max_length": max_length, "finetuned_from": str(config.model)}
 
     def save(net: Seq2SeqLM, metrics: dict) -> None:
         save_checkpoint(output, net.encoder, tokenizer, {"mlm": net.mlm}, {**meta, "dev_metrics": metrics})
-        write_json(output / METRICS_FILE, {"dev": metrics, "metric_for_best": METRIC})
 
     def evaluate_dev(net: Seq2SeqLM) -> dict:
-        return evaluate_pairs(net, tokenizer, dev_pairs, max_length, config.eval_batch_size)
+        return evaluate_pairs(net, tokenizer, dev_pairs, max_length, config.data.eval_batch_size)
 
     evaluate = evaluate_dev if dev_pairs is not None else None
 
-    job = Job(model, seq2seq_loss, batches, save, evaluate, METRIC if evaluate is not None else None,
-              record={"train_pairs": len(train_pairs)})
-    return fit(job, loop_settings(config, log_every=10), output, config)
+    return Job(model, seq2seq_loss, batches, save, evaluate, METRIC if evaluate is not None else None,
+               record={"train_pairs": len(train_pairs)})
+
 
 
 class Seq2SeqGenerator:

@@ -26,7 +26,6 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from bertkit.atomic_write import write_json
 from bertkit.checkpoints import load_checkpoint, save_checkpoint
 from bertkit.embed.simcse import contrastive_loss
 from bertkit.errors import BertkitError, BertkitWarning, CheckpointError
@@ -38,11 +37,10 @@ from bertkit.finetune.seq2seq.unilm import Seq2SeqLM, next_token_targets, seq2se
 from bertkit.generate.sampling import SamplingConfig
 from bertkit.model.heads import MaskedLMHead
 from bertkit.model.sentence import SentenceEncoder, SentencePipeline
-from bertkit.runtime import pick_device, seed_everything
+from bertkit.runtime import pick_device
 from bertkit.tokenizer.spacing import tidy_spacing
 from bertkit.train import IndexedBatches
-from bertkit.train.fit import Job, JobResult, check_required, check_resume, fit, loop_settings
-from bertkit.train.saved_score import METRICS_FILE
+from bertkit.train.fit import Job, JobResult, check_required, fit
 
 TASK = "simbert"
 METRIC = TASKS[TASK].main_metric           # picks the best model (lowest dev loss)
@@ -52,11 +50,11 @@ UNUSED_TOKEN = re.compile(r"\[unused\d+\]")
 
 @dataclass
 class SimBertConfig(LoopJobConfig):
-    """batch_size counts pairs (each gives two rows, a -> b and b -> a); max_length counts [CLS] a [SEP] b [SEP]."""
+    """data.batch_size counts pairs (each gives two rows, a -> b and b -> a); data.max_length counts [CLS] a [SEP] b
+    [SEP]."""
     similarity_weight: float = 1.0        # loss = generation + weight x similarity
     scale: float = 30.0                   # cosine x scale before the softmax (SimBERT's 30, temperature 1/30)
     pooling: str = "cls"                  # the sentence vector trained and saved (SimBERT: [CLS]); "folder": keep
-    time_budget: Optional[str] = None     # "5m": fit the schedule to wall-clock time instead of --epochs
 
 
 class SimBert(nn.Module):
@@ -165,16 +163,19 @@ def true_ranks(queries: np.ndarray, corpus: np.ndarray) -> np.ndarray:
 
 def run_simbert_finetune(config: SimBertConfig) -> JobResult:
     check_required(config, "finetune --task simbert")
-    if config.epochs < 1:
-        raise BertkitError(f"--epochs must be >= 1 for --task simbert, got {config.epochs}")
-    if config.batch_size < 2:
+    if config.train.epochs < 1:
+        raise BertkitError(f"--epochs must be >= 1 for --task simbert, got {config.train.epochs}")
+    if config.data.batch_size < 2:
         raise BertkitError(f"--batch-size must be >= 2 for --task simbert (the other pairs of a batch are the "
-                           f"negatives), got {config.batch_size}")
+                           f"negatives), got {config.data.batch_size}")
     if config.scale <= 0 or config.similarity_weight < 0:
         raise BertkitError(f"--scale must be > 0 and --similarity_weight >= 0, got {config.scale}, "
                            f"{config.similarity_weight}")
-    check_resume(config.resume, config.output)
-    seed_everything(config.seed)
+    return fit(config, lambda: _simbert_job(config))
+
+
+def _simbert_job(config: SimBertConfig) -> Job:
+    """The job `run_simbert_finetune` trains (fit seeded the RNGs)."""
     checkpoint = load_checkpoint(config.model)
     mlm = mlm_head_or_new(checkpoint)
     max_length = max_length_for(config, checkpoint)
@@ -186,15 +187,17 @@ def run_simbert_finetune(config: SimBertConfig) -> JobResult:
         raise BertkitError(f"--pooling {config.pooling}: {err}") from None
     model = SimBert(Seq2SeqLM(checkpoint.encoder, mlm), sentence)
     loss = SimBertLoss(config.scale, config.similarity_weight)
-    train_pairs = read_pairs(config.train, config.encoding)[:config.max_train_examples]
-    dev_pairs = read_pairs(config.dev, config.encoding)[:config.max_dev_examples] if config.dev else None
-    a_ids, b_ids = tokenized_pairs(tokenizer, train_pairs, f"fine-tune data {config.train}")
+    train_pairs = read_pairs(config.data.train, config.data.encoding)[:config.data.max_train_examples]
+    data = config.data
+    dev_pairs = read_pairs(data.dev, data.encoding)[:data.max_dev_examples] if data.dev else None
+    a_ids, b_ids = tokenized_pairs(tokenizer, train_pairs, f"fine-tune data {config.data.train}")
 
     def make_batch(indices: list[int], epoch: int) -> dict:
         return pair_rows(tokenizer, [a_ids[i] for i in indices], [b_ids[i] for i in indices], max_length)
 
     # A short last batch has fewer negatives (a lone pair none): dropped rather than trained on.
-    batches = IndexedBatches(len(train_pairs), config.batch_size, make_batch, seed=config.seed, drop_last=True)
+    batches = IndexedBatches(len(train_pairs), config.data.batch_size, make_batch, seed=config.train.seed,
+                             drop_last=True)
     output = Path(config.output)
     meta = {"task": TASK, "max_length": max_length, "finetuned_from": str(config.model),
             "simbert": {"scale": config.scale, "similarity_weight": config.similarity_weight}}
@@ -202,15 +205,14 @@ def run_simbert_finetune(config: SimBertConfig) -> JobResult:
     def save(net: SimBert, metrics: dict) -> None:
         save_checkpoint(output, net.lm.encoder, tokenizer, {"mlm": net.lm.mlm}, {**meta, "dev_metrics": metrics},
                         sentence=pipeline)
-        write_json(output / METRICS_FILE, {"dev": metrics, "metric_for_best": METRIC})
 
     def evaluate_dev(net: SimBert) -> dict:
-        return evaluate_simbert(net, tokenizer, dev_pairs, max_length, config.eval_batch_size, loss)
+        return evaluate_simbert(net, tokenizer, dev_pairs, max_length, config.data.eval_batch_size, loss)
 
     evaluate = evaluate_dev if dev_pairs is not None else None
-    job = Job(model, loss, batches, save, evaluate, METRIC if evaluate is not None else None,
-              record={"train_pairs": len(train_pairs)})
-    return fit(job, loop_settings(config, log_every=10), output, config)
+    return Job(model, loss, batches, save, evaluate, METRIC if evaluate is not None else None,
+               record={"train_pairs": len(train_pairs)})
+
 
 
 class Similar(NamedTuple):

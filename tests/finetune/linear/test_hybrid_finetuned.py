@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 import bertkit
+from bertkit.job_config import job_config
 from bertkit.finetune import FinetuneConfig, evaluate_file, predict_file, run_finetune
 from bertkit.finetune.linear import BaselineConfig, LinearPredictor, run_baseline
 from bertkit.finetune.linear.hybrid import POOL_SHARES, fit_dev_pooling
@@ -23,9 +24,9 @@ def tuned(tmp_path_factory, cased_encoder_dir, split_signal_files):
     root = tmp_path_factory.mktemp("hybrid_finetuned")
     files = {k: str(v) for k, v in split_signal_files.items()}
     common = dict(train=files["train"], dev=files["dev"], progress_bar=False)
-    finetuned = run_finetune(FinetuneConfig(model=str(cased_encoder_dir), output=str(root / "ft"), seed=0, epochs=6,
+    finetuned = run_finetune(job_config(FinetuneConfig, model=str(cased_encoder_dir), output=str(root / "ft"), seed=0, epochs=6,
                                             baseline=False, **common)).output
-    hybrid = run_finetune(FinetuneConfig(model=str(finetuned), output=str(root / "hybrid"), method="hybrid",
+    hybrid = run_finetune(job_config(FinetuneConfig, model=str(finetuned), output=str(root / "hybrid"), method="hybrid",
                                          **common)).output
     tfidf = run_baseline(BaselineConfig(train=files["train"], dev=files["dev"], output=str(root / "tfidf"))).output
     return {"finetuned": finetuned, "hybrid": hybrid, "tfidf": tfidf}

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 import bertkit
+from bertkit.job_config import job_config
 from bertkit.cli import main
 from bertkit.finetune import FinetuneConfig, evaluate_file, predict_file, run_finetune
 from bertkit.finetune.linear import BaselineConfig, LinearPredictor, run_baseline
@@ -24,7 +25,7 @@ def folders(tmp_path_factory, cased_encoder_dir, split_signal_files):
     made = {"tfidf": run_baseline(BaselineConfig(train=files["train"], dev=files["dev"],
                                                  output=str(root / "tfidf"))).output}
     for method in ("linear-probe", "hybrid"):
-        made[method] = run_finetune(FinetuneConfig(model=str(cased_encoder_dir), train=files["train"],
+        made[method] = run_finetune(job_config(FinetuneConfig, model=str(cased_encoder_dir), train=files["train"],
                                                    dev=files["dev"], output=str(root / method), method=method,
                                                    progress_bar=False)).output
     return made
@@ -99,7 +100,7 @@ def test_probe_and_hybrid_folders_are_encoders_plus_a_linear_model(folders, case
 
 def test_vectors_are_cached_by_model_and_data(cased_encoder_dir, split_signal_files, tmp_path, monkeypatch, capsys):
     files = {k: str(v) for k, v in split_signal_files.items()}
-    config = FinetuneConfig(model=str(cased_encoder_dir), train=files["train"], dev=files["dev"],
+    config = job_config(FinetuneConfig, model=str(cased_encoder_dir), train=files["train"], dev=files["dev"],
                             output=str(tmp_path / "probe"), method="linear-probe", baseline=False)
     first = run_finetune(config)
     cached = sorted(p.name for p in (tmp_path / "probe" / "run" / "vectors").iterdir())
@@ -143,7 +144,7 @@ def test_pair_and_regression_hybrids_run_end_to_end(cased_encoder_dir, tmp_path)
     for task, make in (("pair-classification", pairs), ("regression", values)):
         files = {name: str(write_jsonl(tmp_path / f"{task}-{name}.jsonl", make(n)))
                  for name, n in (("train", 200), ("dev", 60), ("test", 60))}
-        out = run_finetune(FinetuneConfig(task=task, model=str(cased_encoder_dir), train=files["train"],
+        out = run_finetune(job_config(FinetuneConfig, task=task, model=str(cased_encoder_dir), train=files["train"],
                                           dev=files["dev"], output=str(tmp_path / task), method="hybrid")).output
         scores = evaluate_file(out, files["test"])
         main_score = scores["spearman"] if task == "regression" else scores["accuracy"]
@@ -177,9 +178,9 @@ def test_linear_methods_refuse_loop_settings_and_keep_a_better_model(cased_encod
     files = {k: str(v) for k, v in split_signal_files.items()}
     common = dict(model=str(cased_encoder_dir), train=files["train"], dev=files["dev"], output=str(tmp_path / "m"))
     with pytest.raises(bertkit.errors.BertkitError, match="--epochs is a fine-tuning setting"):
-        run_finetune(FinetuneConfig(**common, method="linear-probe", epochs=3))
-    hybrid = run_finetune(FinetuneConfig(**common, method="hybrid", baseline=False))
-    probe = run_finetune(FinetuneConfig(**common, method="linear-probe", baseline=False))
+        run_finetune(job_config(FinetuneConfig, **common, method="linear-probe", epochs=3))
+    hybrid = run_finetune(job_config(FinetuneConfig, **common, method="hybrid", baseline=False))
+    probe = run_finetune(job_config(FinetuneConfig, **common, method="linear-probe", baseline=False))
     # the probe (one bit of two) scores below the hybrid on the same dev file: the hybrid stays, and its
     # metrics are the ones reported (as finetune reports a kept model's)
     assert probe.kept_earlier_model and probe.metrics == hybrid.metrics and hybrid.metrics["accuracy"] >= 0.95
@@ -202,7 +203,7 @@ def test_hybrid_transforms_the_dev_texts_with_tfidf_once(cased_encoder_dir, spli
             dev_calls.append(id(self))
         return transform(self, texts)
     monkeypatch.setattr(TfidfBlock, "transform", counted)
-    run_finetune(FinetuneConfig(model=str(cased_encoder_dir), train=files["train"], dev=files["dev"],
+    run_finetune(job_config(FinetuneConfig, model=str(cased_encoder_dir), train=files["train"], dev=files["dev"],
                                 output=str(tmp_path / "hybrid"), method="hybrid", baseline=False, progress_bar=False))
     assert dev_calls and len(dev_calls) == len(set(dev_calls)), f"{len(dev_calls)} dev transforms by " \
         f"{len(set(dev_calls))} TF-IDF blocks"

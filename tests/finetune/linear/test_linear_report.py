@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from bertkit.job_config import job_config
 from bertkit.cli import main
 from bertkit.finetune import FinetuneConfig, run_finetune
 from bertkit.finetune.linear.report import collapse_note, compare
@@ -63,7 +64,7 @@ def keyword_split(tmp_path):
 def test_finetune_reports_the_baseline_beside_its_result(finetune_model_dir, keyword_split, tmp_path, capsys):
     # one epoch at a tiny lr: the random model stays at the prior, the baseline learns the keywords
     output = tmp_path / "ft"
-    result = run_finetune(FinetuneConfig(model=str(finetune_model_dir), train=str(keyword_split["train"]),
+    result = run_finetune(job_config(FinetuneConfig, model=str(finetune_model_dir), train=str(keyword_split["train"]),
                                          dev=str(keyword_split["dev"]), output=str(output), epochs=1, lr=1e-6,
                                          max_length=32, progress_bar=False))
     err = capsys.readouterr().err
