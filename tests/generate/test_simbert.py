@@ -48,11 +48,8 @@ def _simbert(folder, pooling="cls") -> tuple[SimBert, object]:
     return SimBert(Seq2SeqLM(checkpoint.encoder, checkpoint.heads["mlm"]), sentence), checkpoint.tokenizer
 
 
-@pytest.fixture(scope="module")
-def trained(tmp_path_factory):
-    """A tiny random BERT fine-tuned as SimBERT on 48 planted pairs, its starting folder and a dev file (the first
-    16 pairs: the test checks that the planted signal was learned, not generalisation)."""
-    root = tmp_path_factory.mktemp("simbert")
+def _tiny_start(folder):
+    """A tiny random BERT + MLM head over the planted pairs' words, saved as a folder (seeded)."""
     torch.manual_seed(0)
     tokens = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", ".", ",", *MLM_WORDS]
     tokenizer = Tokenizer.from_vocab({t: i for i, t in enumerate(tokens)}, lowercase=True)
@@ -62,7 +59,15 @@ def trained(tmp_path_factory):
     encoder = Encoder(config)
     head = MaskedLMHead(config)
     head.apply(encoder._init_weights)
-    start = save_checkpoint(root / "start", encoder, tokenizer, {"mlm": head})
+    return save_checkpoint(folder, encoder, tokenizer, {"mlm": head})
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    """A tiny random BERT fine-tuned as SimBERT on 48 planted pairs, its starting folder and a dev file (the first
+    16 pairs: the test checks that the planted signal was learned, not generalisation)."""
+    root = tmp_path_factory.mktemp("simbert")
+    start = _tiny_start(root / "start")
     pairs = _planted_pairs(48)
     train = _write(root / "train.jsonl", pairs)
     dev = _write(root / "dev.jsonl", pairs[:16])
@@ -170,17 +175,8 @@ def test_a_short_simbert_fine_tune_generates_the_planted_translation_exactly(tmp
     after a short fine-tune under SimBertLoss (generation + similarity), greedy decoding from the SAVED folder
     (what the generator feeds: segment 1, positions after the source, a closing [SEP]) reproduces every target
     through the tokenizer's decode (lowercase, detokenised), and a tiny top-p nucleus is greedy."""
-    torch.manual_seed(0)
-    tokens = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", ".", ",", *MLM_WORDS]
-    tokenizer = Tokenizer.from_vocab({t: i for i, t in enumerate(tokens)}, lowercase=True)
-    config = EncoderConfig(vocab_size=tokenizer.vocab_size, hidden_size=32, num_layers=2, num_heads=2,
-                           intermediate_size=64, max_position_embeddings=32, hidden_dropout=0.0,
-                           attention_dropout=0.0)
-    encoder = Encoder(config)
-    head = MaskedLMHead(config)
-    head.apply(encoder._init_weights)
-    start = save_checkpoint(tmp_path / "start", encoder, tokenizer, {"mlm": head})
-    model, _ = _simbert(start, pooling="mean")
+    start = _tiny_start(tmp_path / "start")
+    model, tokenizer = _simbert(start, pooling="mean")
     pairs = _planted_pairs(12, seed=1)
     a = [tokenizer.backend.encode(x, add_special_tokens=False).ids for x, _ in pairs]
     b = [tokenizer.backend.encode(y, add_special_tokens=False).ids for _, y in pairs]
