@@ -118,7 +118,8 @@ def train(args, output: Path) -> dict:
         path = Path(tmp) / "train.jsonl"
         count = write_training_pairs(args.data_dir, args.seed, args.max_train_examples, path)
         config = SimBertConfig(model=args.model, train=str(path), output=str(output), epochs=args.epochs,
-                               lr=args.lr, batch_size=args.batch_size, max_length=args.max_length, seed=args.seed,
+                               lr=args.lr, batch_size=args.batch_size, max_length=args.max_length,
+                               seed=args.seed if args.train_seed is None else args.train_seed,
                                progress_bar=False, precision=args.precision, pooling=args.pooling,
                                time_budget=args.time_budget)
         started = time.perf_counter()
@@ -149,6 +150,9 @@ def main(argv=None) -> int:
     parser.add_argument("--max-new-tokens", type=int, default=64)
     parser.add_argument("--examples", type=int, default=5, help="(KJV, generated, true WEB) triples to print")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--train-seed", type=int, default=None,
+                        help="the training order's seed (default --seed; the test pairs stay those of --seed): "
+                             "another one when continuing from a folder trained with --seed")
     parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's choice); 1 is "
                                                                     "faster on a machine shared with other jobs")
     parser.add_argument("--json", type=Path, default=None)
