@@ -15,9 +15,13 @@ rank of (M + 1) / 2 = 1,495.5 and an MRR of H_M / M = 0.0029.
    SimBERT training) and by TF-IDF (lowercased words, benchmarks/unilm.py's index).
 2. Generation: --samples paraphrases of each KJV verse (top-p 0.95, seeded), ranked by the model's cosine to the
    KJV verse (SimBertGenerator.rank, what `bertkit generate --similar` prints). The best-ranked one is the
-   query: its rank of the true WEB verse by the model's vectors and by TF-IDF (independent of the model), against
-   chance, the first sample, a random sample, and the KJV verse itself (copy the input). Text overlap with the
-   true WEB verse: chrF (character 1-6-grams, beta 2) and token F1 (lowercased words).
+   query: its rank of the true WEB verse by three judges: TF-IDF fitted on the M test WEB verses and the ORIGINAL
+   all-MiniLM-L6-v2 (frozen, mean pooling), which do not depend on the model being trained and so cannot be
+   pleased by a sample only it finds close, and the SimBERT model's own vectors. Each mean rank comes with its
+   standard error; chance is (M + 1) / 2 +- sqrt((M^2 - 1) / 12 / N). Beside it: the first sample, a random and
+   the worst-ranked sample, greedy decoding, and the KJV verse itself (copy the input). Text overlap with the
+   true WEB verse: chrF (character 1-6-grams, beta 2) and token F1 (lowercased words). --examples (KJV,
+   generated, true WEB) triples are printed and kept in --json.
 """
 from __future__ import annotations
 
@@ -66,9 +70,33 @@ def token_f1(hypothesis: str, reference: str) -> float:
 
 
 def rank_summary(ranks: np.ndarray) -> dict:
-    return {"mean_rank": float(ranks.mean()), "median_rank": float(np.median(ranks)),
+    """Mean rank with its standard error (sample sd / sqrt(N)), median, MRR, recall@1/10."""
+    se = float(ranks.std(ddof=1) / np.sqrt(len(ranks))) if len(ranks) > 1 else float("nan")
+    return {"mean_rank": float(ranks.mean()), "se_mean_rank": se, "median_rank": float(np.median(ranks)),
             "mrr": float((1.0 / ranks).mean()), "recall@1": float((ranks == 1).mean()),
-            "recall@10": float((ranks <= 10).mean())}
+            "recall@10": float((ranks <= 10).mean()), "n": int(len(ranks))}
+
+
+def chance_summary(collection: int, queries: int) -> dict:
+    """A uniformly random rank among M: mean (M + 1) / 2, sd sqrt((M^2 - 1) / 12), so a mean over N queries has
+    standard error sd / sqrt(N); MRR H_M / M."""
+    return {"mean_rank": (collection + 1) / 2, "se_mean_rank": float(np.sqrt((collection ** 2 - 1) / 12 / queries)),
+            "mrr": float(sum(1.0 / k for k in range(1, collection + 1)) / collection)}
+
+
+JUDGES = ("rank_by_tfidf", "rank_by_minilm", "rank_by_simbert")
+
+
+def markdown_table(generation: dict, chance: dict) -> str:
+    """Mean rank +- standard error by each judge (the two independent ones first), and the text overlap."""
+    lines = ["| query | mean rank, TF-IDF | MRR | mean rank, MiniLM frozen | MRR | mean rank, SimBERT's own | MRR "
+             "| chrF | token F1 |", "|---|" + "---:|" * 8]
+    c = f"{chance['mean_rank']:,.1f} +- {chance['se_mean_rank']:.0f} | {chance['mrr']:.4f}"
+    lines.append(f"| chance | {c} | {c} | {c} | | |")
+    for name, row in generation.items():
+        cells = [f"{row[j]['mean_rank']:,.1f} +- {row[j]['se_mean_rank']:.1f} | {row[j]['mrr']:.4f}" for j in JUDGES]
+        lines.append(f"| {name} | {' | '.join(cells)} | {row['chrF']:.1f} | {row['token_f1']:.3f} |")
+    return "\n".join(lines)
 
 
 def model_ranks(model, queries: list[str], corpus_vectors: np.ndarray, owns: np.ndarray) -> np.ndarray:
@@ -91,7 +119,8 @@ def train(args, output: Path) -> dict:
         path = Path(tmp) / "train.jsonl"
         count = write_training_pairs(args.data_dir, args.seed, args.max_train_examples, path)
         config = job_config(SimBertConfig, model=args.model, train=str(path), output=str(output), epochs=args.epochs,
-                               lr=args.lr, batch_size=args.batch_size, max_length=args.max_length, seed=args.seed,
+                               lr=args.lr, batch_size=args.batch_size, max_length=args.max_length,
+                               seed=args.seed if args.train_seed is None else args.train_seed,
                                progress_bar=False, precision=args.precision, pooling=args.pooling,
                                time_budget=args.time_budget)
         started = time.perf_counter()
@@ -120,8 +149,11 @@ def main(argv=None) -> int:
                         help="WEB verses to rank among (default: all 2,990 test verses; fewer: the test pairs' "
                              "own verses plus a seeded random sample of the rest)")
     parser.add_argument("--max-new-tokens", type=int, default=64)
-    parser.add_argument("--examples", type=int, default=4)
+    parser.add_argument("--examples", type=int, default=5, help="(KJV, generated, true WEB) triples to print")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--train-seed", type=int, default=None,
+                        help="the training order's seed (default --seed; the test pairs stay those of --seed): "
+                             "another one when continuing from a folder trained with --seed")
     parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's choice); 1 is "
                                                                     "faster on a machine shared with other jobs")
     parser.add_argument("--json", type=Path, default=None)
@@ -134,6 +166,7 @@ def main(argv=None) -> int:
     import bertkit
     from bertkit.api import minilm_path
     from bertkit.finetune.seq2seq.simbert import SimBertGenerator
+    from bertkit.generate.sampling import GREEDY
 
     args.model = args.model or str(minilm_path())
     print(f"cpu: {cpu_description()}; torch threads {torch.get_num_threads()}; load "
@@ -157,8 +190,7 @@ def main(argv=None) -> int:
         sources = [test[i]["text_a"] for i in picked]
         owns = np.array(picked)
         tfidf = TfidfIndex(modern)
-        chance = {"mean_rank": (len(modern) + 1) / 2,
-                  "mrr": float(sum(1.0 / k for k in range(1, len(modern) + 1)) / len(modern))}
+        chance = chance_summary(len(modern), len(sources))
         retrieval = {"chance": chance, "tfidf": rank_summary(tfidf.ranks(sources, list(owns))[0])}
         simbert = bertkit.load(output)
         minilm = bertkit.load(minilm_path())
@@ -176,7 +208,8 @@ def main(argv=None) -> int:
         torch.manual_seed(args.seed)
         started = time.perf_counter()
         choices: dict[str, list[str]] = {"best-ranked sample": [], "first sample": [], "random sample": [],
-                                         "worst-ranked sample": []}
+                                         "worst-ranked sample": [], "greedy decoding": []}
+        examples = []
         pick = random.Random(args.seed + 1)
         for k, source in enumerate(sources):
             drawn = [s for s in generator.sample(source, args.samples, max_new_tokens=args.max_new_tokens,
@@ -186,9 +219,12 @@ def main(argv=None) -> int:
             choices["worst-ranked sample"].append(ranked[-1].text)
             choices["first sample"].append(drawn[0])
             choices["random sample"].append(pick.choice(drawn))
+            choices["greedy decoding"].append(generator.sample(source, 1, GREEDY, args.max_new_tokens)[0] or source)
             if k < args.examples:
-                print(f"KJV: {source}\nWEB: {modern[owns[k]]}\nbest: {ranked[0].text} ({ranked[0].cosine:.3f})\n"
-                      f"first: {drawn[0]}\n", flush=True)
+                examples.append({"kjv": source, "generated (best-ranked of the samples)": ranked[0].text,
+                                 "web": modern[owns[k]], "greedy": choices["greedy decoding"][-1]})
+                print(f"KJV: {source}\nbest: {ranked[0].text} ({ranked[0].cosine:.3f})\nWEB: {modern[owns[k]]}\n"
+                      f"first: {drawn[0]}\ngreedy: {choices['greedy decoding'][-1]}\n", flush=True)
         report["generate_seconds"] = time.perf_counter() - started
         choices["KJV verse (copy the input)"] = sources
         generation = {}
@@ -197,11 +233,15 @@ def main(argv=None) -> int:
             generation[name] = {
                 "rank_by_simbert": rank_summary(model_ranks(simbert, texts, simbert_corpus, owns)),
                 "rank_by_tfidf": rank_summary(tfidf.ranks(texts, list(owns))[0]),
+                "rank_by_minilm": rank_summary(model_ranks(minilm, texts, minilm_corpus, owns)),
                 "chrF": float(np.mean([chrf(t, g) for t, g in zip(texts, targets)])),
                 "token_f1": float(np.mean([token_f1(t, g) for t, g in zip(texts, targets)]))}
         report["generation"] = generation
+        report["examples"] = examples
         report["collection"] = len(modern)
         print(json.dumps(generation, indent=1), flush=True)
+        print(f"N = {len(sources)} test pairs, M = {len(modern)} WEB verses; +- = standard error of the mean rank")
+        print(markdown_table(generation, chance), flush=True)
     if args.json:
         args.json.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
     return 0

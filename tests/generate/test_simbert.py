@@ -11,8 +11,8 @@ from bertkit.cli import main
 from bertkit.errors import BertkitWarning
 from bertkit.generate import SamplingConfig
 from bertkit.finetune.seq2seq.job import read_pairs
-from bertkit.finetune.seq2seq.simbert import (SimBert, SimBertGenerator, evaluate_simbert, pair_rows,
-                                      trained_pipeline, true_ranks)
+from bertkit.finetune.seq2seq.simbert import (SimBert, SimBertGenerator, SimBertLoss, evaluate_simbert, pair_rows,
+                                              trained_pipeline, true_ranks)
 from bertkit.finetune.seq2seq.unilm import Seq2SeqLM, seq2seq_decode, seq2seq_sample
 from bertkit.model.config import EncoderConfig
 from bertkit.model.encoder import Encoder
@@ -48,11 +48,8 @@ def _simbert(folder, pooling="cls") -> tuple[SimBert, object]:
     return SimBert(Seq2SeqLM(checkpoint.encoder, checkpoint.heads["mlm"]), sentence), checkpoint.tokenizer
 
 
-@pytest.fixture(scope="module")
-def trained(tmp_path_factory):
-    """A tiny random BERT fine-tuned as SimBERT on 48 planted pairs, its starting folder and a dev file (the first
-    16 pairs: the test checks that the planted signal was learned, not generalisation)."""
-    root = tmp_path_factory.mktemp("simbert")
+def _tiny_start(folder):
+    """A tiny random BERT + MLM head over the planted pairs' words, saved as a folder (seeded)."""
     torch.manual_seed(0)
     tokens = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", ".", ",", *MLM_WORDS]
     tokenizer = Tokenizer.from_vocab({t: i for i, t in enumerate(tokens)}, lowercase=True)
@@ -62,7 +59,15 @@ def trained(tmp_path_factory):
     encoder = Encoder(config)
     head = MaskedLMHead(config)
     head.apply(encoder._init_weights)
-    start = save_checkpoint(root / "start", encoder, tokenizer, {"mlm": head})
+    return save_checkpoint(folder, encoder, tokenizer, {"mlm": head})
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    """A tiny random BERT fine-tuned as SimBERT on 48 planted pairs, its starting folder and a dev file (the first
+    16 pairs: the test checks that the planted signal was learned, not generalisation)."""
+    root = tmp_path_factory.mktemp("simbert")
+    start = _tiny_start(root / "start")
     pairs = _planted_pairs(48)
     train = _write(root / "train.jsonl", pairs)
     dev = _write(root / "dev.jsonl", pairs[:16])
@@ -162,3 +167,36 @@ def test_true_ranks_count_ties_against_the_pair():
     queries = np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]])
     corpus = np.array([[1.0, 0.0], [1.0, 0.0], [1.0, 1.0]])
     assert true_ranks(queries, corpus).tolist() == [2, 3, 1]
+
+
+
+def test_a_short_simbert_fine_tune_generates_the_planted_translation_exactly(tmp_path):
+    """Targets a deterministic word-for-word map of their sources (both directions, as pair_rows feeds them):
+    after a short fine-tune under SimBertLoss (generation + similarity), greedy decoding from the SAVED folder
+    (what the generator feeds: segment 1, positions after the source, a closing [SEP]) reproduces every target
+    through the tokenizer's decode (lowercase, detokenised), and a tiny top-p nucleus is greedy."""
+    start = _tiny_start(tmp_path / "start")
+    model, tokenizer = _simbert(start, pooling="mean")
+    pairs = _planted_pairs(12, seed=1)
+    a = [tokenizer.backend.encode(x, add_special_tokens=False).ids for x, _ in pairs]
+    b = [tokenizer.backend.encode(y, add_special_tokens=False).ids for _, y in pairs]
+    batch = pair_rows(tokenizer, a, b, 16)
+    loss_fn = SimBertLoss()
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    for _ in range(120):
+        loss, stats = loss_fn(model, batch)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    assert stats["generation_loss"] < 0.05
+    out = save_checkpoint(tmp_path / "simbert", model.lm.encoder, tokenizer, {"mlm": model.lm.mlm},
+                          {"task": "simbert", "max_length": 16}, sentence=trained_pipeline(load_checkpoint(start),
+                                                                                           "mean"))
+    generator = SimBertGenerator(out)
+    tok = generator.tokenizer
+    for x, y in pairs:
+        for source, target in ((x, y), (y, x)):
+            ids = tok.backend.encode(source, add_special_tokens=False).ids
+            greedy = seq2seq_decode(generator.model, ids, tok.cls_id, tok.sep_id, 8, banned_ids=generator.banned_ids)
+            assert tok.decode(greedy) == target
+            assert generator.sample(source, 2, SamplingConfig(top_p=0.05), 8, seed=1) == [target, target]
