@@ -6,7 +6,8 @@ the speed difference against encoding in input order. Long texts are truncated (
 An empty or whitespace-only text is refused (InvalidTextError naming its index), the same rule as the server's
 422: its "[CLS] [SEP]" vector is one constant point that means nothing, yet lands among real vectors (an index
 would return it as a hit).
-`embed_batch` is the one place a padded batch becomes sentence vectors; the server calls it too.
+`embed_batch` is the one place a padded batch becomes sentence vectors; the server calls it too. It runs the
+encoder packed (model/packing.py: the real tokens only, padding only inside attention) wherever the encoder can.
 """
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ import torch
 from bertkit.errors import BertkitError, BertkitWarning
 from bertkit.model.encoder import Encoder
 from bertkit.model.pooling import check_options, normalize, select_layers
-from bertkit.model.sentence import SentenceEncoder
+from bertkit.model.sentence import SentenceEncoder, can_pack
 from bertkit.progress import progress_bar
 from bertkit.runtime import autocast
 from bertkit.tokenizer import Tokenizer
@@ -65,12 +66,13 @@ class NonFiniteVectors(BertkitError):
 
 
 def embed_batch(sentence: SentenceEncoder, input_ids: torch.Tensor, attention_mask: torch.Tensor,
-                token_type_ids: Optional[torch.Tensor] = None) -> np.ndarray:
-    """One padded batch (B, T) through the sentence path -> (B, D) float32, on the encoder's device."""
+                token_type_ids: Optional[torch.Tensor] = None, packed: bool = True) -> np.ndarray:
+    """One padded batch (B, T) through the sentence path -> (B, D) float32, on the encoder's device.
+    packed: skip the padding's compute where the encoder can (the same vectors within float roundoff)."""
     device = next(sentence.parameters()).device
     with torch.inference_mode(), autocast(device):
         vectors = sentence(input_ids.to(device), attention_mask.to(device),
-                           None if token_type_ids is None else token_type_ids.to(device))
+                           None if token_type_ids is None else token_type_ids.to(device), packed=packed)
     return vectors.cpu().numpy()
 
 
@@ -114,7 +116,8 @@ def encode_token_vectors(encoder: Encoder, tokenizer: Tokenizer, texts: Sequence
     with torch.inference_mode(), autocast(device):
         for rows, tensors in _batches(batch, tokenizer.pad_id, options, report):
             mask = tensors["attention_mask"].to(device)
-            out = encoder(tensors["input_ids"].to(device), mask, output_hidden_states=layers != "last")
+            out = encoder(tensors["input_ids"].to(device), mask, output_hidden_states=layers != "last",
+                          packed=can_pack(encoder))
             tokens = select_layers(out.hidden_states, layers) if layers != "last" else out.last_hidden_state
             for row, vectors, length in zip(rows, tokens.float().cpu().numpy(), mask.sum(1).tolist()):
                 results[row] = vectors[:length]
