@@ -3,7 +3,8 @@
 Embeddings -> N blocks of (self-attention, feed-forward) -> optional tanh pooler over [CLS].
 B = batch, T = sequence length, C = hidden size, H = heads, D = head size (C = H * D).
 Packed forward (`packed=True`): the row-wise work runs on the N real tokens only, (N, C) instead of (B, T, C);
-attention alone goes back to the (B, T) grid (model/packing.py). The same numbers, without the padding's cost.
+attention alone goes back to padded grids of texts of similar length (model/packing.py). The same numbers,
+without the padding's cost.
 """
 from __future__ import annotations
 
@@ -102,10 +103,8 @@ class SelfAttention(nn.Module):
         queries: compute only the first `queries` positions' outputs (keys and values still cover all T).
         packing: x is (N, C), the real tokens only; so is the output."""
         if packing is not None:
-            qkv = packing.unpack(self.qkv(x))                            # (N, 3C) -> (B, T, 3C), zeros at padding
-            B, T, _ = qkv.shape
-            q, k, v = qkv.view(B, T, 3, self.num_heads, self.head_dim).permute(2, 0, 3, 1, 4)        # (B, H, T, D)
-        elif queries is None or type(self.qkv) is not nn.Linear:     # int8 Linear: no float weight to slice
+            return self._packed(x, packing), None, (None, None)
+        if queries is None or type(self.qkv) is not nn.Linear:     # int8 Linear: no float weight to slice
             B, T, _ = x.shape
             q, k, v = self.qkv(x).view(B, T, 3, self.num_heads, self.head_dim).permute(2, 0, 3, 1, 4)  # (B, H, T, D)
             q = q[:, :, :queries] if queries is not None else q
@@ -132,9 +131,20 @@ class SelfAttention(nn.Module):
                                                is_causal=causal and mask is None)
             weights = None
         y = y.transpose(1, 2).reshape(B, q.shape[2], self.num_heads * self.head_dim)   # (B, T or Q, H * D)
-        if packing is not None:
-            y = packing.pack(y)                                                       # (N, H * D)
         return self.out(y), weights, (k, v)
+
+    def _packed(self, x: torch.Tensor, packing: Packing) -> torch.Tensor:
+        """x (N, C) real tokens -> (N, C): attention per grid of similar-length texts (model/packing.py)."""
+        H, D = self.num_heads, self.head_dim
+        qkv = packing.to_attention(self.qkv(x))                     # (N, 3HD) -> (R, 3HD), zeros at the padding
+        y = qkv.new_empty(qkv.shape[0], H * D)                      # (R, HD)
+        dropout_p = self.dropout_p if self.training else 0.0
+        for start, rows, width, mask in packing.chunks:
+            stop = start + rows * width
+            q, k, v = qkv[start:stop].view(rows, width, 3, H, D).permute(2, 0, 3, 1, 4)     # (rows, H, width, D)
+            out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p)
+            y[start:stop].view(rows, width, H, D).copy_(out.transpose(1, 2))
+        return self.out(packing.from_attention(y))                  # (R, HD) -> (N, HD) -> (N, C)
 
 
 def _attention_with_weights(q, k, v, mask, causal, dropout_p):
@@ -271,7 +281,7 @@ class Encoder(nn.Module):
         if packing is not None:
             x = self.embeddings(packing.pack(input_ids), None if token_type_ids is None else
                                 packing.pack(token_type_ids), positions=packing.positions)        # (N, C)
-            mask = packing.key_mask                                                                # (B, 1, 1, T)
+            mask = None                                         # each attention grid has its own (packing.chunks)
         else:
             past_length = cache.length if cache is not None else 0
             x = self.embeddings(input_ids, token_type_ids, start=past_length)   # (B, T, C)

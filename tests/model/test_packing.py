@@ -78,8 +78,12 @@ def test_packing_round_trip_and_no_padding_shortcut():
     assert rows.squeeze(1).tolist() == [0, 1, 2, 3, 7, 8]
     assert packing.positions.tolist() == [0, 1, 2, 0, 1, 2]            # the padded grid's columns (left padding)
     assert torch.equal(packing.unpack(rows), grid * mask[..., None])
+    # attention: [1 token] and [2 tokens, 3 tokens] in two grids (3 <= 1.5 x 2), each real token once
+    assert [(c.rows, c.width) for c in packing.chunks] == [(1, 1), (2, 3)]
+    assert packing.attention_index.tolist() == [4, 5, 6, 0, 1, 2] and packing.grid_rows == 7
+    assert torch.equal(packing.from_attention(packing.to_attention(rows)), rows)
     full = Packing.from_mask(torch.ones(2, 3, dtype=torch.long), (2, 3), torch.device("cpu"))
-    assert full.index is None and full.key_mask is None
+    assert full.index is None and [c.key_mask for c in full.chunks] == [None]
     assert full.pack(grid[:2]).shape == (6, 1) and torch.equal(full.unpack(full.pack(grid[:2])), grid[:2])
 
 
