@@ -23,6 +23,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from machine import cpu_description  # noqa: E402
 
+from bertkit.train.fit import RUN_DIR  # noqa: E402
+
 DATA = Path("../shared/data")
 LANGUAGES = {"en": ("tiny", "en_corpus.txt.gz", "bbc"), "zh": ("tiny-zh", "zh_corpus.txt.gz", "chnsenticorp_like")}
 OBJECTIVES = ("electra", "mlm")
@@ -105,8 +107,24 @@ def main() -> int:
             steps = pretrained.get(f"{lang}-{model}", {}).get("steps", "-")
             results[f"{lang}-{model}"] = {**metrics, "pretrain_steps": steps}
             print(f"| {lang} / {task} | {model} | {steps} | {metrics['accuracy']:.4f} | {metrics['macro_f1']:.4f} |")
+    for lang in args.languages:
+        print(rtd_summary(lang, pretrained[f"{lang}-electra"], work / f"{lang}-electra" / RUN_DIR / "log.jsonl"))
     print(json.dumps(results))
     return 0
+
+
+def rtd_summary(lang: str, final: dict, log: Path) -> str:
+    """Whether the discriminator beat the prior (always "original": accuracy 1 - replaced rate): held-out at the end,
+    and the training curve as accuracy minus prior per 100 steps."""
+    rows = [r for r in map(json.loads, log.read_text().splitlines()) if "rtd_accuracy" in r and "lr" in r]
+    curve = []
+    for i in range(0, len(rows), 100):
+        window = rows[i:i + 100]
+        margin = sum(r["rtd_accuracy"] - (1 - r["replaced"]) for r in window) / len(window)
+        curve.append(f"{window[-1]['step']}:{margin:+.4f}")
+    return (f"# {lang} discriminator: held-out RTD accuracy {final['eval_rtd_accuracy']:.4f} vs prior "
+            f"{1 - final['eval_replaced']:.4f} (RTD loss {final['eval_rtd_loss']:.4f}); training accuracy - prior "
+            f"per 100 steps: {' '.join(curve)}")
 
 
 def last_json_text(text: str) -> dict:

@@ -83,13 +83,13 @@ def test_quick_run_end_to_end(tmp_path, tiny_plan):
                                             "finetune_pretrained", "finetune_minilm", "hybrid"}
     assert table_row(result.table, "TF-IDF baseline")[1:4] == ["all", "21", "-"]
     assert (out / "table.txt").read_text(encoding="utf-8").strip() == result.table
-    assert (out / "pretrain" / "log.jsonl").is_file() and (out / "vocab" / "vocab.txt").is_file()
+    assert (out / "pretrain" / "run" / "log.jsonl").is_file() and (out / "vocab" / "vocab.txt").is_file()
     if result.loss_curve is not None:
-        assert result.loss_curve == out / "pretrain" / "loss.png" and result.loss_curve.stat().st_size > 0
+        assert result.loss_curve == out / "pretrain" / "run" / "loss.png" and result.loss_curve.stat().st_size > 0
 
     # the same folder again: the earlier run is replaced, not mixed in (one pre-training log, not two)
     run_quickstart(out, tiny_plan, data_folder=folder, echo=lines.append)
-    steps = [json.loads(line)["step"] for line in (out / "pretrain" / "log.jsonl").open(encoding="utf-8")]
+    steps = [json.loads(line)["step"] for line in (out / "pretrain" / "run" / "log.jsonl").open(encoding="utf-8")]
     assert steps.count(1) == 1
 
 

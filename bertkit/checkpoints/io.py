@@ -22,7 +22,7 @@ from torch import nn
 from bertkit.atomic_write import json_text, recover_folder, replace_folder, temp_folder
 from bertkit.checkpoints import families, google, hf, hf_check, hf_form, sentence_transformers
 from bertkit.checkpoints.bert import build_head  # noqa: F401  (kept importable from here)
-from bertkit.checkpoints.json_files import read_json
+from bertkit.checkpoints.json_files import META_FILE, read_json
 from bertkit.checkpoints.sentence import read_sentence_pipeline, write_sentence_pipeline
 from bertkit.checkpoints.weights import INDEX_FILES, INT8_WEIGHTS_FILE, WEIGHT_FILES, read_weight_file, read_weights
 from bertkit.errors import BertkitWarning, CheckpointError
@@ -35,7 +35,6 @@ from bertkit.model.xlnet import XLNetConfig, XLNetModel
 from bertkit.runtime import PrecisionChoice, choose_precision
 from bertkit.tokenizer import Tokenizer
 
-META_FILE = "bertkit.json"
 FORMAT_VERSION = 1
 SENTENCE_KEYS = ("encode", "whitening")    # bertkit.json entries only the sentence pipeline writes
 HF_KEYS = ("hf_compatible", "transformers", "sentence_transformers")   # only save_checkpoint writes these

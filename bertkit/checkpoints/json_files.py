@@ -7,6 +7,8 @@ from typing import Any
 
 from bertkit.errors import CheckpointError
 
+META_FILE = "bertkit.json"     # what a folder holds besides the HF files: task, labels, pooling, provenance
+
 
 def read_json(path: Path, expect: type | None = dict) -> Any:
     """The parsed file; `expect` (dict by default, None for any value) is the type the top level must have."""

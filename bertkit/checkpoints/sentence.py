@@ -16,13 +16,12 @@ import torch
 
 from bertkit.atomic_write import write_file, write_json
 from bertkit.checkpoints import sentence_transformers
-from bertkit.checkpoints.json_files import read_json
+from bertkit.checkpoints.json_files import META_FILE, read_json
 from bertkit.errors import CheckpointError
 from bertkit.model.config import EncoderConfig
 from bertkit.model.pooling import POOLINGS, parse_layers
 from bertkit.model.sentence import DENSE_ACTIVATIONS, Dense, SentenceConfig, SentencePipeline, Whitening
 
-META_FILE = "bertkit.json"
 WHITENING_FILE = "whitening.safetensors"
 DENSE_FILE = "dense.safetensors"
 

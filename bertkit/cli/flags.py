@@ -118,15 +118,20 @@ def _negative(option: str) -> str:
 class _Switch(argparse.Action):
     """A bool field: `--x` stores "true", `--no-x` "false" (strings, typed by the config loader like any value)."""
 
-    def __init__(self, option_strings, dest, negatives=(), **kwargs):
+    def __init__(self, option_strings, dest, negatives=(), explicit=False, **kwargs):
         self.negatives = set(negatives)
-        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kwargs)
+        # explicit: `--x=false` too (a value right after the flag, as the config loader reads it)
+        super().__init__(option_strings, dest, nargs="?" if explicit else 0, default=argparse.SUPPRESS,
+                         metavar="true|false" if explicit else None, **kwargs)
 
     def format_usage(self) -> str:
         return " | ".join(self.option_strings)
 
     def __call__(self, parser, namespace, values, option_string=None):
-        setattr(namespace, self.dest, "false" if option_string in self.negatives else "true")
+        value = "true" if values in (None, []) else values
+        if option_string in self.negatives:
+            value = {"true": "false", "false": "true"}.get(str(value).lower(), value)
+        setattr(namespace, self.dest, value)
 
 
 class _Deprecated(argparse.Action):
@@ -166,7 +171,7 @@ def add_config_flags(parser: argparse.ArgumentParser, cls: type, *, skip: Iterab
                      aliases: dict[str, str] | None = None, deprecated: dict[str, str] | None = None,
                      help: dict[str, str] | None = None, choices: dict[str, tuple] | None = None,
                      group_of: dict[str, Any] | None = None, metavars: dict[str, str] | None = None,
-                     config_flag: bool = True) -> None:
+                     config_flag: bool = True, bool_values: bool = False) -> None:
     """One flag per field of `cls` (nested sections flattened), except the dotted names in `skip`.
 
     aliases: {alias: dotted field}, extra spellings shown beside the generated flag (`{"lr": "train.lr"}`).
@@ -175,10 +180,13 @@ def add_config_flags(parser: argparse.ArgumentParser, cls: type, *, skip: Iterab
     group_of: per dotted field, the argparse group to put the flag in (default: the parser).
     metavars: per dotted field, the placeholder shown in --help (default: N, X, TEXT or A,B,... by type).
     config_flag: also add `--config FILE.toml` (a file, or a preset name).
+    bool_values: a bool flag also takes a value, `--x=false` (for a command whose `--section.key=value` overrides
+    came before its generated flags: that spelling keeps working); off, `--x` / `--no-x` only.
+    A second call on the same parser adds the fields of another config (skip the dotted names the first added).
     """
     skip, aliases, deprecated = set(skip), aliases or {}, deprecated or {}
     help, choices, group_of, metavars = help or {}, choices or {}, group_of or {}, metavars or {}
-    fields = []
+    fields = list(parser.get_default(FIELDS_KEY) or ())    # a second call (another config's fields) adds to them
     if config_flag:
         parser.add_argument("--config", metavar="FILE.toml",
                             help=f"TOML file with {cls.__name__} keys (sections as [tables]); the flags below "
@@ -199,7 +207,7 @@ def add_config_flags(parser: argparse.ArgumentParser, cls: type, *, skip: Iterab
         if is_bool:
             negatives = [_negative(option) for option in names]
             target.add_argument(*names, *negatives, dest=dest, action=_Switch, negatives=negatives,
-                                help=text.replace("%", "%%"))
+                                explicit=bool_values, help=text.replace("%", "%%"))
         else:
             target.add_argument(*names, dest=dest, default=argparse.SUPPRESS, choices=choices.get(dotted) or
                                 _choices(annotation), metavar=None if _choices(annotation) or dotted in choices

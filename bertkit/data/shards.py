@@ -106,15 +106,21 @@ def build_shards(paths: Sequence[str | Path], tokenizer, folder: str | Path, seg
     return folder
 
 
+def continuation_mask(tokenizer) -> np.ndarray:
+    """(max id + 1,) bool: True for the `##` word pieces that continue a word (WordPiece), by token id."""
+    vocab = tokenizer.backend.get_vocab()
+    mask = np.zeros(max(vocab.values()) + 1, dtype=bool)
+    for token, index in vocab.items():
+        mask[index] = token.startswith("##")
+    return mask
+
+
 class _ShardWriter:
     """Buffers one shard's tokens, word starts and offsets until it is written."""
 
     def __init__(self, tokenizer, segmenter: Segmenter, dtype: np.dtype):
         self.tokenizer, self.segmenter, self.dtype = tokenizer, segmenter, dtype
-        vocab = tokenizer.backend.get_vocab()
-        self.continuation = np.zeros(max(vocab.values()) + 1, dtype=bool)   # '##' pieces, by id
-        for token, index in vocab.items():
-            self.continuation[index] = token.startswith("##")
+        self.continuation = continuation_mask(tokenizer)
         self._reset()
 
     def _reset(self) -> None:

@@ -4,7 +4,7 @@ Each command measures what it changed (accuracy and sentences/s before and after
 Submodules are imported on first use, so the checkpoint loader can import bertkit.distill.prune cheaply
 (and without an import cycle through the training code).
 """
-import importlib
+from bertkit.lazy import lazy_exports
 
 _EXPORTS = {"DistillConfig": "config", "run_distill": "job", "export_onnx": "onnx_export", "OnnxModel": "onnx_model",
             "head_importance": "prune", "heads_to_prune": "prune", "prune_heads": "prune",
@@ -12,7 +12,4 @@ _EXPORTS = {"DistillConfig": "config", "run_distill": "job", "export_onnx": "onn
 __all__ = sorted(_EXPORTS)
 
 
-def __getattr__(name: str):
-    if name not in _EXPORTS:
-        raise AttributeError(f"module 'bertkit.distill' has no attribute {name!r}")
-    return getattr(importlib.import_module(f"bertkit.distill.{_EXPORTS[name]}"), name)
+__getattr__ = lazy_exports(__name__, _EXPORTS)

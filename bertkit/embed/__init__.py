@@ -3,12 +3,7 @@
 The whitening names load on first use (PEP 562), so `bertkit.embed.config` imports without torch."""
 from __future__ import annotations
 
-import importlib
+from bertkit.lazy import lazy_exports
 
 __all__ = ["Whitening", "WhiteningStats", "fit_whitening", "load_whitening", "save_whitening"]
-
-
-def __getattr__(name: str):
-    if name not in __all__:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module("bertkit.embed.whitening"), name)
+__getattr__ = lazy_exports(__name__, dict.fromkeys(__all__, "whitening"))

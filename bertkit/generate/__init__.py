@@ -1,7 +1,9 @@
-"""Causal language modelling: the GPT-2-style model, sampling and the decoding loop."""
-from bertkit.generate.generation import Generation, TextStream, generate
-from bertkit.model.causal_lm import CausalLM, CausalLMOutput, causal_lm_loss, gpt_config
-from bertkit.generate.sampling import GREEDY, SamplingConfig, filter_logits, next_token
+"""Causal language modelling: the GPT-2-style model, sampling and the decoding loop. Names load on first use
+(bertkit/lazy.py), so the GPT job's config imports without torch."""
+from bertkit.lazy import lazy_exports
 
-__all__ = ["CausalLM", "CausalLMOutput", "GREEDY", "Generation", "SamplingConfig", "TextStream", "causal_lm_loss",
-           "filter_logits", "generate", "gpt_config", "next_token"]
+_NAMES = {"Generation": "generation", "TextStream": "generation", "generate": "generation",
+          "GREEDY": "sampling", "SamplingConfig": "sampling", "filter_logits": "sampling", "next_token": "sampling",
+          **dict.fromkeys(["CausalLM", "CausalLMOutput", "causal_lm_loss", "gpt_config"], "bertkit.model.causal_lm")}
+__all__ = sorted(_NAMES)
+__getattr__ = lazy_exports(__name__, _NAMES)

@@ -8,7 +8,6 @@ token after the first is a next-token target exactly once. Training runs on the 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Optional, Sequence
 
@@ -18,6 +17,7 @@ import torch.nn.functional as F
 
 from bertkit.data.corpus import iter_documents
 from bertkit.errors import BertkitError
+from bertkit.generate.pretrain_config import GPTDataConfig
 from bertkit.model.causal_lm import CausalLM, causal_lm_loss
 from bertkit.train import IndexedBatches, TrainConfig, TrainResult, train
 
@@ -99,22 +99,17 @@ def unigram_perplexity(train_stream: np.ndarray, stream: np.ndarray, block_size:
     return math.exp(-float(log_probs[targets].mean()))
 
 
-@dataclass
-class GPTDataConfig:
-    block_size: int = 128                 # tokens per training row (<= encoder.max_position_embeddings)
-    batch_size: int = 16                  # rows per process and micro-step
-    eval_batch_size: int = 32
-    heldout_fraction: float = 0.01        # whole documents kept out for held-out perplexity
-    max_documents: Optional[int] = None   # read only the first N documents of the corpus
+def heldout_evaluation(heldout_stream: Optional[np.ndarray], data: GPTDataConfig
+                       ) -> Optional[Callable[[CausalLM], dict[str, float]]]:
+    """evaluate(model) -> held-out loss and perplexity, or None without held-out text."""
+    if heldout_stream is None:
+        return None
+    return lambda m: heldout_perplexity(m, heldout_stream, data.block_size, data.eval_batch_size)
 
 
 def train_causal_lm(model: CausalLM, train_stream: np.ndarray, heldout_stream: Optional[np.ndarray],
-                    data: GPTDataConfig, train_config: TrainConfig,
-                    on_checkpoint: Optional[Callable[[CausalLM, int], None]] = None) -> TrainResult:
-    """Pre-train `model` in place on the shared loop; evaluations report held-out loss and perplexity.
-    on_checkpoint(model, step) runs with each loop checkpoint (save the model folder there)."""
+                    data: GPTDataConfig, train_config: TrainConfig) -> TrainResult:
+    """Pre-train `model` in place on the shared loop, without a folder (the job, pretrain_job.py, runs through
+    fit); evaluations report held-out loss and perplexity."""
     batches = block_batches(train_stream, data.block_size, data.batch_size, seed=train_config.seed)
-    evaluate = None
-    if heldout_stream is not None:
-        evaluate = lambda m: heldout_perplexity(m, heldout_stream, data.block_size, data.eval_batch_size)
-    return train(model, causal_lm_loss, batches, train_config, evaluate=evaluate, on_checkpoint=on_checkpoint)
+    return train(model, causal_lm_loss, batches, train_config, evaluate=heldout_evaluation(heldout_stream, data))

@@ -2,59 +2,32 @@
 corpus unless given) -> one token stream of whole documents -> fixed-length blocks -> the shared training
 loop with next-token loss -> an HF GPT-2 folder that `bertkit generate` and transformers.GPT2LMHeadModel load.
 
-The output folder is both the run folder (log.jsonl, loss.png, checkpoint/, pretrain_config.json) and the
-model folder (config.json, model.safetensors, vocab.json, merges.txt, tokenizer.json), as for BERT.
+A recipe for train/fit.py's fit, as BERT pre-training: the output folder is the model folder (config.json,
+model.safetensors, vocab.json, merges.txt, tokenizer.json), saved with every training state, beside fit's run
+record (run/: config.effective.json, versions.json, log.jsonl, loss.png, checkpoint/ until the run finishes)
+and metrics.json.
 """
 from __future__ import annotations
 
-import dataclasses
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional, Sequence
 
 import numpy as np
-import torch
 
 from bertkit.checkpoints.gpt2 import load_gpt2, save_gpt2
-from bertkit.config import save_config
 from bertkit.errors import BertkitError
-from bertkit.model.causal_lm import CausalLM, gpt_config
-from bertkit.generate.pretrain import (GPTDataConfig, split_documents, tokenize_documents, train_causal_lm,
-                                       unigram_perplexity)
+from bertkit.model.causal_lm import CausalLM, causal_lm_loss
+from bertkit.generate.pretrain_config import GPTPretrainConfig
+from bertkit.generate.pretrain import (block_batches, heldout_evaluation, split_documents,
+                                       tokenize_documents, unigram_perplexity)
 from bertkit.runtime import init_distributed, pick_device, seed_everything
 from bertkit.tokenizer.bpe import BPETokenizer, train_bpe
-from bertkit.train import TrainConfig, TrainResult
+from bertkit.train import TrainResult
 from bertkit.train import distributed as dist_
+from bertkit.train.fit import Job, check_resume, fit
 
 TOKENIZER_DIR = "tokenizer"
-
-
-@dataclass
-class GPTEncoderConfig:
-    """The GPT-2 shape; everything else (pre-LN, learned positions, tied head) is fixed by gpt_config."""
-    hidden_size: int = 768
-    num_layers: int = 12
-    num_heads: int = 12
-    max_position_embeddings: int = 1024
-    intermediate_size: Optional[int] = None   # None: 4 x hidden_size, as GPT-2
-    dropout: float = 0.1                      # GPT-2's resid/embd/attn dropout
-
-
-@dataclass
-class GPTVocabConfig:
-    vocab_size: int = 50257               # when a byte-level BPE vocabulary is trained on the corpus
-    min_frequency: int = 2
-
-
-@dataclass
-class GPTPretrainConfig:
-    encoder: GPTEncoderConfig = field(default_factory=GPTEncoderConfig)
-    data: GPTDataConfig = field(default_factory=GPTDataConfig)
-    vocab: GPTVocabConfig = field(default_factory=GPTVocabConfig)
-    # GPT-2 / GPT-3 optimizer settings: weight decay 0.1, beta2 0.95.
-    train: TrainConfig = field(default_factory=lambda: TrainConfig(
-        lr=6e-4, warmup_ratio=0.05, schedule="cosine", weight_decay=0.1, adam_beta2=0.95, max_steps=10000,
-        save_every=1000, eval_every=1000))
 
 
 @dataclass
@@ -62,11 +35,6 @@ class GPTPretrainResult:
     model_dir: Path
     train: TrainResult
     unigram_perplexity: Optional[float]   # the baseline on the same held-out targets
-
-
-def _barrier() -> None:
-    if dist_.is_distributed():
-        torch.distributed.barrier()
 
 
 def _tokenizer(config: GPTPretrainConfig, corpus: Sequence[str], output: Path, vocab: Optional[str], init_tokenizer):
@@ -83,7 +51,7 @@ def _tokenizer(config: GPTPretrainConfig, corpus: Sequence[str], output: Path, v
         if dist_.rank() == 0:   # train once, share through the run folder (also what --resume reuses)
             train_bpe(list(corpus), vocab_size=config.vocab.vocab_size,
                       min_frequency=config.vocab.min_frequency).save(saved)
-        _barrier()
+        dist_.barrier()
     return BPETokenizer.from_folder(saved)
 
 
@@ -105,11 +73,7 @@ def check_shape(config: GPTPretrainConfig, init_positions: Optional[int]) -> Non
 def _model(config: GPTPretrainConfig, vocab_size: int, init_model: Optional[CausalLM]) -> CausalLM:
     if init_model is not None:
         return init_model
-    shape = config.encoder
-    return CausalLM(gpt_config(vocab_size=vocab_size, hidden_size=shape.hidden_size, num_layers=shape.num_layers,
-                               num_heads=shape.num_heads, max_position_embeddings=shape.max_position_embeddings,
-                               intermediate_size=shape.intermediate_size, hidden_dropout=shape.dropout,
-                               attention_dropout=shape.dropout))
+    return CausalLM(config.encoder.encoder_config(vocab_size))
 
 
 def run_gpt_pretraining(config: GPTPretrainConfig, corpus: Sequence[str], output: str | Path,
@@ -117,12 +81,8 @@ def run_gpt_pretraining(config: GPTPretrainConfig, corpus: Sequence[str], output
     """Pre-train a GPT (or continue pre-training the GPT-2 folder `init`) on `corpus`; the model folder is
     `output` itself, saved at every checkpoint and at the end."""
     output = Path(output)
-    train_config = dataclasses.replace(config.train, output_dir=str(output))
-    init_distributed(pick_device(train_config.device))
-    if dist_.rank() == 0:
-        output.mkdir(parents=True, exist_ok=True)
-        save_config(config, output, "pretrain_config.json")
-    _barrier()
+    check_resume(config.train.resume, output)
+    init_distributed(pick_device(config.train.device))
     checkpoint = load_gpt2(init) if init is not None else None
     check_shape(config, checkpoint.config.max_position_embeddings if checkpoint else None)
     if checkpoint is not None and checkpoint.tokenizer is None:
@@ -130,7 +90,7 @@ def run_gpt_pretraining(config: GPTPretrainConfig, corpus: Sequence[str], output
                            "merges.txt) to keep")
     tokenizer = _tokenizer(config, corpus, output, vocab, checkpoint.tokenizer if checkpoint else None)
     docs = tokenize_documents(tokenizer, corpus, config.data.max_documents)
-    seed = train_config.seed
+    seed = config.train.seed
     if config.data.heldout_fraction > 0:
         train_stream, heldout_stream = split_documents(docs, config.data.heldout_fraction, seed)
     else:
@@ -149,12 +109,14 @@ def run_gpt_pretraining(config: GPTPretrainConfig, corpus: Sequence[str], output
         raise BertkitError(f"the tokenizer has {tokenizer.vocab_size} tokens but the model only "
                            f"{model.config.vocab_size}; vocabulary and weights do not match")
 
-    def save_model(m: CausalLM, step: int) -> None:
+    def save_model(m: CausalLM, saved: dict) -> None:
         save_gpt2(output, m, tokenizer)
 
-    data = dataclasses.replace(config.data, block_size=block)
-    result = train_causal_lm(model, train_stream, heldout_stream, data, train_config, on_checkpoint=save_model)
-    unigram = None
+    batches = block_batches(train_stream, block, config.data.batch_size, seed=seed)
+    unigram = None   # the baseline beside the held-out perplexity, also in metrics.json
     if heldout_stream is not None:
         unigram = unigram_perplexity(train_stream, heldout_stream, block, tokenizer.vocab_size)
+    job = Job(model, causal_lm_loss, batches, save_model, heldout_evaluation(heldout_stream, config.data),
+              save_with_state=True, record={"unigram_perplexity": unigram})
+    result = fit(job, config.train, output, config).loop
     return GPTPretrainResult(output, result, unigram)

@@ -12,19 +12,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from bertkit.model.config import EncoderConfig, preset
+from bertkit.model.config import EncoderConfig, GPTEncoderConfig, gpt_config  # noqa: F401  (gpt_config: importable here)
 from bertkit.model.encoder import Encoder, KeyValueCache
 
 IGNORE_INDEX = -100
-
-
-def gpt_config(vocab_size: int, hidden_size: int = 768, num_layers: int = 12, num_heads: int = 12,
-               max_position_embeddings: int = 1024, intermediate_size: Optional[int] = None,
-               **changes) -> EncoderConfig:
-    """A GPT-2-shaped EncoderConfig of any size (the FFN is 4x wide unless given)."""
-    return preset("gpt2-small", vocab_size=vocab_size, hidden_size=hidden_size, num_layers=num_layers,
-                  num_heads=num_heads, max_position_embeddings=max_position_embeddings,
-                  intermediate_size=intermediate_size or 4 * hidden_size, **changes)
 
 
 def check_causal(config: EncoderConfig) -> None:

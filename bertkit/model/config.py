@@ -93,3 +93,33 @@ def preset(name: str, **changes) -> EncoderConfig:
     if name not in PRESETS:
         raise ValueError(f"unknown preset {name!r}; choose one of {', '.join(PRESETS)}")
     return PRESETS[name].replace(**changes)
+
+
+@dataclass
+class GPTEncoderConfig:
+    """The one GPT shape: what differs between GPT-2 sizes. Everything else (pre-LN, learned positions, no segments,
+    tied head, no padding) is the gpt2-small preset of EncoderConfig. `bertkit pretrain --arch gpt`'s [encoder]."""
+    hidden_size: int = 768
+    num_layers: int = 12
+    num_heads: int = 12
+    max_position_embeddings: int = 1024
+    intermediate_size: Optional[int] = None   # None: 4 x hidden_size, as GPT-2
+    dropout: float = 0.1                      # GPT-2's resid/embd/attn dropout
+
+    def encoder_config(self, vocab_size: int, **changes) -> EncoderConfig:
+        """The EncoderConfig of this shape; `changes` set any other EncoderConfig field (a GPT-2 folder's)."""
+        shape = dict(vocab_size=vocab_size, hidden_size=self.hidden_size, num_layers=self.num_layers,
+                     num_heads=self.num_heads, max_position_embeddings=self.max_position_embeddings,
+                     intermediate_size=self.intermediate_size or 4 * self.hidden_size,
+                     hidden_dropout=self.dropout, attention_dropout=self.dropout)
+        return preset("gpt2-small", **{**shape, **changes})
+
+
+def gpt_config(vocab_size: int, **changes) -> EncoderConfig:
+    """A GPT-2-shaped EncoderConfig of any size: GPTEncoderConfig's shape fields (hidden_size, num_layers, ...)
+    and any other EncoderConfig field as keywords."""
+    shape = {name: changes.pop(name) for name in GPT_SHAPE_FIELDS if name in changes}
+    return GPTEncoderConfig(**shape).encoder_config(vocab_size, **changes)
+
+
+GPT_SHAPE_FIELDS = tuple(f.name for f in dataclasses.fields(GPTEncoderConfig))

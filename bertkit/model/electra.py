@@ -63,9 +63,16 @@ def replace_masked(original_ids: torch.Tensor, masked: torch.Tensor, generator_l
                    rng: Optional[torch.Generator] = None) -> ReplacedTokens:
     """Sample one token per masked position from the generator's distribution (ELECTRA samples; it does not take
     the argmax) and put it in place. generator_logits: (N, V) for the N True positions of `masked`, in row-major
-    order (hidden[masked]). No gradient flows through the sampling, as in the paper."""
+    order (hidden[masked]). No gradient flows through the sampling, as in the paper.
+
+    Inverse-CDF sampling: one uniform number per row, found in the row's cumulative distribution. It draws from the
+    same distribution as torch.multinomial, which draws N x V exponentials on CPU (a fifth of a tiny ELECTRA's step
+    at V = 8000, measured with torch.profiler)."""
     probabilities = torch.softmax(generator_logits.float(), dim=-1)                  # (N, V)
-    sampled = torch.multinomial(probabilities, 1, generator=rng).squeeze(-1)          # (N,)
+    cdf = probabilities.cumsum(dim=-1)                                               # (N, V)
+    u = torch.rand(cdf.shape[0], 1, generator=rng, device=cdf.device) * cdf[:, -1:]  # (N, 1) in [0, total)
+    # token j where cdf[j-1] <= u < cdf[j]: zero-probability tokens have empty intervals and are never drawn
+    sampled = torch.searchsorted(cdf, u, right=True).squeeze(-1).clamp_(max=cdf.shape[1] - 1)   # (N,)
     corrupted = original_ids.clone()
     corrupted[masked] = sampled
     return ReplacedTokens(corrupted, corrupted != original_ids)

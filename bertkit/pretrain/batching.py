@@ -42,6 +42,7 @@ class PretrainingBatches:
                  seed: int = 0, static_copies: int = 0, lexicon: Optional[Lexicon] = None):
         self.shards, self.instances, self.specials, self.masking = shards, instances, specials, masking
         self.lexicon = lexicon                  # phrase / entity masking: its entries become whole words
+        self._joined: dict[int, np.ndarray] = {}   # instance -> its joined word starts (joined_words)
         self.seed = seed
         self.static_copies = static_copies      # 0 = dynamic masking; N = N fixed masked copies of the data
         self.has_pairs = bool(len(instances)) and bool((instances.pair_label >= 0).all())
@@ -73,13 +74,21 @@ class PretrainingBatches:
             segments.append(np.array([segment]))
         return np.concatenate(parts), np.concatenate(segments), np.concatenate(words).astype(bool)
 
+    def joined_words(self, instance: int, ids: np.ndarray, words: np.ndarray) -> np.ndarray:
+        """The word starts of instance `instance` with the lexicon's entries joined: computed once per instance
+        (the row is the same in every epoch and static copy), kept as packed bits (T/8 bytes a row)."""
+        packed = self._joined.get(instance)
+        if packed is None:
+            packed = self._joined[instance] = np.packbits(join_entities(ids, words, self.lexicon))
+        return np.unpackbits(packed, count=len(ids)).astype(bool)
+
     def make_batch(self, indices: list[int], epoch: int) -> dict[str, torch.Tensor]:
         rows = []
         for index in indices:
             instance = index % len(self.instances)
             ids, segments, words = self.row(instance)
             if self.lexicon is not None:
-                words = join_entities(ids, words, self.lexicon)
+                words = self.joined_words(instance, ids, words)
             maskable = (ids != self.specials.cls) & (ids != self.specials.sep) & (ids != self.specials.pad)
             # static: the mask belongs to the copy (index), whatever the epoch; dynamic: new every epoch
             rng = row_rng(self.seed, 0 if self.static_copies else epoch + 1, index)

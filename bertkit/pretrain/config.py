@@ -5,9 +5,9 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 from bertkit.data.shards import Segmenter
+from bertkit.job_config import TrainConfig
 from bertkit.model.config import PRESETS, EncoderConfig
 from bertkit.pretrain.masking import MaskingStrategy
-from bertkit.train.loop import TrainConfig
 
 @dataclass
 class DataConfig:

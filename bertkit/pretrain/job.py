@@ -2,8 +2,6 @@
 -> HF-compatible model folder(s). What is trained, and how it is saved, is the objective's (objectives/)."""
 from __future__ import annotations
 
-import dataclasses
-import shutil
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -13,7 +11,6 @@ import numpy as np
 import torch
 
 from bertkit.checkpoints import load_checkpoint
-from bertkit.config import save_config
 from bertkit.data.shards import build_shards, open_shards, tokenizer_fingerprint
 from bertkit.errors import BertkitError
 from bertkit.pretrain.batching import PretrainingBatches, SpecialIds
@@ -26,9 +23,9 @@ from bertkit.pretrain.objectives.base import Objective, SaveContext
 from bertkit.pretrain.objectives.mlm import PretrainingModel, evaluate_mlm
 from bertkit.runtime import init_distributed, pick_device, seed_everything
 from bertkit.tokenizer import Tokenizer, train_wordpiece
-from bertkit.train import IndexedBatches, TrainResult, train
+from bertkit.train import IndexedBatches, TrainResult
 from bertkit.train import distributed as dist_
-from bertkit.train.checkpointing import state_path
+from bertkit.train.fit import Job, check_resume, fit
 
 TOKENIZER_DIR = "tokenizer"
 
@@ -37,11 +34,6 @@ TOKENIZER_DIR = "tokenizer"
 class PretrainResult:
     model_dir: Path
     train: TrainResult
-
-
-def _barrier() -> None:
-    if dist_.is_distributed():
-        torch.distributed.barrier()
 
 
 def _tokenizer(config: PretrainConfig, corpus: Sequence[str], output: Path, init, vocab: Optional[str]) -> Tokenizer:
@@ -63,7 +55,7 @@ def _tokenizer(config: PretrainConfig, corpus: Sequence[str], output: Path, init
     if not (saved / "vocab.txt").is_file() and not (saved / "tokenizer.json").is_file():
         if dist_.rank() == 0:   # train once, share through the run folder
             train_wordpiece(list(corpus), config.vocab.vocab_size, config.vocab.lowercase).save(saved)
-        _barrier()
+        dist_.barrier()
     return Tokenizer.from_folder(saved)
 
 
@@ -72,7 +64,7 @@ def prepare_data(config: PretrainConfig, corpus: Sequence[str], tokenizer: Token
     """Shards (built by rank 0, resumable), then instances split into train and held-out."""
     if dist_.rank() == 0:
         build_shards(corpus, tokenizer, shards_dir, config.data.segmenter, config.data.shard_tokens)
-    _barrier()
+    dist_.barrier()
     shards = open_shards(shards_dir)
     instances = build_instances(shards, objective.instances, config.data.max_length, seed, config.data.short_seq_prob)
     if len(instances) < 2:
@@ -111,19 +103,17 @@ def _lexicon(config: PretrainConfig, tokenizer: Tokenizer) -> Optional[Lexicon]:
 
 def run_pretraining(config: PretrainConfig, corpus: Sequence[str], output: str | Path, init: Optional[str] = None,
                     vocab: Optional[str] = None) -> PretrainResult:
-    """Pre-train (or continue pre-training `init`) on `corpus`; the model folder is `output` itself."""
+    """Pre-train (or continue pre-training `init`) on `corpus`; the model folder is `output` itself, saved with
+    every training state. A recipe for train/fit.py's fit, which owns the run record (output/run/), --resume,
+    NaN roll-back and, on success, removing the training state and the token shards."""
     output = Path(output)
     objective = objective_for(config)
-    train_config = dataclasses.replace(config.train, output_dir=str(output))
-    device = pick_device(train_config.device)
+    check_resume(config.train.resume, output)
+    device = pick_device(config.train.device)
     init_distributed(device)
-    if dist_.rank() == 0:
-        output.mkdir(parents=True, exist_ok=True)
-        save_config(config, output, "pretrain_config.json")
-    _barrier()
     checkpoint = load_checkpoint(init) if init is not None else None
     tokenizer = _tokenizer(config, corpus, output, checkpoint, vocab)
-    seed = train_config.seed
+    seed = config.train.seed
     shards_dir = Path(config.data.shards_dir) if config.data.shards_dir else output / "shards"
     shards, train_set, heldout = prepare_data(config, corpus, tokenizer, shards_dir, seed, objective)
     specials = SpecialIds.from_tokenizer(tokenizer)
@@ -154,15 +144,13 @@ def run_pretraining(config: PretrainConfig, corpus: Sequence[str], output: str |
     # continued pre-training keeps the --model folder's sentence settings (length, pooling, dense layers)
     sentence = checkpoint.sentence.after_training() if checkpoint is not None else None
 
-    def save_model(m: torch.nn.Module, step: int) -> None:
-        objective.save(m, SaveContext(output, tokenizer, {**meta, "step": step}, sentence))
+    def save_model(m: torch.nn.Module, saved: dict) -> None:
+        objective.save(m, SaveContext(output, tokenizer, {**meta, "step": saved["step"]}, sentence))
 
-    result = train(model, objective.loss, batches, train_config, evaluate=evaluate, on_checkpoint=save_model)
-    if dist_.rank() == 0:   # finished: what only --resume needs (the training state, our token shards) goes
-        shutil.rmtree(state_path(output).parent, ignore_errors=True)
-        if not config.data.shards_dir:
-            shutil.rmtree(shards_dir, ignore_errors=True)
-    return PretrainResult(output, result)
+    job = Job(model, objective.loss, batches, save_model, evaluate, save_with_state=True,
+              scratch=() if config.data.shards_dir else (shards_dir,), record={"objective": config.data.objective})
+    result = fit(job, config.train, output, config)
+    return PretrainResult(output, result.loop)
 
 
 def evaluate_mlm_on_corpus(model_dir: str, corpus: Sequence[str], max_length: int = 128, batch_size: int = 32,

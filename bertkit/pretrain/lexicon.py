@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
+from bertkit.data.shards import continuation_mask
 from bertkit.errors import BertkitError
 
 
@@ -46,11 +47,8 @@ def read_lexicon(path: str | Path, tokenizer) -> Lexicon:
     if not by_first:
         raise BertkitError(f"--lexicon {path}: no entry the tokenizer can spell (empty, or every entry has "
                            "unknown tokens)")
-    continuation = np.zeros(tokenizer.vocab_size, dtype=bool)
-    for token, i in tokenizer.backend.get_vocab().items():
-        if token.startswith("##") and i < len(continuation):
-            continuation[i] = True
-    return Lexicon({k: tuple(sorted(v, key=len, reverse=True)) for k, v in by_first.items()}, continuation)
+    return Lexicon({k: tuple(sorted(v, key=len, reverse=True)) for k, v in by_first.items()},
+                   continuation_mask(tokenizer))
 
 
 def join_entities(ids: np.ndarray, word_starts: np.ndarray, lexicon: Lexicon) -> np.ndarray:

@@ -210,10 +210,8 @@ def run_quickstart(output: str | Path = "bertkit-quickstart", plan: Optional[Qui
                    f"training articles (labels unused), {limit}", pretrain_s)
     pretrained = run_pretraining(_pretrain_config(plan, tty), [files.corpus], output / "pretrain",
                                  vocab=str(output / "vocab"))
-    for leftover in ("checkpoint", "shards"):   # resume state and token shards: a quickstart never resumes
-        shutil.rmtree(output / "pretrain" / leftover, ignore_errors=True)
     held_out = pretrained.train.last_eval
-    curve = output / "pretrain" / "loss.png"
+    curve = output / "pretrain" / "run" / "loss.png"
     curve_note = f"loss curve {curve}" if curve.is_file() else "no loss curve (pip install matplotlib)"
     stages["pretraining"] = progress.done(
         f"{pretrained.train.steps:,} steps, held-out MLM loss {held_out.get('loss', float('nan')):.3f} "
@@ -259,7 +257,7 @@ def run_quickstart(output: str | Path = "bertkit-quickstart", plan: Optional[Qui
     echo(table)
     echo(f"total {clock(total)} (estimated {clock(estimate)}); train time = optimizer steps only. "
          f"Everything is in {output}: results.json, table.txt, data/, baseline/ (the TF-IDF model), vocab/, "
-         f"pretrain/ (the pre-trained model{', loss.png' if curve.is_file() else ''}), "
+         f"pretrain/ (the pre-trained model{', run/loss.png' if curve.is_file() else ''}), "
          "finetune/<scratch|pretrained|minilm>/ (fine-tuned models), hybrid/ (TF-IDF + the best fine-tuned model).")
     best = best_row(rows)
     echo(f"next (the best row, {best.name}): bertkit predict --model {best.folder} --input {files.test} "

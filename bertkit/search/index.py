@@ -148,12 +148,12 @@ class Index:
         first use."""
         folder = Path(folder)
         load_model = load_model or cls.load_model
-        manifest = generations.read_manifest(folder)
+        manifest, store, backend = _open_committed(folder, nprobe)    # index.json read once, here
         if encoder is None and manifest.get("encoder") and load_model is None:
+            store.close()
             raise BertkitError(f"{folder}: the index was built with model {manifest['encoder'].get('model')}; "
                                "open it with bertkit.Index.open, or pass encoder=bertkit.load(folder) or "
                                "load_model=bertkit.load")
-        manifest, store, backend = _open_committed(folder, nprobe)
         if encoder is None and manifest.get("encoder"):
             encoder = ModelTextEncoder.from_spec(manifest["encoder"], load_model)
         return cls(folder, IndexSettings(**manifest["settings"]), encoder, store, backend, manifest["generation"],

@@ -11,6 +11,7 @@ from typing import Optional
 import numpy as np
 import torch
 
+from bertkit.errors import BertkitError
 from bertkit.serve.inputs import TokenSequence
 from bertkit.serve.runner import (SELF_TEST_TEXT, BatchRunner, EmbedItem, NonFiniteResult, SelfTestFailed,
                                   pad_batch)
@@ -21,7 +22,9 @@ ONNX_TASKS = ("classification", "multi-label", "regression")   # the heads expor
 class OnnxRunner(BatchRunner):
     pairs = False                      # one text per input: "a ||| b" is one text, as OnnxModel reads it
 
-    def __init__(self, model):
+    def __init__(self, model, pooling: Optional[str] = None, layers: Optional[str] = None):
+        """`pooling` / `layers` (serve --pooling / --layers) must be what the graph computes, else a one-line
+        BertkitError: the export fixed them (ModelRunner's arguments, checked here)."""
         self.model = model             # bertkit.distill.onnx_model.OnnxModel
         self.tokenizer = model.tokenizer
         self.max_length = model.max_length
@@ -37,6 +40,10 @@ class OnnxRunner(BatchRunner):
         self.label_names: list[str] = [str(n) for n in model.label_names]
         self.device = torch.device("cpu")
         self.dimension: Optional[int] = None
+        for flag, asked, baked in (("pooling", pooling, self.default_pooling), ("layers", layers, self.default_layers)):
+            if asked is not None and asked != baked:
+                raise BertkitError(f"serve --{flag} {asked}: {model.path} is an ONNX export that computes {flag} "
+                                   f"{baked!r} inside its graph; serve the PyTorch folder to change it")
 
     def embedding_problem(self, pooling: str, normalize: bool) -> Optional[str]:
         if pooling != self.default_pooling:

@@ -42,15 +42,7 @@ def build_service(config: ServeConfig, model: Any = None) -> EmbeddingService:
     if getattr(model, "tokenizer", None) is None:
         raise BertkitError(f"{config.model}: the model folder has no tokenizer (vocab.txt or tokenizer.json); "
                            "the server needs one to read text")
-    if isinstance(model, OnnxModel):
-        runner = OnnxRunner(model)
-        for flag, asked, baked in (("pooling", config.pooling, runner.default_pooling),
-                                   ("layers", config.layers, runner.default_layers)):
-            if asked is not None and asked != baked:
-                raise BertkitError(f"serve --{flag} {asked}: {config.model} is an ONNX export that computes "
-                                   f"{flag} {baked!r} inside its graph; serve the PyTorch folder to change it")
-    else:
-        runner = ModelRunner(model, config.pooling, config.layers)
+    runner = (OnnxRunner if isinstance(model, OnnxModel) else ModelRunner)(model, config.pooling, config.layers)
     if config.max_length is not None:                # the vector routes' limit; heads keep their position table
         if config.max_length > runner.position_limit:
             raise BertkitError(f"serve --max-length {config.max_length}: {config.model} has "

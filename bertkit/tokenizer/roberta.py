@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import NamedTuple
+from typing import NamedTuple, Optional
 
 from tokenizers import AddedToken, Tokenizer as RustTokenizer, decoders, pre_tokenizers, processors
 from tokenizers.models import BPE
 
 from bertkit.atomic_write import json_text
 from bertkit.errors import CheckpointError
+from bertkit.tokenizer.tokenizer_json import TokenizerJson
 
 
 class SpecialTokens(NamedTuple):
@@ -30,22 +31,13 @@ ROBERTA_SPECIALS = SpecialTokens("<pad>", "<unk>", "<s>", "</s>", "<mask>")
 _CONFIG_KEYS = {"pad": "pad_token", "unk": "unk_token", "cls": "cls_token", "sep": "sep_token", "mask": "mask_token"}
 
 
-def is_bpe_folder(folder: Path) -> bool:
-    """Whether the folder's tokenizer is byte-level BPE: a BPE tokenizer.json, or vocab.json + merges.txt
-    without a tokenizer.json or vocab.txt."""
-    if (folder / "tokenizer.json").is_file():
-        return tokenizer_json_model(folder / "tokenizer.json") == "BPE"
+def is_bpe_folder(folder: Path, tokenizer_json: Optional[TokenizerJson]) -> bool:
+    """Whether the folder's tokenizer is byte-level BPE: a BPE tokenizer.json (`tokenizer_json`, read once by the
+    caller), or vocab.json + merges.txt without a tokenizer.json or vocab.txt."""
+    if tokenizer_json is not None:
+        return tokenizer_json.model_type == "BPE"
     return not (folder / "vocab.txt").is_file() and (folder / "vocab.json").is_file() \
         and (folder / "merges.txt").is_file()
-
-
-def tokenizer_json_model(path: Path) -> str | None:
-    try:
-        state = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise CheckpointError(f"{path}: cannot read tokenizer.json ({err})") from None
-    model = state.get("model") if isinstance(state, dict) else None
-    return model.get("type") if isinstance(model, dict) else None
 
 
 def special_tokens(folder: Path, defaults: SpecialTokens = ROBERTA_SPECIALS) -> SpecialTokens:
@@ -62,13 +54,10 @@ def special_tokens(folder: Path, defaults: SpecialTokens = ROBERTA_SPECIALS) -> 
     return SpecialTokens(**names)
 
 
-def load_roberta_backend(folder: Path) -> tuple[RustTokenizer, SpecialTokens]:
+def load_roberta_backend(folder: Path, tokenizer_json: Optional[TokenizerJson]) -> tuple[RustTokenizer, SpecialTokens]:
     specials = special_tokens(folder)
-    if (folder / "tokenizer.json").is_file():
-        try:
-            backend = RustTokenizer.from_file(str(folder / "tokenizer.json"))
-        except Exception as err:  # the Rust loader raises a bare Exception
-            raise CheckpointError(f"{folder / 'tokenizer.json'}: cannot be read ({err})") from None
+    if tokenizer_json is not None:
+        backend = tokenizer_json.backend()
     else:
         try:
             backend = RustTokenizer(BPE.from_file(str(folder / "vocab.json"), str(folder / "merges.txt")))

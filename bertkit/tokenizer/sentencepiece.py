@@ -9,40 +9,40 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Optional
 
 from tokenizers import Tokenizer as RustTokenizer
 
 from bertkit.atomic_write import json_text
 from bertkit.errors import CheckpointError
-from bertkit.tokenizer.roberta import SpecialTokens, special_tokens, tokenizer_json_model
+from bertkit.tokenizer.roberta import SpecialTokens, special_tokens
+from bertkit.tokenizer.tokenizer_json import TokenizerJson
 
 ALBERT_SPECIALS = SpecialTokens("<pad>", "<unk>", "[CLS]", "[SEP]", "[MASK]")
 
 
-def is_unigram_folder(folder: Path) -> bool:
-    """A Unigram tokenizer.json, or a SentencePiece model without one (refused when loaded, with what to do)."""
-    if (folder / "tokenizer.json").is_file():
-        return tokenizer_json_model(folder / "tokenizer.json") == "Unigram"
+def is_unigram_folder(folder: Path, tokenizer_json: Optional[TokenizerJson]) -> bool:
+    """A Unigram tokenizer.json (`tokenizer_json`, read once by the caller), or a SentencePiece model without one
+    (refused when loaded, with what to do)."""
+    if tokenizer_json is not None:
+        return tokenizer_json.model_type == "Unigram"
     return (folder / "spiece.model").is_file() and not (folder / "vocab.txt").is_file()
 
 
-def load_unigram_backend(folder: Path) -> tuple[RustTokenizer, SpecialTokens, bool]:
+def load_unigram_backend(folder: Path, tokenizer_json: Optional[TokenizerJson]
+                         ) -> tuple[RustTokenizer, SpecialTokens, bool]:
     """(backend, special tokens, lowercase) of a SentencePiece folder."""
-    path = folder / "tokenizer.json"
-    if not path.is_file():
+    if tokenizer_json is None:
         raise CheckpointError(f"{folder}: spiece.model without tokenizer.json; write one once with transformers: "
                               f"AutoTokenizer.from_pretrained('{folder}').save_pretrained('{folder}')")
-    try:
-        backend = RustTokenizer.from_file(str(path))
-    except Exception as err:  # the Rust loader raises a bare Exception
-        raise CheckpointError(f"{path}: cannot be read ({err})") from None
+    backend = tokenizer_json.backend()
     specials = special_tokens(folder, ALBERT_SPECIALS)
     missing = [t for t in specials if backend.token_to_id(t) is None]
     if missing:
-        raise CheckpointError(f"{path}: the vocabulary lacks the special token(s) {', '.join(missing)}")
+        raise CheckpointError(f"{tokenizer_json.path}: the vocabulary lacks the special token(s) {', '.join(missing)}")
     backend.no_padding()
     backend.no_truncation()
-    normalizer = json.loads(path.read_text(encoding="utf-8")).get("normalizer") or {}
+    normalizer = tokenizer_json.state.get("normalizer") or {}
     return backend, specials, '"Lowercase"' in json.dumps(normalizer)
 
 

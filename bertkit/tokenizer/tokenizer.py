@@ -25,6 +25,7 @@ from bertkit.tokenizer.encoding import (TRUNCATION_STRATEGIES, BatchEncoding, Fr
                                         frame_batch, frame_windows)
 from bertkit.tokenizer.padding import pad_to_tensors
 from bertkit.tokenizer.roberta import SpecialTokens
+from bertkit.tokenizer.tokenizer_json import TokenizerJson, folder_tokenizer_json, read_tokenizer_json
 from bertkit.tokenizer.wordpiece import CLS, MASK, PAD, SEP, UNK
 
 BERT_SPECIALS = SpecialTokens(PAD, UNK, CLS, SEP, MASK)
@@ -83,9 +84,11 @@ class Tokenizer:
         return tokenizer
 
     @classmethod
-    def from_tokenizer_json(cls, path: str | Path, lowercase: bool | None = None) -> "Tokenizer":
-        """From an HF tokenizer.json (WordPiece); casing from `lowercase`, else its normalizer, else the vocab."""
-        backend, json_lowercase = wordpiece.load_tokenizer_json(path)
+    def from_tokenizer_json(cls, path: str | Path | TokenizerJson, lowercase: bool | None = None) -> "Tokenizer":
+        """From an HF tokenizer.json (WordPiece; a path, or the file already read); casing from `lowercase`, else its
+        normalizer, else the vocab."""
+        loaded = path if isinstance(path, TokenizerJson) else read_tokenizer_json(path)
+        backend, json_lowercase = wordpiece.load_tokenizer_json(loaded)
         if lowercase is None:
             lowercase = json_lowercase
         if lowercase is None:
@@ -117,18 +120,19 @@ class Tokenizer:
 
     @classmethod
     def _from_files(cls, folder: Path, hf_config: dict) -> "Tokenizer":
-        if roberta.is_bpe_folder(folder):
-            backend, specials = roberta.load_roberta_backend(folder)
+        tokenizer_json = folder_tokenizer_json(folder)      # read once, whichever kind it turns out to be
+        if roberta.is_bpe_folder(folder, tokenizer_json):
+            backend, specials = roberta.load_roberta_backend(folder, tokenizer_json)
             return cls(backend, lowercase=False, specials=specials, byte_level=True)
-        if sentencepiece.is_unigram_folder(folder):
-            backend, specials, lowercase = sentencepiece.load_unigram_backend(folder)
+        if sentencepiece.is_unigram_folder(folder, tokenizer_json):
+            backend, specials, lowercase = sentencepiece.load_unigram_backend(folder, tokenizer_json)
             return cls(backend, lowercase=lowercase, specials=specials, sentencepiece=True)
         lowercase = hf_config.get("do_lower_case")
         if lowercase is None:
             meta = _read_json(folder / "bertkit.json")
             lowercase = meta.get("do_lower_case", meta.get("lowercase"))
-        if (folder / "tokenizer.json").is_file():
-            return cls.from_tokenizer_json(folder / "tokenizer.json", lowercase)
+        if tokenizer_json is not None:
+            return cls.from_tokenizer_json(tokenizer_json, lowercase)
         if (folder / "vocab.txt").is_file():
             return cls.from_vocab_file(folder / "vocab.txt", lowercase)
         present = ", ".join(sorted(p.name for p in folder.iterdir())) or "nothing"

@@ -16,6 +16,7 @@ from tokenizers import AddedToken, Tokenizer as RustTokenizer, decoders, normali
 from tokenizers.models import WordPiece
 
 from bertkit.errors import CheckpointError
+from bertkit.tokenizer.tokenizer_json import TokenizerJson
 
 PAD, UNK, CLS, SEP, MASK = "[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"
 SPECIAL_TOKENS = (PAD, UNK, CLS, SEP, MASK)
@@ -108,21 +109,15 @@ def prepare_bert_backend(rust: RustTokenizer) -> None:
         special_tokens=[(CLS, vocab[CLS]), (SEP, vocab[SEP])])
 
 
-def load_tokenizer_json(path: str | Path) -> tuple[RustTokenizer, bool | None]:
-    """Read an HF tokenizer.json holding a WordPiece model; returns the backend and its lowercase setting."""
-    path = Path(path)
-    try:
-        with open(path, encoding="utf-8") as f:
-            state = json.load(f)
-        rust = RustTokenizer.from_str(json.dumps(state))
-    except Exception as err:  # OSError, JSONDecodeError, or the bare Exception tokenizers raises
-        raise CheckpointError(f"{path}: cannot read tokenizer.json ({err})") from err
-    model_type = state.get("model", {}).get("type")
-    if model_type != "WordPiece":
-        raise CheckpointError(f"{path}: holds a {model_type} tokenizer; bertkit reads WordPiece (BERT) "
-                              "tokenizers so far")
+def load_tokenizer_json(tokenizer_json: TokenizerJson) -> tuple[RustTokenizer, bool | None]:
+    """An HF tokenizer.json holding a WordPiece model (read once: tokenizer_json.py); returns the backend and its
+    lowercase setting."""
+    if tokenizer_json.model_type != "WordPiece":
+        raise CheckpointError(f"{tokenizer_json.path}: holds a {tokenizer_json.model_type} tokenizer; bertkit reads "
+                              "WordPiece (BERT) tokenizers so far")
+    rust = tokenizer_json.backend()
     prepare_bert_backend(rust)
-    return rust, _normalizer_lowercase(state.get("normalizer"))
+    return rust, _normalizer_lowercase(tokenizer_json.state.get("normalizer"))
 
 
 def _normalizer_lowercase(normalizer: dict | None) -> bool | None:

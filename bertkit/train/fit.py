@@ -12,7 +12,7 @@ and `save(model, metrics)`, which writes the model folder `output`. fit owns the
 - best-or-last save: with `evaluate` and a `metric`, `save` runs each time the metric improves, else once at the
   end (evaluations without a metric are only logged); a model already in `output` that scored better on the same
   dev data (`best_to_beat`, train/saved_score.py) is kept;
-- the close: output/metrics.json written atomically, and the training state deleted. A finished run leaves no
+- the close: output/metrics.json written atomically, and the training state (and the job's `scratch` folders) deleted. A finished run leaves no
   training state: only the model files, metrics.json and the run record (run/: config, versions, log) remain.
 """
 from __future__ import annotations
@@ -35,7 +35,7 @@ from bertkit.errors import BertkitError
 from bertkit.runtime import distributed_env
 from bertkit.train import distributed as dist_
 from bertkit.train.batches import BatchSource
-from bertkit.train.checkpointing import state_path
+from bertkit.train.checkpointing import load_state, state_path
 from bertkit.train.loop import LossFn, TrainConfig, TrainResult, greater_is_better, say, train
 from bertkit.train.saved_score import METRICS_FILE, read_saved_metrics
 
@@ -57,6 +57,11 @@ class Job:
     record: dict = field(default_factory=dict)           # more keys for output/metrics.json
     run_files: dict[str, Any] = field(default_factory=dict)  # more JSON files for output/run/ (name -> value)
     epoch_batches: Optional[int] = None      # batches per epoch when the recipe counted its epochs as max_steps
+    save_with_state: bool = False            # save(model, {"step": n}) also runs with every training state the loop
+                                             # saves (pre-training: the folder matches what --resume continues); the
+                                             # loop saves its last state at the final step, so that is the final save
+    scratch: tuple[Path, ...] = ()           # folders built for this run only (pre-training's token shards), deleted
+                                             # with the training state when the run finishes
 
 
 @dataclass
@@ -96,9 +101,11 @@ def check_required(config: Any, command: str, names: tuple[str, ...] = ("model",
 
 
 def check_resume(resume: bool, output: str | Path) -> None:
-    """--resume without a saved state: a one-line error, before the job reads data or builds a model."""
+    """--resume without a saved state: a one-line error, before the job reads data or builds a model (a state in
+    the pickle format of earlier versions is named as such, by load_state)."""
     saved = state_path(run_folder(output))
     if resume and not saved.is_file():
+        load_state(saved)
         raise BertkitError(f"--resume: no training state at {saved}; start without --resume")
 
 
@@ -132,6 +139,7 @@ def fit(job: Job, train_config: TrainConfig, output: str | Path, config: Any) ->
     started = time.perf_counter()
     result = train(job.model, job.loss_fn, job.batches, train_config, evaluate=evaluate if has_dev else None,
                    on_best=job.save if picks else None, on_epoch_start=job.on_epoch_start,
+                   on_checkpoint=(lambda model, step: job.save(model, {"step": step})) if job.save_with_state else None,
                    **({"is_head": job.is_head} if job.is_head is not None else {}))
     wall = time.perf_counter() - started
     metrics = result.best_eval or result.last_eval
@@ -141,7 +149,7 @@ def fit(job: Job, train_config: TrainConfig, output: str | Path, config: Any) ->
         stop_reason = "epochs" if stop_reason == "max_steps" else stop_reason
     kept = picks and job.best_to_beat is not None and not result.best_eval   # nothing beat the saved model
     if main:
-        if not picks:
+        if not picks and not job.save_with_state:
             job.save(job.model, result.last_eval)     # the last model is the one saved
         record = {"dev": metrics, "metric_for_best": job.metric,
                   "train_seconds": result.elapsed_s, "wall_seconds": wall, "epochs": epochs, "steps": result.steps,
@@ -155,7 +163,8 @@ def fit(job: Job, train_config: TrainConfig, output: str | Path, config: Any) ->
             metrics = earlier.get("dev", {})
             record = {**earlier, "last_run_not_saved": record}
         write_json(output / METRICS_FILE, record)
-        shutil.rmtree(run_dir / "checkpoint", ignore_errors=True)   # resume state; the model is `output`
+        for folder in (run_dir / "checkpoint", *job.scratch):       # resume state; the model is `output`
+            shutil.rmtree(folder, ignore_errors=True)
     dist_.barrier()
     return JobResult(output, metrics, result.elapsed_s, epochs, result.steps, stop_reason, kept, result)
 

@@ -9,14 +9,14 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, field
-from typing import Callable, Literal, Optional
+from typing import Callable, Optional
 
 import torch
 from torch import nn
 
 from bertkit.errors import BertkitError
+from bertkit.job_config import ScheduleName
 
-ScheduleName = Literal["linear", "cosine", "constant", "slanted_triangular"]
 
 # ULMFiT (Howard & Ruder 2018): the lowest lr is 1/32 of the peak.
 SLANTED_TRIANGULAR_RATIO = 32.0

@@ -1,6 +1,6 @@
 """`bertkit --help` and every `bertkit COMMAND --help` answer without importing torch (nor any job module): the
-parser reads only bertkit.options, the configs (bertkit.finetune.config: plain dataclasses the flags are
-generated from) and the command modules; a command's handler imports what it runs."""
+parser reads only bertkit.options, the configs (bertkit.finetune.config, bertkit.pretrain.config, bertkit.model.config,
+bertkit.job_config: plain dataclasses the flags are generated from) and the command modules; a command's handler imports what it runs."""
 from __future__ import annotations
 
 import json
@@ -19,8 +19,10 @@ for argv in [["--help"]] + [[name, "--help"] for name in commands]:
         except SystemExit as exit:
             assert exit.code == 0, (argv, exit.code)
     assert "usage: bertkit" in out.getvalue(), argv
+# the configs flags are generated from: plain dataclasses (the package bertkit.model re-exports lazily)
+LIGHT_CONFIGS = {"bertkit.finetune.config", "bertkit.model", "bertkit.model.config"}
 heavy = sorted(m for m in sys.modules if m == "torch" or m.startswith(("bertkit.model", "bertkit.finetune.",
-               "bertkit.train", "bertkit.serve.server", "bertkit.api")) and m != "bertkit.finetune.config")
+               "bertkit.train", "bertkit.serve.server", "bertkit.api")) and m not in LIGHT_CONFIGS)
 print(json.dumps({"commands": commands, "heavy": heavy}))
 """
 

@@ -33,7 +33,7 @@ def test_pretrain_gpt_writes_a_gpt2_folder(tmp_path, corpus, capsys):
     summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert summary["arch"] == "gpt" and summary["steps"] == 20
     assert summary["eval_perplexity"] < 300 and summary["unigram_perplexity"] is not None
-    assert json.loads((out / "pretrain_config.json").read_text())["encoder"]["hidden_size"] == 32
+    assert json.loads((out / "run" / "config.effective.json").read_text())["encoder"]["hidden_size"] == 32
     checkpoint = load_gpt2(out)
     assert checkpoint.tokenizer.vocab_size == checkpoint.config.vocab_size <= 300   # a tiny corpus may fill fewer
 

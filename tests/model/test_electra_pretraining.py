@@ -73,6 +73,15 @@ def test_replaced_tokens():
                            torch.Generator().manual_seed(0)).input_ids[0]
     frequencies = torch.bincount(draws, minlength=3).float() / 4000
     assert (frequencies - torch.tensor([0.7, 0.2, 0.1])).abs().max() < 0.03
+    # a wide vocabulary with zero-probability tokens (first, last and between): never drawn, the rest in proportion
+    probabilities = torch.rand(50, generator=torch.Generator().manual_seed(1))
+    probabilities[[0, 17, 18, 49]] = 0.0
+    probabilities /= probabilities.sum()
+    draws = replace_masked(torch.zeros(1, 20000, dtype=torch.long), torch.ones(1, 20000, dtype=torch.bool),
+                           probabilities.log().expand(20000, 50), torch.Generator().manual_seed(2)).input_ids[0]
+    frequencies = torch.bincount(draws, minlength=50).float() / 20000
+    assert frequencies[[0, 17, 18, 49]].sum() == 0
+    assert (frequencies - probabilities).abs().max() < 0.01
 
 
 def test_saved_discriminator_and_generator_load_in_transformers(tmp_path):

@@ -22,7 +22,7 @@ def run(tmp_path, corpus, vocab_dir, nproc: int, batch_size: int) -> dict[int, f
     proc = subprocess.run(cmd, env={**os.environ, "OMP_NUM_THREADS": "1"}, capture_output=True, text=True,
                           timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    records = [json.loads(line) for line in (out / "log.jsonl").read_text().splitlines()]
+    records = [json.loads(line) for line in (out / "run" / "log.jsonl").read_text().splitlines()]
     return {r["step"]: r["loss"] for r in records if "lr" in r}
 
 

@@ -20,7 +20,7 @@ def pretrain(args, capsys=None) -> int:
 
 
 def losses(folder):
-    return {r["step"]: r["loss"] for r in map(json.loads, (folder / "log.jsonl").read_text().splitlines())
+    return {r["step"]: r["loss"] for r in map(json.loads, (folder / "run" / "log.jsonl").read_text().splitlines())
             if "lr" in r}
 
 
@@ -30,10 +30,10 @@ def test_pretrain_cli_end_to_end_then_evaluate_and_continue(tmp_path, corpus, vo
                      "--objective", "mlm+sop", "--masking", "whole-word", "--train.eval_every=6"]) == 0
     summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert summary["steps"] == 12 and "eval_mlm_accuracy" in summary
-    for name in ("config.json", "model.safetensors", "vocab.txt", "bertkit.json", "log.jsonl", "loss.png",
-                 "pretrain_config.json"):
+    for name in ("config.json", "model.safetensors", "vocab.txt", "bertkit.json", "metrics.json", "run/log.jsonl",
+                 "run/loss.png", "run/config.effective.json", "run/versions.json"):
         assert (out / name).exists(), name
-    for name in ("checkpoint", "shards"):       # a finished run leaves no resume state or shards in the model folder
+    for name in ("run/checkpoint", "shards"):   # a finished run leaves no resume state or shards in the model folder
         assert not (out / name).exists(), name
     assert json.loads((out / "config.json").read_text())["architectures"] == ["BertForPreTraining"]
 
@@ -73,7 +73,7 @@ def test_kill_and_resume_continues_the_loss_curve(tmp_path, corpus, vocab_dir, m
 
     real_loss = interrupt_at(monkeypatch, MaskedLM, 27)
     assert pretrain([*common, "--output", str(tmp_path / "cut")]) == 130     # the CLI's "interrupted"
-    assert (tmp_path / "cut" / "checkpoint" / "training_state.safetensors").is_file()   # kept for --resume
+    assert (tmp_path / "cut" / "run" / "checkpoint" / "training_state.safetensors").is_file()   # kept for --resume
     assert (tmp_path / "cut" / "shards" / "manifest.json").is_file()
     monkeypatch.setattr(MaskedLM, "loss", real_loss)
     assert pretrain([*common, "--output", str(tmp_path / "cut"), "--resume"]) == 0
@@ -173,7 +173,7 @@ def test_resume_refuses_a_pickled_training_state_with_one_line(tmp_path, corpus,
 
     common = ["--corpus", str(corpus), "--vocab", str(vocab_dir), "--max-steps", "2", "--output", str(tmp_path / "o")]
     assert pretrain(common) == 0
-    checkpoint = tmp_path / "o" / "checkpoint"
+    checkpoint = tmp_path / "o" / "run" / "checkpoint"
     checkpoint.mkdir()                           # the finished run removed its own state
     torch.save({"model": _Payload(tmp_path / "pwned")}, checkpoint / "training_state.pt")  # a crafted run folder
     capsys.readouterr()

@@ -84,3 +84,43 @@ def test_entity_masking_needs_a_lexicon_and_runs_with_one(tmp_path, corpus, voca
     lexicon.write_text("\n".join(ENTITIES), encoding="utf-8")
     assert main([*common, "--output", str(tmp_path / "d"), "--masking", "entity", "--lexicon", str(lexicon)]) == 0
     assert main([*common, "--output", str(tmp_path / "e"), "--masking", "phrase"]) == 0
+
+
+def test_entries_are_joined_once_per_instance_not_per_epoch_or_copy(tmp_path, corpus, tokenizer, monkeypatch):
+    """join_entities runs once per instance; later epochs and static copies reuse its word starts (the same)."""
+    from bertkit.data.shards import build_shards, open_shards
+    from bertkit.pretrain import batching
+    from bertkit.pretrain.batching import PretrainingBatches, SpecialIds
+    from bertkit.pretrain.instances import build_instances
+
+    build_shards([str(corpus)], tokenizer, tmp_path / "shards")
+    shards = open_shards(tmp_path / "shards")
+    instances = build_instances(shards, "packed", 32, 0)
+    lexicon = lexicon_of(tokenizer, tmp_path)
+    calls = []
+
+    def counted(ids, starts, lex):
+        calls.append(1)
+        return join_entities(ids, starts, lex)
+
+    monkeypatch.setattr(batching, "join_entities", counted)
+    data = PretrainingBatches(shards, instances, SpecialIds.from_tokenizer(tokenizer),
+                              MaskingConfig(strategy="entity"), 0, static_copies=2, lexicon=lexicon)
+    indices = list(range(len(data)))                      # both static copies of every instance
+    first = [data.make_batch(indices, epoch) for epoch in (0, 1)]
+    assert len(calls) == len(instances)
+    for i in range(len(instances)):                       # the kept starts are the ones join_entities gives
+        ids, _, words = data.row(i)
+        assert data.joined_words(i, ids, words).tolist() == join_entities(ids, words, lexicon).tolist()
+    fresh = PretrainingBatches(shards, instances, SpecialIds.from_tokenizer(tokenizer),
+                               MaskingConfig(strategy="entity"), 0, static_copies=2, lexicon=lexicon)
+    for epoch, batch in zip((0, 1), first):                # masks are what a fresh source draws
+        again = fresh.make_batch(indices, epoch)
+        assert all((again[k] == batch[k]).all() for k in batch)
+
+
+def test_the_lexicon_and_the_shards_mark_the_same_continuation_pieces(tokenizer, tmp_path):
+    vocab = tokenizer.backend.get_vocab()
+    mask = lexicon_of(tokenizer, tmp_path).continuation
+    assert sorted(int(i) for i in np.flatnonzero(mask)) == sorted(i for t, i in vocab.items() if t.startswith("##"))
+    assert len(mask) == max(vocab.values()) + 1

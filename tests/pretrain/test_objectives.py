@@ -15,7 +15,7 @@ transformers = pytest.importorskip("transformers")
 
 
 def records(folder):
-    return [json.loads(line) for line in (folder / "log.jsonl").read_text().splitlines()]
+    return [json.loads(line) for line in (folder / "run" / "log.jsonl").read_text().splitlines()]
 
 
 def short_run(tmp_path, corpus, vocab_dir, objective_flags, steps=80):

@@ -149,3 +149,15 @@ def test_a_lock_file_that_is_a_symlink_is_not_written_through(tmp_path):
     with Index.open(tmp_path / "idx") as index, pytest.raises(BertkitError, match="lock file"):
         add(index, ["x"])
     assert victim.read_text() == "keep me"
+
+
+def test_open_reads_the_manifest_once(tmp_path, monkeypatch):
+    from bertkit.search import generations, index as index_module
+
+    build(tmp_path / "idx")
+    reads = []
+    real = generations.read_manifest
+    monkeypatch.setattr(index_module.generations, "read_manifest", lambda folder: reads.append(1) or real(folder))
+    with Index.open(tmp_path / "idx") as index:
+        check_consistent(index)
+    assert len(reads) == 1

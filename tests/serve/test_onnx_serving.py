@@ -78,3 +78,19 @@ def test_what_the_graph_cannot_do_is_refused(exports):
     assert answer.status_code == 422 and "export again with --pooling" in answer.text
     answer = _served(folder, "/predict", {"texts": ["hello"]})
     assert answer.status_code == 409                  # an encoder export has no classifier output
+
+
+def test_the_runner_refuses_a_pooling_or_layers_the_graph_does_not_compute(exports):
+    """The check lives in OnnxRunner (as ModelRunner takes pooling and layers); build_service only passes them."""
+    from bertkit.errors import BertkitError
+    from bertkit.serve.onnx_runner import OnnxRunner
+
+    model = bertkit.load(exports["encoder"])
+    other = "cls" if model.pooling != "cls" else "mean"
+    with pytest.raises(BertkitError, match=f"serve --pooling {other}: .* computes pooling '{model.pooling}'"):
+        OnnxRunner(model, pooling=other)
+    with pytest.raises(BertkitError, match="serve --layers sum-last-4: .* inside its graph"):
+        OnnxRunner(model, layers="sum-last-4")
+    assert OnnxRunner(model, model.pooling, "last").default_pooling == model.pooling   # what it computes: served
+    with pytest.raises(BertkitError, match="serve --pooling"):
+        build_service(ServeConfig(model=str(exports["encoder"]), pooling=other))

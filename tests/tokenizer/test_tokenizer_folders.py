@@ -130,3 +130,33 @@ def test_bad_json_is_named(minilm_dir, tmp_path):
     (folder / "tokenizer_config.json").write_text("{not json")
     with pytest.raises(CheckpointError, match="tokenizer_config.json: not valid JSON"):
         Tokenizer.from_folder(folder)
+
+
+def test_a_folder_load_reads_tokenizer_json_once(uncased, tmp_path, monkeypatch):
+    """Choosing the kind (BPE? Unigram? WordPiece) and building the tokenizer share one read of tokenizer.json
+    (it was read three times: two kind checks and the WordPiece loader), for each kind of folder."""
+    import builtins
+    import pathlib
+
+    uncased.save(tmp_path / "wordpiece")
+    bpe = RustTokenizer(BPE({"<pad>": 0, "<unk>": 1, "<s>": 2, "</s>": 3, "<mask>": 4, "a": 5}, [], unk_token="<unk>"))
+    (tmp_path / "bpe").mkdir()
+    bpe.save(str(tmp_path / "bpe" / "tokenizer.json"))
+    reads = []
+    real_read_text, real_open = pathlib.Path.read_text, builtins.open
+
+    def read_text(self, *args, **kwargs):
+        reads.append(self.name)
+        return real_read_text(self, *args, **kwargs)
+
+    def open_(file, *args, **kwargs):
+        reads.append(pathlib.Path(str(file)).name)
+        return real_open(file, *args, **kwargs)
+
+    monkeypatch.setattr(pathlib.Path, "read_text", read_text)
+    monkeypatch.setattr(builtins, "open", open_)
+    loaded = Tokenizer.from_folder(tmp_path / "wordpiece")
+    assert reads.count("tokenizer.json") == 1 and loaded.backend.get_vocab() == uncased.backend.get_vocab()
+    reads.clear()
+    assert Tokenizer.from_folder(tmp_path / "bpe").backend.get_vocab_size() == 6
+    assert reads.count("tokenizer.json") == 1

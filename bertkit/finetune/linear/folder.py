@@ -24,7 +24,7 @@ from safetensors import SafetensorError
 from safetensors.numpy import load_file, save_file
 
 from bertkit.atomic_write import json_text
-from bertkit.checkpoints.json_files import read_json
+from bertkit.checkpoints.json_files import META_FILE, read_json
 from bertkit.checkpoints.weights import check_not_pointer
 from bertkit.errors import CheckpointError
 from bertkit.finetune.linear.features import FeatureSpec, VectorBlock
@@ -32,7 +32,6 @@ from bertkit.finetune.linear.layer import LinearLayer
 from bertkit.finetune.linear.model import LINEAR_TASKS, LinearModel, LinearPart
 from bertkit.finetune.linear.tfidf import Analyzer, TfidfBlock
 
-META_FILE = "bertkit.json"
 WEIGHTS_FILE = "linear.safetensors"
 VOCABULARY_FILE = "tfidf_vocabulary.json"
 METHODS = ("tfidf", "linear-probe", "hybrid")

@@ -35,9 +35,9 @@ class SaveContext:
 
 class Objective:
     """One pre-training objective, made from the job's config (as a fairseq criterion from its args).
-    Subclasses set `name` and `instances` and implement the methods."""
+    Subclasses set `instances` and implement the methods; its name is its key in OBJECTIVES (objectives/__init__.py),
+    the one place names live."""
 
-    name: str = ""
     instances: InstanceKind = "packed"        # packed full sentences, or nsp / sop sentence pairs
 
     def __init__(self, config: PretrainConfig):

@@ -52,7 +52,6 @@ def electra_loss(model: ElectraPretrainingModel, batch: Batch, discriminator_wei
 
 
 class Electra(Objective):
-    name = "electra"
 
     def masking(self) -> MaskingConfig:
         return MaskingConfig(strategy=self.config.data.masking, rate=self.config.data.mask_rate,

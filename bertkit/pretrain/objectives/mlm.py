@@ -109,7 +109,6 @@ def evaluate_mlm(model: PretrainingModel, batches, device: torch.device) -> dict
 class MaskedLM(Objective):
     """mlm: RoBERTa's packed full sentences, no pair task. mlm+nsp / mlm+sop below add the pair head."""
 
-    name = "mlm"
 
     @property
     def with_pair(self) -> bool:
@@ -144,9 +143,9 @@ class MaskedLM(Objective):
 
 class NextSentence(MaskedLM):
     """BERT: MLM + next-sentence prediction on sentence pairs (half of the B segments from another document)."""
-    name, instances = "mlm+nsp", "nsp"
+    instances = "nsp"
 
 
 class SentenceOrder(MaskedLM):
     """ALBERT: MLM + sentence-order prediction (half of the pairs swapped)."""
-    name, instances = "mlm+sop", "sop"
+    instances = "sop"

@@ -2,7 +2,9 @@
 with partial prediction (the last ~1/K of the order is predicted, K = 6: model/permutation.py), two-stream
 attention (model/xlnet.py; the query stream at the targets reads the content stream through perm_mask), and the
 tied `lm_loss` head. Rows are the packed full sentences of `mlm` (nothing is masked: the original ids are the
-input). The folder is XLNetLMHeadModel. Segment recurrence (mems) is not used in pre-training here.
+input), framed as the folder's XLNet tokenizer frames a text when it is loaded for encode or finetune: the
+leading [CLS] moves to the end (A [SEP] [CLS], segment 2) and padding goes on the left (xlnet_framing). The
+folder is XLNetLMHeadModel. Segment recurrence (mems) is not used in pre-training here.
 B = batch, T = sequence length, P = targets per row (padded), V = vocabulary.
 """
 from __future__ import annotations
@@ -20,6 +22,7 @@ from bertkit.model.xlnet import XLNetConfig, XLNetModel
 from bertkit.pretrain.masking import IGNORE_INDEX, MaskingConfig
 from bertkit.pretrain.objectives.base import Batch, Objective, SaveContext
 from bertkit.pretrain.objectives.mlm import token_loss
+from bertkit.tokenizer.xlnet import SEGMENT_CLS
 
 
 class PermutationLMModel(nn.Module):
@@ -47,19 +50,35 @@ class PermutationLMModel(nn.Module):
         return logits, ids
 
 
+def xlnet_framing(input_ids: torch.Tensor, attention_mask: torch.Tensor, token_type_ids: torch.Tensor,
+                  pad_id: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """BERT-framed rows `[CLS] A [SEP] pad...` (B, T) -> XLNet's `pad... A [SEP] [CLS]`, the [CLS] in segment 2
+    (tokenizer/xlnet.py frames a text so when the saved folder is loaded). -> ids, attention, token types."""
+    B, T = input_ids.shape
+    lengths = attention_mask.sum(dim=1, keepdim=True)                        # (B, 1) real tokens, [CLS] included
+    k = torch.arange(T, device=input_ids.device) - (T - lengths)            # (B, T) index into the real tokens
+    real = k >= 0
+    source = torch.where(k < lengths - 1, k + 1, torch.zeros_like(k)).clamp(min=0)   # A [SEP] from 1.., [CLS] from 0
+    ids = input_ids.gather(1, source).masked_fill(~real, pad_id)
+    types = token_type_ids.gather(1, source).masked_fill(~real, 0)
+    types = torch.where(real & (k == lengths - 1), torch.full_like(types, SEGMENT_CLS), types)
+    return ids, real.to(attention_mask.dtype), types
+
+
 def plm_loss(model: PermutationLMModel, batch: Batch,
              rng: Optional[torch.Generator] = None) -> tuple[torch.Tensor, dict[str, float]]:
     labels = batch["labels"]
     original = torch.where(labels != IGNORE_INDEX, labels, batch["input_ids"])   # nothing masked (rate 0)
-    logits, ids = model(original, batch["attention_mask"], batch["token_type_ids"], rng)
+    ids, attention, types = xlnet_framing(original, batch["attention_mask"], batch["token_type_ids"],
+                                          model.encoder.config.pad_token_id)
+    logits, ids = model(ids, attention, types, rng)
     real = ids != IGNORE_INDEX
     loss, mean, accuracy = token_loss(logits[real], ids[real])
     return loss, {"plm_loss": mean, "plm_accuracy": accuracy, "targets": float(real.sum()),
-                  "tokens": float(batch["attention_mask"].sum())}
+                  "tokens": float(attention.sum())}
 
 
 class PermutationLM(Objective):
-    name = "plm"
 
     def masking(self) -> MaskingConfig:
         return MaskingConfig(strategy="token", rate=0.0)

@@ -92,7 +92,6 @@ class SpanBoundaryModel(PretrainingModel):
 
 
 class SpanBoundary(MaskedLM):
-    name = "mlm+sbo"
 
     def masking(self) -> MaskingConfig:
         return MaskingConfig(strategy="span", rate=self.config.data.mask_rate)
