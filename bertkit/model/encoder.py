@@ -2,6 +2,9 @@
 
 Embeddings -> N blocks of (self-attention, feed-forward) -> optional tanh pooler over [CLS].
 B = batch, T = sequence length, C = hidden size, H = heads, D = head size (C = H * D).
+Packed forward (`packed=True`): the row-wise work runs on the N real tokens only, (N, C) instead of (B, T, C);
+attention alone goes back to padded grids of texts of similar length (model/packing.py). The same numbers,
+without the padding's cost.
 """
 from __future__ import annotations
 
@@ -14,6 +17,7 @@ from torch import nn
 
 from bertkit.model.config import EncoderConfig
 from bertkit.model.dropout import Dropout, dropout
+from bertkit.model.packing import Packing
 
 
 class KeyValueCache(NamedTuple):
@@ -57,12 +61,15 @@ class Embeddings(nn.Module):
         self.project = nn.Linear(size, config.hidden_size) if config.embedding_size is not None else None
 
     def forward(self, input_ids: torch.Tensor, token_type_ids: Optional[torch.Tensor],
-                start: int = 0) -> torch.Tensor:
-        """start: position of the first token (the cache length when decoding incrementally)."""
-        T = input_ids.shape[1]
-        first = self.position_offset + start
-        positions = torch.arange(first, first + T, device=input_ids.device)
-        x = self.token(input_ids) + self.position(positions)      # (B, T, E)
+                start: int = 0, positions: Optional[torch.Tensor] = None) -> torch.Tensor:
+        """input_ids (B, T), or (N,) packed with each token's `positions` (N,) given.
+        start: position of the first token (the cache length when decoding incrementally)."""
+        if positions is None:
+            first = self.position_offset + start
+            positions = torch.arange(first, first + input_ids.shape[1], device=input_ids.device)   # (T,)
+        elif self.position_offset:
+            positions = positions + self.position_offset
+        x = self.token(input_ids) + self.position(positions)      # (B, T, E) or (N, E)
         if self.segment is not None:
             if token_type_ids is None:
                 x = x + self.segment.weight[0]
@@ -90,14 +97,19 @@ class SelfAttention(nn.Module):
         self.dropout_p = config.attention_dropout
 
     def forward(self, x: torch.Tensor, mask: Optional[torch.Tensor], causal: bool, need_weights: bool,
-                past: Optional[tuple[torch.Tensor, torch.Tensor]] = None, queries: Optional[int] = None):
+                past: Optional[tuple[torch.Tensor, torch.Tensor]] = None, queries: Optional[int] = None,
+                packing: Optional[Packing] = None):
         """-> (output (B, T, C), attention weights or None, (keys, values) including `past`).
-        queries: compute only the first `queries` positions' outputs (keys and values still cover all T)."""
-        B, T, _ = x.shape
+        queries: compute only the first `queries` positions' outputs (keys and values still cover all T).
+        packing: x is (N, C), the real tokens only; so is the output."""
+        if packing is not None:
+            return self._packed(x, packing), None, (None, None)
         if queries is None or type(self.qkv) is not nn.Linear:     # int8 Linear: no float weight to slice
+            B, T, _ = x.shape
             q, k, v = self.qkv(x).view(B, T, 3, self.num_heads, self.head_dim).permute(2, 0, 3, 1, 4)  # (B, H, T, D)
             q = q[:, :, :queries] if queries is not None else q
         else:
+            B, T, _ = x.shape
             inner = self.num_heads * self.head_dim
             weight, bias = self.qkv.weight, self.qkv.bias
             q = F.linear(x[:, :queries], weight[:inner], bias[:inner])
@@ -120,6 +132,19 @@ class SelfAttention(nn.Module):
             weights = None
         y = y.transpose(1, 2).reshape(B, q.shape[2], self.num_heads * self.head_dim)   # (B, T or Q, H * D)
         return self.out(y), weights, (k, v)
+
+    def _packed(self, x: torch.Tensor, packing: Packing) -> torch.Tensor:
+        """x (N, C) real tokens -> (N, C): attention per grid of similar-length texts (model/packing.py)."""
+        H, D = self.num_heads, self.head_dim
+        qkv = packing.to_attention(self.qkv(x))                     # (N, 3HD) -> (R, 3HD), zeros at the padding
+        y = qkv.new_empty(qkv.shape[0], H * D)                      # (R, HD)
+        dropout_p = self.dropout_p if self.training else 0.0
+        for start, rows, width, mask in packing.chunks:
+            stop = start + rows * width
+            q, k, v = qkv[start:stop].view(rows, width, 3, H, D).permute(2, 0, 3, 1, 4)     # (rows, H, width, D)
+            out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p)
+            y[start:stop].view(rows, width, H, D).copy_(out.transpose(1, 2))
+        return self.out(packing.from_attention(y))                  # (R, HD) -> (N, HD) -> (N, C)
 
 
 def _attention_with_weights(q, k, v, mask, causal, dropout_p):
@@ -159,14 +184,16 @@ class Block(nn.Module):
         self.ffn_norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
         self.dropout = Dropout(config.hidden_dropout)
 
-    def forward(self, x, mask, causal, need_weights, past=None, queries=None):
-        """queries: only the first `queries` positions go on past attention (see Encoder's cls_only)."""
+    def forward(self, x, mask, causal, need_weights, past=None, queries=None, packing=None):
+        """queries: only the first `queries` positions go on past attention (see Encoder's cls_only).
+        packing: x is the (N, C) real tokens (see Encoder's packed)."""
         if self.pre_norm:
-            a, weights, kv = self.attention(self.attention_norm(x), mask, causal, need_weights, past, queries)
+            a, weights, kv = self.attention(self.attention_norm(x), mask, causal, need_weights, past, queries,
+                                            packing)
             x = x[:, :queries] if queries is not None else x
             x = x + self.dropout(a)
             return x + self.dropout(self.ffn(self.ffn_norm(x))), weights, kv
-        a, weights, kv = self.attention(x, mask, causal, need_weights, past, queries)
+        a, weights, kv = self.attention(x, mask, causal, need_weights, past, queries, packing)
         x = x[:, :queries] if queries is not None else x
         x = self.attention_norm(x + self.dropout(a))
         return self.ffn_norm(x + self.dropout(self.ffn(x))), weights, kv
@@ -195,6 +222,11 @@ class Encoder(nn.Module):
             for block in self.blocks:
                 for linear in (block.attention.out, block.ffn.down):
                     nn.init.normal_(linear.weight, std=config.initializer_range / math.sqrt(2 * config.num_layers))
+
+    @property
+    def can_pack(self) -> bool:
+        """Whether forward(packed=True) applies: bidirectional attention (a causal model keeps the padded form)."""
+        return not self.config.causal
 
     def pruned_heads(self) -> dict[int, list[int]]:
         """layer -> original indices of the heads removed by pruning (HF's `pruned_heads`)."""
@@ -227,27 +259,40 @@ class Encoder(nn.Module):
     def forward(self, input_ids: torch.Tensor, attention_mask: Optional[torch.Tensor] = None,
                 token_type_ids: Optional[torch.Tensor] = None, output_hidden_states: bool = False,
                 output_attentions: bool = False, attention_bias: Optional[torch.Tensor] = None,
-                cache: Optional[KeyValueCache] = None, use_cache: bool = False, cls_only: bool = False) -> EncoderOutput:
+                cache: Optional[KeyValueCache] = None, use_cache: bool = False, cls_only: bool = False,
+                packed: bool = False) -> EncoderOutput:
         """input_ids (B, T); attention_mask (B, T) 1 for real tokens; attention_bias: an explicit (B|1, 1|H, T, T)
         bool (True = may attend) or additive mask, e.g. UniLM's seq2seq mask, used instead of attention_mask.
         cache / use_cache: incremental decoding; `cache` holds the earlier tokens' keys and values.
         cls_only: the last layer computes the [CLS] position alone (its keys and values still come from every
         position), so last_hidden_state is (B, 1, C). pooled_output and last_hidden_state[:, 0] are exactly those
-        of the full pass, for about 1/num_layers less compute: what sequence classification needs."""
+        of the full pass, for about 1/num_layers less compute: what sequence classification needs.
+        packed: run the real tokens only (model/packing.py); the outputs are the same (B, T, C) tensors, zeros at
+        the padding. Bidirectional encoders with an attention_mask only: no bias, cache, attentions or cls_only."""
         if cls_only and (output_hidden_states or output_attentions or use_cache or cache is not None
                          or self.config.causal):
             raise ValueError("cls_only is for a bidirectional encoder's [CLS] output: no hidden states, attentions "
                              "or cache")
-        past_length = cache.length if cache is not None else 0
-        x = self.embeddings(input_ids, token_type_ids, start=past_length)   # (B, T, C)
-        mask = attention_bias if attention_bias is not None else _padding_mask(attention_mask, self.config.causal)
+        if packed and (not self.can_pack or attention_bias is not None or cache is not None or use_cache
+                       or output_attentions or cls_only):
+            raise ValueError("packed is for a bidirectional encoder's token vectors: no attention bias, cache, "
+                             "attentions or cls_only")
+        packing = Packing.from_mask(attention_mask, input_ids.shape, input_ids.device) if packed else None
+        if packing is not None:
+            x = self.embeddings(packing.pack(input_ids), None if token_type_ids is None else
+                                packing.pack(token_type_ids), positions=packing.positions)        # (N, C)
+            mask = None                                         # each attention grid has its own (packing.chunks)
+        else:
+            past_length = cache.length if cache is not None else 0
+            x = self.embeddings(input_ids, token_type_ids, start=past_length)   # (B, T, C)
+            mask = attention_bias if attention_bias is not None else _padding_mask(attention_mask, self.config.causal)
         hidden_states = [x] if output_hidden_states else None
         attentions = [] if output_attentions else None
         keys, values = [], []
         for index, block in enumerate(self.blocks):
             past = (cache.keys[index], cache.values[index]) if cache is not None else None
             queries = 1 if cls_only and index == len(self.blocks) - 1 else None
-            x, weights, (k, v) = block(x, mask, self.config.causal, output_attentions, past, queries)
+            x, weights, (k, v) = block(x, mask, self.config.causal, output_attentions, past, queries, packing)
             if use_cache:
                 keys.append(k)
                 values.append(v)
@@ -259,6 +304,10 @@ class Encoder(nn.Module):
             x = self.final_norm(x)
             if hidden_states is not None:
                 hidden_states[-1] = x
+        if packing is not None:                  # (N, C) -> (B, T, C), zeros at the padding
+            x = packing.unpack(x)
+            if hidden_states is not None:        # the last one is x itself
+                hidden_states = [packing.unpack(h) for h in hidden_states[:-1]] + [x]
         pooled = self.pooler(x) if self.pooler is not None else None
         return EncoderOutput(x, pooled, tuple(hidden_states) if hidden_states is not None else None,
                              tuple(attentions) if attentions is not None else None,

@@ -22,6 +22,12 @@ DENSE_ACTIVATIONS = {"tanh": torch.tanh, "identity": lambda x: x, "relu": torch.
                      "gelu": nn.functional.gelu, "sigmoid": torch.sigmoid}
 
 
+def can_pack(encoder: nn.Module) -> bool:
+    """Whether the encoder runs packed (Encoder's packed forward): the BERT family's bidirectional Encoder, not
+    XLNet's (relative positions and its own padding rules keep the padded form) nor a causal one."""
+    return isinstance(encoder, Encoder) and encoder.can_pack
+
+
 @dataclass(frozen=True)
 class SentenceConfig:
     """How a folder turns token vectors into one vector per text (bertkit.json "encode")."""
@@ -147,9 +153,20 @@ class SentenceEncoder(nn.Module):
         config = self.encoder.config
         return config.hidden_size * (min(4, config.num_layers) if self.config.layers == "concat-last-4" else 1)
 
+    @property
+    def can_pack(self) -> bool:
+        """Whether forward(packed=True) skips the padding (see can_pack)."""
+        return can_pack(self.encoder)
+
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
-                token_type_ids: Optional[torch.Tensor] = None) -> torch.Tensor:
-        out = self.encoder(input_ids, attention_mask, token_type_ids, output_hidden_states=self.all_layers)
+                token_type_ids: Optional[torch.Tensor] = None, packed: bool = False) -> torch.Tensor:
+        """packed: run the encoder on the real tokens only where it can (Encoder's packed forward); the same
+        vectors. The ONNX export traces the padded form (packed False)."""
+        if packed and self.can_pack:
+            out = self.encoder(input_ids, attention_mask, token_type_ids, output_hidden_states=self.all_layers,
+                               packed=True)
+        else:
+            out = self.encoder(input_ids, attention_mask, token_type_ids, output_hidden_states=self.all_layers)
         return self.vectors(out, attention_mask)
 
     def vectors(self, out: EncoderOutput, attention_mask: torch.Tensor) -> torch.Tensor:

@@ -4,8 +4,9 @@ Requests from any number of clients put their items (one per text) in a shared q
 asyncio future; the event loop never runs the model. A worker thread takes the oldest items (up to a few
 batches' worth of tokens, so one huge request cannot make small ones wait behind all of it), sorts them
 by length and cuts micro-batches of at most `max_batch_size` rows whose padded size (rows x longest row)
-stays within `max_batch_tokens`: short texts are batched with short texts and little compute is spent on
-padding.
+stays within `max_batch_tokens`. Where the runner pads (ONNX, /predict), short texts are batched with short
+texts so that little compute is spent on padding; where it runs packed (the PyTorch embedding path: only the
+real tokens go through the model), padding costs nearly nothing and fewer, fuller passes win.
 """
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ import threading
 import time
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Any, Callable, Hashable, Sequence
+from typing import Any, Callable, Collection, Hashable, Sequence
 
 from bertkit.serve.metrics import BATCH_SIZE_BUCKETS, SECONDS_BUCKETS, Histogram
 
@@ -121,8 +122,11 @@ class Batcher:
     """
 
     def __init__(self, run_batch: RunBatch, max_batch_tokens: int, max_queued_items: int, workers: int = 1,
-                 max_batch_size: int = 32, batch_overhead_tokens: int = CPU_BATCH_OVERHEAD_TOKENS):
+                 max_batch_size: int = 32, batch_overhead_tokens: int = CPU_BATCH_OVERHEAD_TOKENS,
+                 packed_kinds: Collection[Hashable] = ()):
+        """packed_kinds: the kinds `run_batch` runs packed (a pass costs its real tokens, not rows x longest)."""
         self.run_batch = run_batch
+        self.packed_kinds = frozenset(packed_kinds)
         self.max_batch_tokens = max_batch_tokens
         self.max_batch_size = max_batch_size
         self.batch_overhead_tokens = batch_overhead_tokens
@@ -223,14 +227,20 @@ class Batcher:
 
     def micro_batches(self, entries: list[_Entry]) -> list[list[_Entry]]:
         """Length-sorted batches of at most max_batch_size rows and max_batch_tokens padded tokens, cut where
-        they cost least: a forward pass costs about rows x longest row tokens, plus a fixed overhead.
+        they cost least: a forward pass costs a fixed overhead plus rows x longest row tokens where the runner
+        pads, plus its real tokens where it runs packed (entries of a kind in packed_kinds).
 
-        With few texts of mixed lengths (batch-of-one clients), one batch would pad every text to the longest;
-        cutting [5, 6, 7, 90] into [5, 6, 7] + [90] does a third of the work. Dynamic programming over the
-        sorted lengths finds the cheapest cuts: O(n x max_batch_size) steps, n <= GATHER_BATCHES x that.
+        Padded, with few texts of mixed lengths (batch-of-one clients), one batch would pad every text to the
+        longest; cutting [5, 6, 7, 90] into [5, 6, 7] + [90] does a third of the work. Packed, the padding is
+        not computed and the fewest passes cost least. Dynamic programming over the sorted lengths finds the
+        cheapest cuts: O(n x max_batch_size) steps, n <= GATHER_BATCHES x that.
         """
         ordered = sorted(entries, key=lambda e: e.length)
         n = len(ordered)
+        packed = n > 0 and ordered[0].kind in self.packed_kinds
+        real = [0] * (n + 1)                    # real[j]: tokens of ordered[:j]
+        for j, entry in enumerate(ordered):
+            real[j + 1] = real[j] + entry.length
         best = [0.0] + [float("inf")] * n       # best[j]: cheapest cost of batching ordered[:j]
         cut = [0] * (n + 1)
         for j in range(1, n + 1):
@@ -239,7 +249,8 @@ class Batcher:
                 rows = j - i
                 if rows > 1 and rows * longest > self.max_batch_tokens:
                     break
-                cost = best[i] + self.batch_overhead_tokens + rows * longest
+                work = real[j] - real[i] if packed else rows * longest
+                cost = best[i] + self.batch_overhead_tokens + work
                 if cost < best[j]:
                     best[j], cut[j] = cost, i
         batches: list[list[_Entry]] = []

@@ -18,7 +18,7 @@ from bertkit.features import embed_batch
 from bertkit.finetune.tasks import TASKS
 from bertkit.model.head_registry import HEADS
 from bertkit.model.pooling import POOLINGS, pooled_or_cls
-from bertkit.model.sentence import SentenceEncoder
+from bertkit.model.sentence import SentenceEncoder, can_pack
 from bertkit.runtime import autocast
 from bertkit.serve.inputs import TokenSequence
 from bertkit.tokenizer.padding import pad_to_tensors
@@ -55,6 +55,7 @@ def pad_batch(sequences: list[TokenSequence], pad_id: int, device: torch.device)
 
 class BatchRunner:
     """The batcher's entry point, shared by the PyTorch runner below and serve/onnx_runner.py's."""
+    packed_kinds: frozenset = frozenset()      # batch kinds run packed (padding not computed): the batcher's cost
 
     def run_batch(self, kind: str, payloads: list) -> list:
         if kind == "embed":
@@ -86,6 +87,7 @@ class ModelRunner(BatchRunner):
         self.head_key, self.head = self._pick_head()
         self.label_names: list[str] = [str(n) for n in self.meta.get("labels") or []]
         self.device = next(self.encoder.parameters()).device
+        self.packed_kinds = frozenset({"embed"} if can_pack(self.encoder) else ())   # embed_batch packs
         self.encoder.eval()
         self.dimension: Optional[int] = None     # known after self_test()
 

@@ -53,6 +53,27 @@ def test_micro_batches_cut_where_padding_costs_more_than_a_pass(overhead, expect
         batcher.close()
 
 
+def test_packed_kinds_take_one_pass_where_padding_costs_nothing():
+    """A packed runner computes real tokens only: [5, 6, 7, 90] in one pass costs 108 + one overhead, where
+    the padded cost model cuts off the 90 (test above). Row and padded-size limits still hold."""
+    batcher = Batcher(Recorder(), max_batch_tokens=1000, max_queued_items=100, batch_overhead_tokens=10,
+                      packed_kinds={"embed"})
+    try:
+        assert _lengths(batcher.micro_batches(_entries([90, 6, 5, 7]))) == [[5, 6, 7, 90]]
+        batcher.max_batch_tokens = 200          # 4 x 90 > 200: the padded grid still bounds a pass
+        batches = _lengths(batcher.micro_batches(_entries([90, 6, 5, 7])))
+        assert len(batches) == 2 and all(len(b) * max(b) <= 200 for b in batches)
+        batcher.max_batch_tokens, batcher.max_batch_size = 1000, 2
+        assert all(len(b) <= 2 for b in _lengths(batcher.micro_batches(_entries([90, 6, 5, 7]))))
+        batcher.max_batch_size = 32
+        padded_kind = _entries([90, 6, 5, 7])
+        for entry in padded_kind:
+            entry.kind = "predict"              # a kind the runner pads keeps the padded cost model
+        assert _lengths(batcher.micro_batches(padded_kind)) == [[5, 6, 7], [90]]
+    finally:
+        batcher.close()
+
+
 def test_requests_from_many_clients_share_batches_and_keep_order():
     gate = threading.Event()
     recorder = Recorder(gate)

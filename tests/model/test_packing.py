@@ -1,0 +1,148 @@
+"""The packed encoder forward (model/packing.py): the same numbers as the padded forward, without the padding."""
+import numpy as np
+import pytest
+import torch
+
+import bertkit
+from bertkit.features import embed_batch
+from bertkit.model.config import EncoderConfig, preset
+from bertkit.model.encoder import Encoder
+from bertkit.model.packing import Packing
+from bertkit.model.precision import apply_precision
+from bertkit.model.sentence import SentenceConfig, SentenceEncoder
+from bertkit.runtime import PrecisionChoice
+
+SMALL = dict(hidden_size=64, num_heads=4, intermediate_size=128, vocab_size=120)
+FAMILIES = {
+    "bert": EncoderConfig(num_layers=2, **SMALL),
+    "roberta": preset("roberta-base", num_layers=2, **SMALL),
+    "albert": preset("albert-base", num_layers=3, embedding_size=32, **SMALL),
+    "pre-ln": EncoderConfig(num_layers=2, norm_position="pre", **SMALL),
+}
+LENGTHS = [11, 7, 2, 11, 4]
+
+
+def _batch(config, side):
+    generator = torch.Generator().manual_seed(1)
+    ids = torch.randint(3, config.vocab_size, (len(LENGTHS), max(LENGTHS)), generator=generator)
+    mask = (torch.arange(max(LENGTHS)) < torch.tensor(LENGTHS)[:, None]).long()        # right padding
+    if side == "left":
+        mask = mask.flip(1)
+    ids = ids.masked_fill(mask == 0, config.pad_token_id)
+    types = torch.randint(0, config.type_vocab_size, ids.shape, generator=generator) * mask
+    return ids, mask, types
+
+
+@pytest.mark.parametrize("side", ["right", "left"])
+@pytest.mark.parametrize("family", FAMILIES)
+def test_packed_forward_gives_the_padded_forwards_numbers(family, side):
+    torch.manual_seed(0)
+    encoder = Encoder(FAMILIES[family]).eval()
+    ids, mask, types = _batch(encoder.config, side)
+    with torch.no_grad():
+        padded = encoder(ids, mask, types, output_hidden_states=True)
+        packed = encoder(ids, mask, types, output_hidden_states=True, packed=True)
+    real = mask.bool()
+    assert len(packed.hidden_states) == len(padded.hidden_states) == encoder.config.num_layers + 1
+    for ours, reference in zip(packed.hidden_states, padded.hidden_states):     # every layer, --layers reads them
+        assert (ours - reference)[real].abs().max() < 1e-6
+        assert not ours[~real].any()                                              # zeros at the padding
+    assert (packed.last_hidden_state - padded.last_hidden_state)[real].abs().max() < 1e-6
+    if side == "right":           # the pooler reads position 0, a real token only under right padding
+        assert (packed.pooled_output - padded.pooled_output).abs().max() < 1e-6
+    if encoder.config.type_vocab_size < 2:      # RoBERTa: one segment
+        return
+    # token_type_ids matter here (a planted difference): without them the numbers move
+    with torch.no_grad():
+        untyped = encoder(ids, mask, None, packed=True).last_hidden_state
+    assert (untyped - packed.last_hidden_state)[real].abs().max() > 1e-3
+
+
+def test_packed_sentence_vectors_every_pooling_and_layers():
+    torch.manual_seed(0)
+    encoder = Encoder(FAMILIES["bert"]).eval()
+    ids, mask, types = _batch(encoder.config, "right")
+    for pooling, layers in [("mean", "last"), ("cls", "last"), ("max", "sum-last-4"), ("pooler", "last"),
+                            ("first-last-avg", "last"), ("last-token", "concat-last-4"), ("mean", "1,2")]:
+        sentence = SentenceEncoder(encoder, SentenceConfig(pooling=pooling, layers=layers))
+        padded = embed_batch(sentence, ids, mask, types, packed=False)
+        packed = embed_batch(sentence, ids, mask, types, packed=True)
+        np.testing.assert_allclose(packed, padded, atol=1e-6, err_msg=f"{pooling} {layers}")
+
+
+def test_packing_round_trip_and_no_padding_shortcut():
+    mask = torch.tensor([[1, 1, 1], [1, 0, 0], [0, 1, 1]])
+    packing = Packing.from_mask(mask, (3, 3), torch.device("cpu"))
+    grid = torch.arange(9.0).view(3, 3, 1)
+    rows = packing.pack(grid)
+    assert rows.squeeze(1).tolist() == [0, 1, 2, 3, 7, 8]
+    assert packing.positions.tolist() == [0, 1, 2, 0, 1, 2]            # the padded grid's columns (left padding)
+    assert torch.equal(packing.unpack(rows), grid * mask[..., None])
+    # attention: [1 token] and [2 tokens, 3 tokens] in two grids (3 <= 1.5 x 2), each real token once
+    assert [(c.rows, c.width) for c in packing.chunks] == [(1, 1), (2, 3)]
+    assert packing.attention_index.tolist() == [4, 5, 6, 0, 1, 2] and packing.grid_rows == 7
+    assert torch.equal(packing.from_attention(packing.to_attention(rows)), rows)
+    full = Packing.from_mask(torch.ones(2, 3, dtype=torch.long), (2, 3), torch.device("cpu"))
+    assert full.index is None and [c.key_mask for c in full.chunks] == [None]
+    assert full.pack(grid[:2]).shape == (6, 1) and torch.equal(full.unpack(full.pack(grid[:2])), grid[:2])
+
+
+def test_packed_refuses_what_it_cannot_compute():
+    causal = Encoder(preset("gpt2-small", num_layers=1, **SMALL)).eval()
+    assert not causal.can_pack
+    ids = torch.ones(1, 3, dtype=torch.long)
+    with pytest.raises(ValueError, match="packed"):
+        causal(ids, packed=True)
+    bert = Encoder(FAMILIES["bert"]).eval()
+    with pytest.raises(ValueError, match="packed"):
+        bert(ids, output_attentions=True, packed=True)
+
+
+@pytest.fixture(scope="module")
+def minilm(minilm_dir):
+    return bertkit.load(minilm_dir, device="cpu")
+
+
+TEXTS = ["The quick brown fox jumps over the lazy dog.", "Hello!",
+         "A man is playing a guitar on the stage while the crowd sings along with every word of the song.",
+         "北京是中国的首都。", "short one", "BERT reads text in both directions at once."]
+
+
+def test_packed_minilm_matches_transformers(minilm, minilm_dir):
+    from transformers import AutoModel
+
+    ref = AutoModel.from_pretrained(str(minilm_dir), attn_implementation="sdpa").eval()
+    batch = minilm.tokenizer.pad_to_tensors(minilm.tokenizer.encode_batch(TEXTS, max_length=256).input_ids)
+    with torch.no_grad():
+        expected = ref(**batch).last_hidden_state
+        got = minilm.encoder(batch["input_ids"], batch["attention_mask"], batch["token_type_ids"], packed=True)
+    real = batch["attention_mask"].bool()
+    assert (got.last_hidden_state - expected)[real].abs().max() < 1e-4      # test_hf_parity's bound
+
+
+@pytest.mark.parametrize("precision, tolerance", [("fp32", 1e-6), ("bf16", 2 ** -7)])
+def test_packed_minilm_vectors_equal_padded(minilm_dir, precision, tolerance):
+    model = bertkit.load(minilm_dir, device="cpu", precision=precision)
+    sentence = model.sentence_encoder("mean", "last", True)
+    batch = model.tokenizer.pad_to_tensors(model.tokenizer.encode_batch(TEXTS, max_length=256).input_ids)
+    padded = embed_batch(sentence, batch["input_ids"], batch["attention_mask"], packed=False)
+    packed = embed_batch(sentence, batch["input_ids"], batch["attention_mask"], packed=True)
+    assert np.abs(packed - padded).max() < tolerance
+    # Model.encode (one text at a time: no padding at all) is the same path
+    one = model.encode(TEXTS[:1], pooling="mean", normalize=True)
+    assert np.abs(one[0] - packed[0]).max() < tolerance
+
+
+def test_bf16_fused_linears_run_packed():
+    torch.manual_seed(0)
+    encoder = Encoder(FAMILIES["bert"]).eval()
+    ids, mask, types = _batch(encoder.config, "right")
+    with torch.no_grad():
+        reference = encoder(ids, mask, types).last_hidden_state
+    apply_precision(encoder, {}, PrecisionChoice("bf16", torch.bfloat16, "test"))
+    with torch.no_grad():
+        padded = encoder(ids, mask, types).last_hidden_state.float()
+        packed = encoder(ids, mask, types, packed=True).last_hidden_state.float()
+    real = mask.bool()
+    assert (packed - reference)[real].abs().max() < 0.1                      # bf16 against fp32
+    assert (packed - padded)[real].abs().max() < 0.05                        # one rounding step apart at most
