@@ -2,8 +2,9 @@
 
 finetune settings come from FinetuneConfig defaults, then `--config FILE.toml`, then the flags below, then
 `--key=value` / `--options.key=value` overrides; the flags are generated from FinetuneConfig (cli/flags.py).
-`--task seq2seq` (UniLM) and `--template` (PET / P-tuning) run the jobs in bertkit.generate, with their own
-configs (Seq2SeqConfig, PromptConfig); evaluate / predict recognise their folders by bertkit.json's task.
+The job that trains a task comes from finetune/tasks.py (TASKS[task].job -> JOBS: module, config class, runner);
+`--template` (PET / P-tuning) picks the prompt-classification task. evaluate / predict hand every folder to
+bertkit.finetune.predict, which routes it by bertkit.json's task.
 """
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import argparse
 import json
 import sys
 from importlib import import_module
+from pathlib import Path
 
 from bertkit.cli.flags import (add_config_flags, add_deprecated_flag, config_from_args, given_flags,
                                skip_progress_bar_field)
@@ -19,8 +21,6 @@ from bertkit.errors import BertkitError
 from bertkit.finetune.config import FinetuneConfig
 from bertkit.job_config import FIT_SET, flat_keys, has_field, short_flags
 from bertkit.options import SAVED_TASKS, TRAINABLE_TASKS
-
-SEQ2SEQ, PROMPT = "seq2seq", "prompt-classification"   # folders evaluate / predict read with their own job's code
 
 _HELP = {  # per FinetuneConfig field (flat names: flat_keys), where the source comment is not the whole story
     "task": "seq2seq: UniLM sequence-to-sequence on {source, target} (or text_a, text_b) JSONL pairs, from a folder "
@@ -127,7 +127,8 @@ def register(subparsers) -> None:
     p.set_defaults(func=run_predict_command)
 
 
-_PROMPT_FLAGS = ("template", "verbalizer", "ptuning", "freeze_encoder")
+_PROMPT_FLAGS = ("template", "verbalizer", "ptuning", "freeze_encoder")   # they make --task classification ...
+PROMPT_TASK = "prompt-classification"                                          # ... this TASKS entry
 
 
 def _given_flags(args: argparse.Namespace) -> dict:
@@ -149,7 +150,7 @@ def _job(given: dict):
         raise BertkitError(f"{flag} is for prompt-based classification, not --task {task}" if TASKS[task].job !=
                            "finetune" else f"{flag} (prompt-based classification) works with --task classification, "
                                            f"not --task {task}")
-    kind = TASKS[PROMPT if prompt_flags else task]
+    kind = TASKS[PROMPT_TASK if prompt_flags else task]
     module, config_class, runner = JOBS[kind.job]
     job = import_module(module)
     name = None if kind.job == "finetune" else "--template (prompt-based classification)" if prompt_flags \
@@ -194,19 +195,6 @@ def run_baseline_command(args: argparse.Namespace) -> int:
     return 0
 
 
-def _generate_job_task(args: argparse.Namespace):
-    """SEQ2SEQ or PROMPT when args.model is such a folder (checking --task against it), else None."""
-    from bertkit.finetune.loop_job import saved_task
-
-    task = saved_task(args.model)
-    if task not in (SEQ2SEQ, PROMPT):
-        return None
-    accepted = {SEQ2SEQ: (SEQ2SEQ,), PROMPT: (PROMPT, "classification")}[task]
-    if args.task is not None and args.task not in accepted:
-        raise BertkitError(f"{args.model} was fine-tuned for {task!r}, not {args.task!r}")
-    return task
-
-
 def _model_in_precision(args: argparse.Namespace):
     """The folder path as is (fp32, or int8 for a quantized folder), or the model loaded in --precision; an
     ONNX export (a .onnx file or its folder) loaded, as it has no config.json for the folder readers."""
@@ -219,8 +207,13 @@ def _model_in_precision(args: argparse.Namespace):
     return model
 
 
-def _check_precision_for_generate_job(args: argparse.Namespace, task) -> None:
-    if task is not None and args.precision not in (None, "fp32"):
+def _check_precision_for_own_model(args: argparse.Namespace) -> None:
+    """Folders of jobs with a model of their own (prompt classification, seq2seq) run in fp32."""
+    from bertkit.finetune.loaded import OWN_MODEL_TASKS
+    from bertkit.finetune.loop_job import saved_task
+
+    task = saved_task(args.model) if Path(args.model).is_dir() else None
+    if task in OWN_MODEL_TASKS and args.precision not in (None, "fp32"):
         raise BertkitError(f"--precision {args.precision}: {args.model} is a {task} folder, which runs in fp32")
 
 
@@ -229,16 +222,8 @@ def run_evaluate_command(args: argparse.Namespace) -> int:
 
     if not args.input:
         raise BertkitError("evaluate needs --input FILE (the labeled file to score)")
-    task = _generate_job_task(args)
-    _check_precision_for_generate_job(args, task)
-    if task == SEQ2SEQ:
-        from bertkit.finetune.seq2seq.job import evaluate_seq2seq_file
-        metrics = evaluate_seq2seq_file(args.model, args.input, args.encoding, args.batch_size)
-    elif task == PROMPT:
-        from bertkit.finetune.prompt.job import evaluate_prompt_file
-        metrics = evaluate_prompt_file(args.model, args.input, args.encoding, args.batch_size)
-    else:
-        metrics = evaluate_file(_model_in_precision(args), args.input, args.encoding, args.batch_size, args.task)
+    _check_precision_for_own_model(args)
+    metrics = evaluate_file(_model_in_precision(args), args.input, args.encoding, args.batch_size, args.task)
     print(json.dumps(metrics, indent=2, ensure_ascii=False))
     return 0
 
@@ -246,17 +231,10 @@ def run_evaluate_command(args: argparse.Namespace) -> int:
 def run_predict_command(args: argparse.Namespace) -> int:
     from bertkit.finetune.predict import predict_file
 
-    task = _generate_job_task(args)
-    _check_precision_for_generate_job(args, task)
-    if task == SEQ2SEQ:
-        from bertkit.finetune.seq2seq.job import predict_seq2seq_file
-        count = predict_seq2seq_file(args.model, args.input, args.output, args.encoding, args.max_new_tokens,
-                                     args.num_beams, args.no_repeat_ngram_size)
-    elif task == PROMPT:
-        from bertkit.finetune.prompt.job import predict_prompt_file
-        count = predict_prompt_file(args.model, args.input, args.output, args.encoding, args.batch_size)
-    else:
-        count = predict_file(_model_in_precision(args), args.input, args.output, args.encoding, args.batch_size,
-                             args.task)
+    _check_precision_for_own_model(args)
+    generation = {"max_new_tokens": args.max_new_tokens, "num_beams": args.num_beams,
+                  "no_repeat_ngram_size": args.no_repeat_ngram_size}
+    count = predict_file(_model_in_precision(args), args.input, args.output, args.encoding, args.batch_size,
+                         args.task, generation)
     print(f"bertkit: wrote {count} predictions to {args.output}", file=sys.stderr)
     return 0

@@ -8,7 +8,7 @@ models' folders (TF-IDF baseline, linear probe, hybrid) to bertkit.finetune.line
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Optional, Sequence, Union
+from typing import Any, Mapping, Optional, Sequence, Union
 
 import numpy as np
 
@@ -21,6 +21,7 @@ from bertkit.errors import BertkitError, CheckpointError
 from bertkit.finetune.classification import examples_from_inputs
 from bertkit.finetune.linear.predictor import linear_predictor_of
 from bertkit.finetune.loaded import OWN_MODEL_TASKS, checkpoint_of as _checkpoint_of, finetuned_model
+from bertkit.finetune.loop_job import saved_task as _saved_task
 from bertkit.finetune.model import FinetuneModel
 from bertkit.finetune.ner import split_words
 from bertkit.finetune.prompt.job import evaluate_prompt_file, label_scores, load_prompt_classifier, predict_prompt_file
@@ -28,6 +29,16 @@ from bertkit.finetune.seq2seq.job import Seq2SeqGenerator, evaluate_seq2seq_file
 from bertkit.finetune.tasks import TASKS, read_examples
 from bertkit.tokenizer.coverage import texts_of, warn_unknown
 from bertkit.tokenizer.tokenizer import EMPTY_TEXT, InvalidTextError
+
+
+def _own_model_folder(model: Any) -> Optional[tuple[str, Path]]:
+    """(task, folder) when `model` (a folder path, or a loaded model) was saved by a job with a model of its own
+    (TASKS[task].build is None: prompt classification, seq2seq), else None. A path is read from its bertkit.json
+    alone, so the job's own loader is the only one that loads its weights."""
+    if isinstance(model, (str, Path)) and Path(model).is_dir():
+        task = _saved_task(model)
+        return (task, Path(model)) if task in OWN_MODEL_TASKS else None
+    return _generate_job_folder(_checkpoint_of(model))
 
 
 def _generate_job_folder(checkpoint) -> Optional[tuple[str, Path]]:
@@ -131,7 +142,7 @@ def evaluate_file(model: Any, data: str | Path, encoding: str = "utf-8", batch_s
         known = LabelMap(tuple(rows.label_names)) if rows.task != "regression" else None
         return rows.evaluate_examples(read_examples(rows.task or "classification", data, known, True,
                                                     ReadOptions(encoding)), batch_size)
-    generate_job = _generate_job_folder(_checkpoint_of(model))
+    generate_job = _own_model_folder(model)
     if generate_job is not None:
         _check_task(task, generate_job)
         if TASKS[generate_job[0]].job == "seq2seq":
@@ -144,18 +155,20 @@ def evaluate_file(model: Any, data: str | Path, encoding: str = "utf-8", batch_s
 
 
 def predict_file(model: Any, input_path: str | Path, output_path: str | Path, encoding: str = "utf-8",
-                 batch_size: int = 64, task: Optional[str] = None) -> int:
-    """Write one JSON line per input row (the row's own fields plus the prediction); returns the count."""
+                 batch_size: int = 64, task: Optional[str] = None,
+                 generation: Optional[Mapping[str, int]] = None) -> int:
+    """Write one JSON line per input row (the row's own fields plus the prediction); returns the count.
+    generation: seq2seq folders' decoding settings (max_new_tokens, num_beams, no_repeat_ngram_size)."""
     rows = _rows_predictor(model)
     if rows is not None:
         _check_linear_task(task, rows)
         examples = read_examples(rows.task or "classification", input_path, None, False, ReadOptions(encoding))
         return _write_predictions(output_path, examples, rows.predict_examples(examples, batch_size))
-    generate_job = _generate_job_folder(_checkpoint_of(model))
+    generate_job = _own_model_folder(model)
     if generate_job is not None:
         _check_task(task, generate_job)
         if TASKS[generate_job[0]].job == "seq2seq":
-            return predict_seq2seq_file(generate_job[1], input_path, output_path, encoding)
+            return predict_seq2seq_file(generate_job[1], input_path, output_path, encoding, **(generation or {}))
         return predict_prompt_file(generate_job[1], input_path, output_path, encoding, batch_size)
     net, task_object = finetuned_model(model, task)
     raw = read_raw_texts(input_path, ReadOptions(encoding)) if net.task == "ner" else None

@@ -1,11 +1,12 @@
 import gzip
+import importlib
 import json
 
 import pytest
 
 from bertkit.checkpoints import load_checkpoint, save_checkpoint
 from bertkit.cli import main
-from bertkit.errors import InputFileError
+from bertkit.errors import CheckpointError, InputFileError
 from bertkit.finetune.seq2seq.job import Seq2SeqGenerator, read_pairs
 
 PAIRS = [("thou art good", "you are good"), ("god hath said", "god has said"),
@@ -102,3 +103,23 @@ def test_generate_beam_search_flags_and_bad_values(tmp_path, capsys, make_mlm_fo
         assert message in err and len(err.strip().splitlines()) == 1
     assert main(["generate", "--model", str(folder), "--prompt", "a", "--num-beams", "2"]) == 2
     assert "are for seq2seq folders (--source)" in capsys.readouterr().err
+
+
+def test_a_seq2seq_folder_path_goes_to_its_own_loader_once_with_the_decoding_settings(tmp_path, monkeypatch):
+    """predict_file / evaluate_file route a folder by bertkit.json's task (finetune/tasks.py), without loading its
+    weights first: the job's own loader is the only load; predict's decoding settings reach it."""
+    predict_module = importlib.import_module("bertkit.finetune.predict")
+    folder = tmp_path / "s2s"
+    folder.mkdir()
+    (folder / "bertkit.json").write_text(json.dumps({"task": "seq2seq"}))
+    seen = []
+    monkeypatch.setattr(predict_module, "_checkpoint_of", lambda model: pytest.fail("weights loaded to route"))
+    monkeypatch.setattr(predict_module, "predict_seq2seq_file",
+                        lambda folder, source, output, encoding, **generation: seen.append(generation) or 7)
+    monkeypatch.setattr(predict_module, "evaluate_seq2seq_file", lambda folder, *rest: {"loss": 0.5})
+    settings = {"max_new_tokens": 9, "num_beams": 3, "no_repeat_ngram_size": 2}
+    assert predict_module.predict_file(str(folder), "in.jsonl", "out.jsonl", generation=settings) == 7
+    assert seen == [settings]
+    assert predict_module.evaluate_file(folder, "dev.jsonl") == {"loss": 0.5}
+    with pytest.raises(CheckpointError, match="fine-tuned for 'seq2seq', not 'classification'"):
+        predict_module.evaluate_file(folder, "dev.jsonl", task="classification")
