@@ -122,7 +122,8 @@ def _cause(tokenizer, spans: Counter) -> str:
             pieces = sum(1 for piece in vocab if any(_script(c) == script for c in piece))
             return (f"the text is largely {script} script and the vocabulary holds {pieces} {script} pieces of "
                     f"{len(vocab)}: a vocabulary for another language; pick a model (--model) pre-trained on this "
-                    "language, or a multilingual one")
+                    "language, or a multilingual one, or add the characters with `bertkit vocab extend` and "
+                    "continue pre-training (`bertkit pretrain --model`)")
     fixable = [s for s in spans if s != s.lower() and not _has_unknown(tokenizer, s.lower())]
     if fixable and len(fixable) * 2 >= len(spans):
         lowercase = getattr(tokenizer, "lowercase", None)

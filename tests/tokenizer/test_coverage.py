@@ -49,6 +49,7 @@ def test_chinese_through_a_tiny_english_vocab_warns_once_with_rate_examples_and_
     assert messages(record) == [message]
     assert message.startswith("encode: 100% of the text tokens are [UNK] (over 5%), e.g. '")
     assert "'很'" in message and "CJK script" in message and "another language" in message
+    assert "bertkit vocab extend" in message   # the remedy that keeps the model: add the characters, then pre-train
     with warnings.catch_warnings():
         warnings.simplefilter("error")            # once per tokenizer, not once per batch
         assert warn_unknown(tokenizer, CHINESE, "encode") is None
