@@ -83,8 +83,9 @@ def substitute(argv: list[str]) -> list[str]:
             token = "dev.jsonl"
         token = PLACEHOLDERS.get(f'"{token}"' if token == "..." else token, token)
         out.append(token)
-    if name == "vocab" and "--vocab-size" in out:
-        out[out.index("--vocab-size") + 1] = "200"
+    if name == "vocab":            # vocab train: a small vocabulary; vocab extend: nothing to shorten
+        if "--vocab-size" in out:
+            out[out.index("--vocab-size") + 1] = "200"
         return out
     if name == "pretrain" and "gpt" in out:
         return out + ["--max-steps", "2", "--data.block_size=32", "--data.batch_size=8", "--train.progress_bar=false"]
