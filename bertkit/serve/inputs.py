@@ -22,6 +22,8 @@ MAX_ERRORS_SHOWN = 5
 class TokenSequence(NamedTuple):
     input_ids: list[int]
     token_type_ids: list[int]
+    pair: bool = False      # a text pair: the model reads its segments; single texts are fed without them, as
+                            # Model.encode and transformers' default do (XLNet's tokenizer puts <cls> in segment 2)
 
 
 class PreparedTexts(NamedTuple):
@@ -109,7 +111,7 @@ def _tokenize(tokenizer, count: int, singles: list[tuple[int, str]], pairs: list
         truncated.extend(group[k][0] for k in cut)
         warn_unknown(tokenizer, firsts + (seconds or []), "server request texts", batch.input_ids)  # once per model
         for k, item in enumerate(group):
-            sequences[item[0]] = TokenSequence(list(batch.input_ids[k]), list(batch.token_type_ids[k]))
+            sequences[item[0]] = TokenSequence(list(batch.input_ids[k]), list(batch.token_type_ids[k]), is_pair)
     _raise_if(errors)
     return PreparedTexts(sequences, sorted(truncated))  # type: ignore[arg-type]
 

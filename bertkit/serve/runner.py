@@ -110,8 +110,9 @@ class ModelRunner(BatchRunner):
         for key in dict.fromkeys((item.pooling, item.normalize) for item in items):
             picked = [i for i, item in enumerate(items) if (item.pooling, item.normalize) == key]
             batch = pad_batch([items[i].sequence for i in picked], self.tokenizer.pad_id, self.device)
+            pairs = any(items[i].sequence.pair for i in picked)
             vectors = embed_batch(self.sentence_encoder(*key), batch.input_ids, batch.attention_mask,
-                                  batch.token_type_ids)
+                                  batch.token_type_ids if pairs else None)
             for i, vector in zip(picked, vectors):
                 rows[i] = vector if np.isfinite(vector).all() else NonFiniteResult("embedding")
         return rows  # type: ignore[return-value]

@@ -6,8 +6,12 @@ import base64
 import httpx
 import numpy as np
 import pytest
+import torch
 
 import bertkit
+from bertkit.features import embed_batch
+from bertkit.serve.inputs import TokenSequence
+from bertkit.serve.runner import EmbedItem, ModelRunner
 from servers import DOCUMENTS, start
 
 TEXTS = ["the cat sat on the mat", "hello world", "a dog is on the mat ||| the cat sat", "你好 世界"]
@@ -34,6 +38,24 @@ def test_encode_pair_uses_segment_ids(http):
     pair, swapped = http.post("/encode", json={"texts": ["hello world ||| the cat", "the cat ||| hello world"]}).json()["results"]
     single = http.post("/encode", json={"texts": ["hello world the cat"]}).json()["results"][0]
     assert not np.allclose(pair, swapped) and not np.allclose(pair, single)
+
+
+def test_a_pair_is_embedded_with_its_segments_and_a_single_text_without(local_model):
+    """The runner feeds a pair's token_type_ids to the model and a single text none, as Model.encode and
+    transformers' default do (an XLNet tokenizer puts <cls> in segment 2 of a single text)."""
+    runner = ModelRunner(local_model)
+    batch = local_model.tokenizer.encode_batch(["hello world"], pairs=["the cat"])
+    ids, types = batch.input_ids[0], batch.token_type_ids[0]
+    assert 1 in types
+    sentence = runner.sentence_encoder("mean", False)
+    tensors = torch.tensor([ids]), torch.ones(1, len(ids), dtype=torch.long)
+    with_segments = embed_batch(sentence, *tensors, torch.tensor([types]))[0]
+    without = embed_batch(sentence, *tensors, None)[0]
+    assert not np.allclose(with_segments, without)
+    pair = runner.embed([EmbedItem(TokenSequence(ids, types, True), "mean", False)])[0]
+    single = runner.embed([EmbedItem(TokenSequence(ids, types, False), "mean", False)])[0]
+    np.testing.assert_array_equal(pair, with_segments)
+    np.testing.assert_array_equal(single, without)
 
 
 def test_encode_options_pooling_normalize_base64(http):
