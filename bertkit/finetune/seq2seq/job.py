@@ -19,7 +19,7 @@ from bertkit.atomic_write import write_jsonl
 from bertkit.checkpoints import load_checkpoint, save_checkpoint
 from bertkit.errors import BertkitError, CheckpointError
 from bertkit.finetune.loop_job import LoopJobConfig, max_length_for, mlm_head_of
-from bertkit.finetune.seq2seq.pairs import Pair, read_pairs
+from bertkit.finetune.seq2seq.pairs import Pair, read_pair_splits, read_pairs
 from bertkit.finetune.tasks import TASKS
 from bertkit.finetune.seq2seq.unilm import Seq2SeqLM, seq2seq_decode, seq2seq_inputs, seq2seq_loss
 from bertkit.runtime import pick_device
@@ -87,9 +87,7 @@ def _seq2seq_job(config: Seq2SeqConfig) -> Job:
     max_length = max_length_for(config, checkpoint)
     tokenizer = checkpoint.tokenizer
     model = Seq2SeqLM(checkpoint.encoder, mlm)
-    train_pairs = read_pairs(config.data.train, config.data.encoding)[:config.data.max_train_examples]
-    data = config.data
-    dev_pairs = read_pairs(data.dev, data.encoding)[:data.max_dev_examples] if data.dev else None
+    train_pairs, dev_pairs = read_pair_splits(config.data)
     sources, targets = tokenized_pairs(tokenizer, train_pairs, f"fine-tune data {config.data.train}")
 
     def make_batch(indices: list[int], epoch: int) -> dict:

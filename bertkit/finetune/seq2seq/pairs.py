@@ -6,6 +6,7 @@ from typing import NamedTuple, Optional
 
 from bertkit.data.text import iter_jsonl
 from bertkit.errors import InputFileError
+from bertkit.job_config import JobData
 
 FIELD_NAMES = (("source", "target"), ("text_a", "text_b"))
 
@@ -36,3 +37,10 @@ def read_pairs(path: str | Path, encoding: str = "utf-8", require_target: bool =
     if not pairs:
         raise InputFileError(path, "no pairs found (the file is empty)")
     return pairs
+
+
+def read_pair_splits(data: JobData) -> tuple[list[Pair], Optional[list[Pair]]]:
+    """A pair job's training pairs (cut to data.max_train_examples) and dev pairs (None without data.dev)."""
+    train = read_pairs(data.train, data.encoding)[:data.max_train_examples]
+    dev = read_pairs(data.dev, data.encoding)[:data.max_dev_examples] if data.dev else None
+    return train, dev

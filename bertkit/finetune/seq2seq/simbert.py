@@ -31,7 +31,8 @@ from bertkit.embed.simcse import contrastive_loss
 from bertkit.errors import BertkitError, BertkitWarning, CheckpointError
 from bertkit.features import EncodeOptions, encode_texts
 from bertkit.finetune.loop_job import LoopJobConfig, max_length_for, mlm_head_of
-from bertkit.finetune.seq2seq.job import Pair, read_pairs, token_ids, tokenized_pairs
+from bertkit.finetune.seq2seq.job import Pair, token_ids, tokenized_pairs
+from bertkit.finetune.seq2seq.pairs import read_pair_splits
 from bertkit.finetune.tasks import TASKS
 from bertkit.finetune.seq2seq.unilm import Seq2SeqLM, next_token_targets, seq2seq_inputs, seq2seq_sample
 from bertkit.generate.sampling import SamplingConfig
@@ -187,9 +188,7 @@ def _simbert_job(config: SimBertConfig) -> Job:
         raise BertkitError(f"--pooling {config.pooling}: {err}") from None
     model = SimBert(Seq2SeqLM(checkpoint.encoder, mlm), sentence)
     loss = SimBertLoss(config.scale, config.similarity_weight)
-    train_pairs = read_pairs(config.data.train, config.data.encoding)[:config.data.max_train_examples]
-    data = config.data
-    dev_pairs = read_pairs(data.dev, data.encoding)[:data.max_dev_examples] if data.dev else None
+    train_pairs, dev_pairs = read_pair_splits(config.data)
     a_ids, b_ids = tokenized_pairs(tokenizer, train_pairs, f"fine-tune data {config.data.train}")
 
     def make_batch(indices: list[int], epoch: int) -> dict:
