@@ -22,6 +22,14 @@ rank of (M + 1) / 2 = 1,495.5 and an MRR of H_M / M = 0.0029.
    the worst-ranked sample, greedy decoding, and the KJV verse itself (copy the input). Text overlap with the
    true WEB verse: chrF (character 1-6-grams, beta 2) and token F1 (lowercased words). --examples (KJV,
    generated, true WEB) triples are printed and kept in --json.
+3. Repetition, over every drawn sample (and the greedy text): the share of texts in which some word bigram occurs
+   twice, distinct-2 (distinct word bigrams / word bigrams, per text, averaged; Li et al. 2016) and the mean
+   length in words. --repetition N:P ... evaluates each decoding setting (no-repeat n-gram size N, repetition
+   penalty P; `bertkit generate --similar --no-repeat-ngram-size N --repetition-penalty P`) on the same verses and
+   seeds, side by side:
+
+    python benchmarks/simbert.py --skip-training --output runs/simbert_minilm --threads 1 --test-pairs 100 \
+        --samples 5 --repetition 0:1.0 2:1.0 3:1.0 0:1.2 3:1.2
 """
 from __future__ import annotations
 
@@ -87,6 +95,34 @@ def chance_summary(collection: int, queries: int) -> dict:
 JUDGES = ("rank_by_tfidf", "rank_by_minilm", "rank_by_simbert")
 
 
+def repetition_stats(texts: list[str]) -> dict:
+    """Share of texts with a word bigram occurring twice or more, mean distinct-2 (texts with a bigram) and mean
+    length in words."""
+    repeated, distinct, lengths = [], [], []
+    for text in texts:
+        tokens = words(text)
+        bigrams = list(zip(tokens, tokens[1:]))
+        lengths.append(len(tokens))
+        repeated.append(len(set(bigrams)) < len(bigrams))
+        if bigrams:
+            distinct.append(len(set(bigrams)) / len(bigrams))
+    return {"repeated_bigram_share": float(np.mean(repeated)), "distinct_2": float(np.mean(distinct)),
+            "mean_words": float(np.mean(lengths)), "texts": len(texts)}
+
+
+def parse_setting(text: str) -> tuple[int, float]:
+    """"N:P" -> (no-repeat n-gram size N, repetition penalty P)."""
+    try:
+        size, penalty = text.split(":")
+        return int(size), float(penalty)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--repetition wants N:P (e.g. 3:1.2), got {text!r}") from None
+
+
+def setting_name(setting: tuple[int, float]) -> str:
+    return f"no-repeat {setting[0]}, penalty {setting[1]:g}"
+
+
 def markdown_table(generation: dict, chance: dict) -> str:
     """Mean rank +- standard error by each judge (the two independent ones first), and the text overlap."""
     lines = ["| query | mean rank, TF-IDF | MRR | mean rank, MiniLM frozen | MRR | mean rank, SimBERT's own | MRR "
@@ -96,6 +132,25 @@ def markdown_table(generation: dict, chance: dict) -> str:
     for name, row in generation.items():
         cells = [f"{row[j]['mean_rank']:,.1f} +- {row[j]['se_mean_rank']:.1f} | {row[j]['mrr']:.4f}" for j in JUDGES]
         lines.append(f"| {name} | {' | '.join(cells)} | {row['chrF']:.1f} | {row['token_f1']:.3f} |")
+    return "\n".join(lines)
+
+
+def repetition_table(settings: dict) -> str:
+    """Per decoding setting: the best-ranked sample by the two independent judges, and the repetition figures."""
+    lines = ["| setting | best-ranked: mean rank, TF-IDF | mean rank, MiniLM frozen | chrF | all samples: repeated "
+             "bigram | distinct-2 | words | greedy: mean rank, TF-IDF | MiniLM frozen | repeated bigram | "
+             "distinct-2 |", "|---|" + "---:|" * 10]
+    for name, row in settings.items():
+        best, greedy = row["generation"]["best-ranked sample"], row["generation"]["greedy decoding"]
+        samples, greedy_rep = row["repetition"]["all samples"], row["repetition"]["greedy decoding"]
+        lines.append(
+            f"| {name} | {best['rank_by_tfidf']['mean_rank']:,.1f} +- {best['rank_by_tfidf']['se_mean_rank']:.1f} "
+            f"| {best['rank_by_minilm']['mean_rank']:,.1f} +- {best['rank_by_minilm']['se_mean_rank']:.1f} "
+            f"| {best['chrF']:.1f} | {samples['repeated_bigram_share']:.3f} | {samples['distinct_2']:.3f} "
+            f"| {samples['mean_words']:.1f} "
+            f"| {greedy['rank_by_tfidf']['mean_rank']:,.1f} +- {greedy['rank_by_tfidf']['se_mean_rank']:.1f} "
+            f"| {greedy['rank_by_minilm']['mean_rank']:,.1f} +- {greedy['rank_by_minilm']['se_mean_rank']:.1f} "
+            f"| {greedy_rep['repeated_bigram_share']:.3f} | {greedy_rep['distinct_2']:.3f} |")
     return "\n".join(lines)
 
 
@@ -129,6 +184,37 @@ def train(args, output: Path) -> dict:
             "train_seconds": result.train_seconds, "wall_seconds": time.perf_counter() - started}
 
 
+def generate_choices(generator, sources: list[str], targets: list[str], args,
+                     setting: tuple[int, float]) -> tuple[dict, list[str], list[dict]]:
+    """Each verse's samples (seeded per verse, so every setting sees the same seeds) -> the texts each choice
+    keeps, every drawn sample, and --examples triples."""
+    from bertkit.generate.sampling import GREEDY
+
+    control = {"no_repeat_ngram_size": setting[0], "repetition_penalty": setting[1]}
+    choices: dict[str, list[str]] = {"best-ranked sample": [], "first sample": [], "random sample": [],
+                                     "worst-ranked sample": [], "greedy decoding": []}
+    drawn_all, examples = [], []
+    pick = random.Random(args.seed + 1)
+    for k, source in enumerate(sources):
+        drawn = [s for s in generator.sample(source, args.samples, max_new_tokens=args.max_new_tokens,
+                                             seed=args.seed + k, **control) if s.strip()] or [source]
+        drawn_all.extend(drawn)
+        ranked = generator.rank(source, drawn)
+        choices["best-ranked sample"].append(ranked[0].text)
+        choices["worst-ranked sample"].append(ranked[-1].text)
+        choices["first sample"].append(drawn[0])
+        choices["random sample"].append(pick.choice(drawn))
+        choices["greedy decoding"].append(generator.sample(source, 1, GREEDY, args.max_new_tokens, **control)[0]
+                                          or source)
+        if k < args.examples:
+            examples.append({"kjv": source, "generated (best-ranked of the samples)": ranked[0].text,
+                             "web": targets[k], "greedy": choices["greedy decoding"][-1]})
+            print(f"KJV: {source}\nbest: {ranked[0].text} ({ranked[0].cosine:.3f})\nWEB: {targets[k]}\n"
+                  f"first: {drawn[0]}\ngreedy: {choices['greedy decoding'][-1]}\n", flush=True)
+    choices["KJV verse (copy the input)"] = list(sources)
+    return choices, drawn_all, examples
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data-dir", type=Path, default=Path("../shared/data"))
@@ -156,6 +242,9 @@ def main(argv=None) -> int:
                              "another one when continuing from a folder trained with --seed")
     parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's choice); 1 is "
                                                                     "faster on a machine shared with other jobs")
+    parser.add_argument("--repetition", type=parse_setting, nargs="+", default=None, metavar="N:P",
+                        help="decoding settings to compare: no-repeat n-gram size N and repetition penalty P "
+                             "(default: the generator's DEFAULT_REPETITION only)")
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args(argv)
 
@@ -165,8 +254,7 @@ def main(argv=None) -> int:
 
     import bertkit
     from bertkit.api import minilm_path
-    from bertkit.finetune.seq2seq.simbert import SimBertGenerator
-    from bertkit.generate.sampling import GREEDY
+    from bertkit.finetune.seq2seq.simbert import DEFAULT_REPETITION, SimBertGenerator
 
     args.model = args.model or str(minilm_path())
     print(f"cpu: {cpu_description()}; torch threads {torch.get_num_threads()}; load "
@@ -205,43 +293,36 @@ def main(argv=None) -> int:
         print(json.dumps(retrieval, indent=1), flush=True)
 
         generator = SimBertGenerator(output)
-        torch.manual_seed(args.seed)
-        started = time.perf_counter()
-        choices: dict[str, list[str]] = {"best-ranked sample": [], "first sample": [], "random sample": [],
-                                         "worst-ranked sample": [], "greedy decoding": []}
-        examples = []
-        pick = random.Random(args.seed + 1)
-        for k, source in enumerate(sources):
-            drawn = [s for s in generator.sample(source, args.samples, max_new_tokens=args.max_new_tokens,
-                                                 seed=args.seed + k) if s.strip()] or [source]
-            ranked = generator.rank(source, drawn)
-            choices["best-ranked sample"].append(ranked[0].text)
-            choices["worst-ranked sample"].append(ranked[-1].text)
-            choices["first sample"].append(drawn[0])
-            choices["random sample"].append(pick.choice(drawn))
-            choices["greedy decoding"].append(generator.sample(source, 1, GREEDY, args.max_new_tokens)[0] or source)
-            if k < args.examples:
-                examples.append({"kjv": source, "generated (best-ranked of the samples)": ranked[0].text,
-                                 "web": modern[owns[k]], "greedy": choices["greedy decoding"][-1]})
-                print(f"KJV: {source}\nbest: {ranked[0].text} ({ranked[0].cosine:.3f})\nWEB: {modern[owns[k]]}\n"
-                      f"first: {drawn[0]}\ngreedy: {choices['greedy decoding'][-1]}\n", flush=True)
-        report["generate_seconds"] = time.perf_counter() - started
-        choices["KJV verse (copy the input)"] = sources
-        generation = {}
-        for name, texts in choices.items():
-            targets = [modern[i] for i in owns]
-            generation[name] = {
-                "rank_by_simbert": rank_summary(model_ranks(simbert, texts, simbert_corpus, owns)),
-                "rank_by_tfidf": rank_summary(tfidf.ranks(texts, list(owns))[0]),
-                "rank_by_minilm": rank_summary(model_ranks(minilm, texts, minilm_corpus, owns)),
-                "chrF": float(np.mean([chrf(t, g) for t, g in zip(texts, targets)])),
-                "token_f1": float(np.mean([token_f1(t, g) for t, g in zip(texts, targets)]))}
-        report["generation"] = generation
-        report["examples"] = examples
+        targets = [modern[i] for i in owns]
+        settings = args.repetition or [(DEFAULT_REPETITION.no_repeat_ngram_size,
+                                        DEFAULT_REPETITION.repetition_penalty)]
+        report["settings"] = {}
+        for setting in settings:
+            name = setting_name(setting)
+            print(f"== {name}", flush=True)
+            started = time.perf_counter()
+            choices, drawn_all, examples = generate_choices(generator, sources, targets, args, setting)
+            generation = {}
+            for choice, texts in choices.items():
+                generation[choice] = {
+                    "rank_by_simbert": rank_summary(model_ranks(simbert, texts, simbert_corpus, owns)),
+                    "rank_by_tfidf": rank_summary(tfidf.ranks(texts, list(owns))[0]),
+                    "rank_by_minilm": rank_summary(model_ranks(minilm, texts, minilm_corpus, owns)),
+                    "chrF": float(np.mean([chrf(t, g) for t, g in zip(texts, targets)])),
+                    "token_f1": float(np.mean([token_f1(t, g) for t, g in zip(texts, targets)]))}
+            repetition = {"all samples": repetition_stats(drawn_all),
+                          "best-ranked sample": repetition_stats(choices["best-ranked sample"]),
+                          "greedy decoding": repetition_stats(choices["greedy decoding"]),
+                          "WEB verse (reference)": repetition_stats(targets)}
+            report["settings"][name] = {"generation": generation, "repetition": repetition, "examples": examples,
+                                        "generate_seconds": time.perf_counter() - started}
+            print(json.dumps(repetition, indent=1), flush=True)
+            print(f"N = {len(sources)} test pairs, M = {len(modern)} WEB verses; +- = standard error of the mean rank")
+            print(markdown_table(generation, chance), flush=True)
         report["collection"] = len(modern)
-        print(json.dumps(generation, indent=1), flush=True)
-        print(f"N = {len(sources)} test pairs, M = {len(modern)} WEB verses; +- = standard error of the mean rank")
-        print(markdown_table(generation, chance), flush=True)
+        print(f"\nN = {len(sources)}, {args.samples} samples a verse; best-ranked = what `generate --similar` prints "
+              "first; +- = standard error of the mean rank")
+        print(repetition_table(report["settings"]), flush=True)
     if args.json:
         args.json.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
     return 0

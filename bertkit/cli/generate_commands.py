@@ -38,8 +38,13 @@ def register(subparsers) -> None:
     p.add_argument("--seed", type=int, default=None, help="random seed for sampling (repeatable output)")
     p.add_argument("--num-beams", type=int, default=1,
                    help="--source only: beam search with this many beams (default 1 = greedy)")
-    p.add_argument("--no-repeat-ngram-size", type=int, default=0, metavar="N",
-                   help="--source only: never repeat an N-gram of the target (default 0 = off)")
+    p.add_argument("--no-repeat-ngram-size", type=int, default=None, metavar="N",
+                   help="never repeat an N-gram of the text generated (--prompt: of the prompt and the text); "
+                        "default 0 = off, --similar: DEFAULT_REPETITION of bertkit.finetune.seq2seq.simbert")
+    p.add_argument("--repetition-penalty", type=float, default=None, metavar="P",
+                   help="CTRL's penalty on tokens already generated (--prompt: or in the prompt): their logits "
+                        "are divided by P when positive, multiplied when negative; 1.0 = off (default; "
+                        "--similar: DEFAULT_REPETITION), 1.2 as in the CTRL paper")
     p.add_argument("--no-cache", dest="use_cache", action="store_false",
                    help="recompute the whole sequence each step instead of using the key/value cache")
     p.add_argument("--device", default="auto", help="auto | cpu | cuda")
@@ -67,15 +72,18 @@ def run_generate(args: argparse.Namespace) -> int:
         raise BertkitError(f"--max-new-tokens must be >= 0, got {args.max_new_tokens}")
     if args.num_beams < 1:
         raise BertkitError(f"--num-beams must be >= 1 (1 = greedy), got {args.num_beams}")
-    if args.no_repeat_ngram_size < 0:
+    if args.no_repeat_ngram_size is not None and args.no_repeat_ngram_size < 0:
         raise BertkitError(f"--no-repeat-ngram-size must be >= 0 (0 = off), got {args.no_repeat_ngram_size}")
+    penalty = args.repetition_penalty
+    if penalty is not None and not 0 < penalty < float("inf"):
+        raise BertkitError(f"--repetition-penalty must be a finite number > 0 (1.0 = off, > 1 discourages repeats), "
+                           f"got {penalty}")
     if args.similar is not None:
         return run_similar_generate(args)
     if args.source is not None:
         return run_seq2seq_generate(args)
-    if args.num_beams != 1 or args.no_repeat_ngram_size != 0:
-        raise BertkitError("--num-beams and --no-repeat-ngram-size are for seq2seq folders (--source); GPT-2 "
-                           "generation is greedy or sampled")
+    if args.num_beams != 1:
+        raise BertkitError("--num-beams is for seq2seq folders (--source); GPT-2 generation is greedy or sampled")
     from bertkit.finetune.loop_job import saved_task
     if saved_task(args.model) == "seq2seq":
         raise BertkitError(f"{args.model} is a seq2seq model: give --source TEXT instead of --prompt")
@@ -98,7 +106,7 @@ def run_generate(args: argparse.Namespace) -> int:
     write(args.prompt)
     stream = TextStream(tokenizer.decode, write)
     result = generate(model, prompt_ids, args.max_new_tokens, sampling, eos_id=tokenizer.eos_id, seed=args.seed,
-                      use_cache=args.use_cache, on_token=stream.add)
+                      use_cache=args.use_cache, on_token=stream.add, **_repetition(args, 0, 1.0))
     stream.finish()
     write("\n")
     print(f"bertkit: {len(result.token_ids)} tokens, stopped by {result.stop_reason}", file=sys.stderr)
@@ -116,31 +124,39 @@ def run_seq2seq_generate(args: argparse.Namespace) -> int:
         raise BertkitError(f"{sampling[0]}: seq2seq decoding is greedy or beam search (no sampling); drop it")
     generator = Seq2SeqGenerator(args.model, args.device)
     print(generator.decode([args.source], args.max_new_tokens, args.use_cache, num_beams=args.num_beams,
-                           no_repeat_ngram_size=args.no_repeat_ngram_size)[0])
+                           **_repetition(args, 0, 1.0))[0])
     return 0
 
 
 def run_similar_generate(args: argparse.Namespace) -> int:
     from bertkit.generate import SamplingConfig
-    from bertkit.finetune.seq2seq.simbert import DEFAULT_SAMPLING, SimBertGenerator
+    from bertkit.finetune.seq2seq.simbert import DEFAULT_REPETITION, DEFAULT_SAMPLING, SimBertGenerator
 
     if args.prompt is not None or args.source is not None:
         raise BertkitError("--similar ranks a SimBERT model's paraphrases; drop --prompt / --source")
-    if args.num_beams != 1 or args.no_repeat_ngram_size != 0:
-        raise BertkitError("--similar samples its paraphrases; --num-beams and --no-repeat-ngram-size are for "
-                           "--source")
+    if args.num_beams != 1:
+        raise BertkitError("--similar samples its paraphrases; --num-beams is for --source")
     sampling = DEFAULT_SAMPLING
     if (args.temperature, args.top_k, args.top_p) != (None, None, None):
         sampling = SamplingConfig(temperature=1.0 if args.temperature is None else args.temperature,
                                   top_k=args.top_k, top_p=args.top_p)
     generator = SimBertGenerator(args.model, args.device)
-    found = generator.similar(args.similar, args.n, args.samples, sampling, args.max_new_tokens, args.seed)
+    found = generator.similar(args.similar, args.n, args.samples, sampling, args.max_new_tokens, args.seed,
+                              **_repetition(args, DEFAULT_REPETITION.no_repeat_ngram_size,
+                                            DEFAULT_REPETITION.repetition_penalty))
     for item in found:
         print(f"{item.cosine:.4f}\t{item.text}")
     if len(found) < args.n:
         print(f"bertkit: {len(found)} distinct paraphrases (repeats, empty texts and copies of the input are "
               "dropped); draw more with --samples", file=sys.stderr)
     return 0
+
+
+def _repetition(args: argparse.Namespace, no_repeat_ngram_size: int, repetition_penalty: float) -> dict:
+    """The repetition flags as keyword arguments, the given defaults where a flag was not given."""
+    return {"no_repeat_ngram_size": no_repeat_ngram_size if args.no_repeat_ngram_size is None
+            else args.no_repeat_ngram_size,
+            "repetition_penalty": repetition_penalty if args.repetition_penalty is None else args.repetition_penalty}
 
 
 def run_vocab_bpe(args: argparse.Namespace) -> int:

@@ -3,6 +3,7 @@
 from bertkit.lazy import lazy_exports
 
 _NAMES = {"Generation": "generation", "TextStream": "generation", "generate": "generation",
+          "RepetitionConfig": "repetition", "control_repetition": "repetition", "ngram_banned_tokens": "repetition",
           "GREEDY": "sampling", "SamplingConfig": "sampling", "filter_logits": "sampling", "next_token": "sampling",
           **dict.fromkeys(["CausalLM", "CausalLMOutput", "causal_lm_loss", "gpt_config"], "bertkit.model.causal_lm")}
 __all__ = sorted(_NAMES)

@@ -1,23 +1,13 @@
 """Beam search bookkeeping for one source, independent of the model: the live beams, the finished hypotheses
-and when to stop, as in Hugging Face's BeamSearchScorer; plus the no-repeat-n-gram ban (Paulus et al. 2017,
-https://arxiv.org/abs/1705.04304).
+and when to stop, as in Hugging Face's BeamSearchScorer.
 
 The caller runs the model: each step it hands advance() the next-token log-probabilities of every live beam
-(banned tokens at -inf) and gets back each new beam's parent row, to reorder its key/value cache with.
+(banned and repetition-controlled tokens already scored, bertkit.generate.repetition) and gets back each new
+beam's parent row, to reorder its key/value cache with.
 """
 from __future__ import annotations
 
-from typing import Sequence
-
 import torch
-
-
-def ngram_banned_tokens(target: Sequence[int], n: int) -> list[int]:
-    """Tokens that would complete an n-gram already in `target` (n <= 0: none)."""
-    if n <= 0 or len(target) < n:
-        return []
-    prefix = list(target[len(target) - n + 1:])            # the n - 1 tokens the next one would extend
-    return [target[i + n - 1] for i in range(len(target) - n + 1) if list(target[i:i + n - 1]) == prefix]
 
 
 class BeamSearch:

@@ -11,6 +11,7 @@ import torch
 
 from bertkit.errors import BertkitError
 from bertkit.model.causal_lm import CausalLM
+from bertkit.generate.repetition import RepetitionConfig, control_repetition
 from bertkit.generate.sampling import GREEDY, SamplingConfig, next_token
 
 
@@ -22,8 +23,12 @@ class Generation(NamedTuple):
 @torch.no_grad()
 def generate(model: CausalLM, prompt_ids: Sequence[int], max_new_tokens: int = 50,
              sampling: SamplingConfig = GREEDY, eos_id: Optional[int] = None, seed: Optional[int] = None,
-             use_cache: bool = True, on_token: Optional[Callable[[int], None]] = None) -> Generation:
-    """Continue one prompt. on_token(id) is called as each token is chosen (for streaming)."""
+             use_cache: bool = True, on_token: Optional[Callable[[int], None]] = None,
+             no_repeat_ngram_size: int = 0, repetition_penalty: float = 1.0) -> Generation:
+    """Continue one prompt. on_token(id) is called as each token is chosen (for streaming).
+    no_repeat_ngram_size / repetition_penalty look at the prompt and the new tokens, as HF's generate does for a
+    decoder-only model (bertkit.generate.repetition)."""
+    repetition = RepetitionConfig(no_repeat_ngram_size, repetition_penalty)
     if not prompt_ids:
         raise BertkitError("the prompt is empty; give at least one token (e.g. start from <|endoftext|>)")
     max_length = model.config.max_length
@@ -52,7 +57,8 @@ def generate(model: CausalLM, prompt_ids: Sequence[int], max_new_tokens: int = 5
                 cache = out.cache
             else:
                 out = model(ids)
-            token = next_token(out.logits[:, -1], sampling, generator)           # (1,)
+            logits = control_repetition(out.logits[:, -1], [list(prompt_ids) + new], repetition)    # (1, V)
+            token = next_token(logits, sampling, generator)                        # (1,)
             token_id = int(token)
             new.append(token_id)
             if on_token is not None:

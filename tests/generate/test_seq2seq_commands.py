@@ -97,12 +97,27 @@ def test_generate_beam_search_flags_and_bad_values(tmp_path, capsys, make_mlm_fo
 
     for flags, message in ((["--num-beams", "0"], "--num-beams must be >= 1"),
                            (["--no-repeat-ngram-size", "-1"], "--no-repeat-ngram-size must be >= 0"),
+                           (["--repetition-penalty", "0"], "--repetition-penalty must be a finite number > 0"),
+                           (["--repetition-penalty", "nan"], "--repetition-penalty must be a finite number > 0"),
                            (["--num-beams", "2", "--top-k", "5"], "--top-k: seq2seq decoding is greedy or beam")):
         assert main(["generate", "--model", str(folder), "--source", "a", *flags]) == 2
         err = capsys.readouterr().err
         assert message in err and len(err.strip().splitlines()) == 1
     assert main(["generate", "--model", str(folder), "--prompt", "a", "--num-beams", "2"]) == 2
-    assert "are for seq2seq folders (--source)" in capsys.readouterr().err
+    assert "is for seq2seq folders (--source)" in capsys.readouterr().err
+
+
+def test_generate_source_passes_the_repetition_penalty(tmp_path, capsys, make_mlm_folder):
+    mlm = load_checkpoint(make_mlm_folder("mlm"))
+    folder = save_checkpoint(tmp_path / "s2s", mlm.encoder, mlm.tokenizer, {"mlm": mlm.heads["mlm"]},
+                             {"task": "seq2seq", "max_length": 32})
+    generator = Seq2SeqGenerator(folder)
+    plain = generator.decode(["thou art good"], max_new_tokens=12)[0]
+    penalised = generator.decode(["thou art good"], max_new_tokens=12, repetition_penalty=3.0)[0]
+    assert penalised != plain          # the untrained model loops; the penalty changes its greedy path
+    assert main(["generate", "--model", str(folder), "--source", "thou art good", "--max-new-tokens", "12",
+                 "--repetition-penalty", "3"]) == 0
+    assert capsys.readouterr().out.strip() == penalised
 
 
 def test_a_seq2seq_folder_path_goes_to_its_own_loader_once_with_the_decoding_settings(tmp_path, monkeypatch):

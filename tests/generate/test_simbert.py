@@ -128,6 +128,35 @@ def test_generate_similar_ranks_samples_by_the_models_own_vectors(trained, capsy
     assert cosines == sorted(cosines, reverse=True)
 
 
+def test_generate_similar_takes_the_repetition_controls(trained, capsys):
+    """--no-repeat-ngram-size / --repetition-penalty reach the samples (they were refused for --similar): the
+    printed paraphrases are those of SimBertGenerator.similar with the same settings, and none repeats a word pair
+    (each word is one token in this vocabulary)."""
+    _, out, _ = trained
+    source = " ".join(SIDE_A[:3])
+    flags = ["--similar", source, "-n", "6", "--samples", "12", "--seed", "3", "--temperature", "2",
+             "--max-new-tokens", "10"]
+    assert main(["generate", "--model", str(out), *flags, "--no-repeat-ngram-size", "2",
+                 "--repetition-penalty", "1.2"]) == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    expected = SimBertGenerator(out).similar(source, 6, 12, SamplingConfig(temperature=2.0), 10, 3,
+                                             no_repeat_ngram_size=2, repetition_penalty=1.2)
+    assert [line.split("\t")[1] for line in lines] == [item.text for item in expected] and lines
+    for item in expected:
+        words = item.text.split()
+        assert len(set(zip(words, words[1:]))) == len(words) - 1
+    generator = SimBertGenerator(out)
+    plain, controlled = (generator.sample(source, 12, SamplingConfig(temperature=2.0), 10, 3,
+                                          no_repeat_ngram_size=size, repetition_penalty=penalty)
+                         for size, penalty in ((0, 1.0), (2, 1.2)))
+    assert plain != controlled                          # the same seed draws other samples under the controls
+    for bad, message in ((["--repetition-penalty", "0"], "--repetition-penalty must be a finite number > 0"),
+                         (["--no-repeat-ngram-size", "-1"], "--no-repeat-ngram-size must be >= 0")):
+        assert main(["generate", "--model", str(out), *flags, *bad]) == 2
+        err = capsys.readouterr().err
+        assert message in err and len(err.strip().splitlines()) == 1
+
+
 def test_sampling_with_top_k_1_is_greedy_decoding(trained):
     _, out, _ = trained
     generator = SimBertGenerator(out)

@@ -128,16 +128,18 @@ class Seq2SeqGenerator:
         self.banned_ids = tuple(i for i in special if i is not None)   # never part of a target text
 
     def decode(self, sources: Sequence[str], max_new_tokens: int = 64, use_cache: bool = True, num_beams: int = 1,
-               no_repeat_ngram_size: int = 0, length_penalty: float = 1.0) -> list[str]:
+               no_repeat_ngram_size: int = 0, length_penalty: float = 1.0,
+               repetition_penalty: float = 1.0) -> list[str]:
         """One target text per source: greedy (stops at [SEP]) unless num_beams > 1 asks for beam search;
-        no_repeat_ngram_size n > 0 never repeats an n-gram of the target. With the key/value cache unless
-        use_cache=False (same tokens, slower)."""
+        no_repeat_ngram_size n > 0 never repeats an n-gram of the target, repetition_penalty p != 1 scales the
+        scores of tokens already in it (HF's semantics, bertkit.generate.repetition). With the key/value cache
+        unless use_cache=False (same tokens, slower)."""
         out = []
         for ids in token_ids(self.tokenizer, sources):
             target = seq2seq_decode(self.model, ids, self.tokenizer.cls_id, self.tokenizer.sep_id,
                                     max_new_tokens, banned_ids=self.banned_ids, use_cache=use_cache,
                                     num_beams=num_beams, no_repeat_ngram_size=no_repeat_ngram_size,
-                                    length_penalty=length_penalty)
+                                    length_penalty=length_penalty, repetition_penalty=repetition_penalty)
             out.append(tidy_spacing(self.tokenizer.decode(target)))
         return out
 
@@ -150,12 +152,12 @@ def evaluate_seq2seq_file(folder: str | Path, data: str | Path, encoding: str = 
 
 def predict_seq2seq_file(folder: str | Path, input_path: str | Path, output_path: str | Path,
                          encoding: str = "utf-8", max_new_tokens: int = 64, num_beams: int = 1,
-                         no_repeat_ngram_size: int = 0) -> int:
+                         no_repeat_ngram_size: int = 0, repetition_penalty: float = 1.0) -> int:
     """One JSON line per input row: line, source, generated (and target when the row has one)."""
     generator = Seq2SeqGenerator(folder)
     pairs = read_pairs(input_path, encoding, require_target=False)
     generated = generator.decode([p.source for p in pairs], max_new_tokens, num_beams=num_beams,
-                                 no_repeat_ngram_size=no_repeat_ngram_size)
+                                 no_repeat_ngram_size=no_repeat_ngram_size, repetition_penalty=repetition_penalty)
     return write_jsonl(output_path, ({"line": pair.line, "source": pair.source, "generated": text,
                                       **({"target": pair.target} if pair.target is not None else {})}
                                      for pair, text in zip(pairs, generated)))

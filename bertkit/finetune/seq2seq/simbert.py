@@ -35,6 +35,7 @@ from bertkit.finetune.seq2seq.job import Pair, token_ids, tokenized_pairs
 from bertkit.finetune.seq2seq.pairs import read_pair_splits
 from bertkit.finetune.tasks import TASKS
 from bertkit.finetune.seq2seq.unilm import Seq2SeqLM, next_token_targets, seq2seq_inputs, seq2seq_sample
+from bertkit.generate.repetition import RepetitionConfig
 from bertkit.generate.sampling import SamplingConfig
 from bertkit.model.heads import MaskedLMHead
 from bertkit.model.sentence import SentenceEncoder, SentencePipeline
@@ -46,6 +47,8 @@ from bertkit.train.fit import Job, JobResult, check_required, fit
 TASK = "simbert"
 METRIC = TASKS[TASK].main_metric           # picks the best model (lowest dev loss)
 DEFAULT_SAMPLING = SamplingConfig(temperature=1.0, top_p=0.95)
+# Paraphrase sampling's repetition control, chosen on the Bible pairs (BENCHMARKS.md, SimBERT section)
+DEFAULT_REPETITION = RepetitionConfig(no_repeat_ngram_size=0, repetition_penalty=1.0)
 UNUSED_TOKEN = re.compile(r"\[unused\d+\]")
 
 
@@ -240,14 +243,18 @@ class SimBertGenerator:
         self.banned_ids = tuple(i for i in (*special, *unused) if i is not None)
 
     def sample(self, text: str, num_samples: int, sampling: SamplingConfig = DEFAULT_SAMPLING,
-               max_new_tokens: int = 64, seed: Optional[int] = None) -> list[str]:
-        """num_samples texts sampled from the seq2seq side, in the order drawn (empty ones included)."""
+               max_new_tokens: int = 64, seed: Optional[int] = None,
+               no_repeat_ngram_size: int = DEFAULT_REPETITION.no_repeat_ngram_size,
+               repetition_penalty: float = DEFAULT_REPETITION.repetition_penalty) -> list[str]:
+        """num_samples texts sampled from the seq2seq side, in the order drawn (empty ones included).
+        no_repeat_ngram_size / repetition_penalty act on each sample's own tokens (bertkit.generate.repetition)."""
+        repetition = RepetitionConfig(no_repeat_ngram_size, repetition_penalty)
         generator = None
         if seed is not None:
             generator = torch.Generator(device=next(self.model.parameters()).device).manual_seed(seed)
         ids = token_ids(self.tokenizer, [text])[0]
         drawn = seq2seq_sample(self.model, ids, self.tokenizer.cls_id, self.tokenizer.sep_id, num_samples, sampling,
-                               max_new_tokens, self.banned_ids, generator)
+                               max_new_tokens, self.banned_ids, generator, repetition)
         return [tidy_spacing(self.tokenizer.decode(target)) for target in drawn]
 
     def rank(self, text: str, candidates: Sequence[str]) -> list[Similar]:
@@ -263,9 +270,11 @@ class SimBertGenerator:
 
     def similar(self, text: str, n: int = 5, num_samples: Optional[int] = None,
                 sampling: SamplingConfig = DEFAULT_SAMPLING, max_new_tokens: int = 64,
-                seed: Optional[int] = None) -> list[Similar]:
+                seed: Optional[int] = None, no_repeat_ngram_size: int = DEFAULT_REPETITION.no_repeat_ngram_size,
+                repetition_penalty: float = DEFAULT_REPETITION.repetition_penalty) -> list[Similar]:
         """Draw num_samples (default n) paraphrases, drop empty ones, repeats and copies of the input, and return
-        the n closest to the input by the model's own vectors."""
+        the n closest to the input by the model's own vectors. no_repeat_ngram_size / repetition_penalty: see
+        sample()."""
         if n < 1:
             raise BertkitError(f"-n must be >= 1, got {n}")
         num_samples = n if num_samples is None else num_samples
@@ -273,7 +282,8 @@ class SimBertGenerator:
             raise BertkitError(f"--samples ({num_samples}) must be >= -n ({n})")
         seen = {" ".join(text.split()).lower()}
         candidates = []
-        for sample in self.sample(text, num_samples, sampling, max_new_tokens, seed):
+        for sample in self.sample(text, num_samples, sampling, max_new_tokens, seed, no_repeat_ngram_size,
+                                  repetition_penalty):
             key = " ".join(sample.split()).lower()
             if key and key not in seen:
                 seen.add(key)
@@ -281,5 +291,5 @@ class SimBertGenerator:
         return self.rank(text, candidates)[:n]
 
 
-__all__ = ["DEFAULT_SAMPLING", "SimBert", "SimBertConfig", "SimBertGenerator", "Similar", "TASK",
+__all__ = ["DEFAULT_REPETITION", "DEFAULT_SAMPLING", "SimBert", "SimBertConfig", "SimBertGenerator", "Similar", "TASK",
            "SimBertLoss", "evaluate_simbert", "pair_rows", "run_simbert_finetune", "true_ranks"]

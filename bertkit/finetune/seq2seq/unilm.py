@@ -15,7 +15,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from bertkit.errors import BertkitError
-from bertkit.generate.beam import BeamSearch, ngram_banned_tokens
+from bertkit.generate.beam import BeamSearch
+from bertkit.generate.repetition import RepetitionConfig, control_repetition
 from bertkit.generate.sampling import SamplingConfig, next_token
 from bertkit.model.encoder import KeyValueCache
 
@@ -113,10 +114,12 @@ def seq2seq_loss(model: nn.Module, batch: dict) -> tuple[torch.Tensor, dict[str,
 @torch.no_grad()
 def seq2seq_decode(model: Seq2SeqLM, source_ids: Sequence[int], cls_id: int, sep_id: int, max_new_tokens: int = 32,
                    banned_ids: Sequence[int] = (), use_cache: bool = True, num_beams: int = 1,
-                   no_repeat_ngram_size: int = 0, length_penalty: float = 1.0) -> list[int]:
+                   no_repeat_ngram_size: int = 0, length_penalty: float = 1.0,
+                   repetition_penalty: float = 1.0) -> list[int]:
     """The target tokens for one source, without the closing [SEP]: greedy when num_beams is 1, else beam search
     (bertkit.generate.beam; finished hypotheses scored sum_logprob / length ** length_penalty).
-    no_repeat_ngram_size n > 0 bans any token that would complete an n-gram already in the target.
+    no_repeat_ngram_size n > 0 bans any token that would complete an n-gram already in the target;
+    repetition_penalty p != 1 scales the scores of tokens already in it (bertkit.generate.repetition).
 
     With the cache, the source is encoded once (bidirectionally) and each target token attends to the cached
     source and earlier targets, which is exactly what the seq2seq mask lets it see, so both paths give the same
@@ -125,24 +128,22 @@ def seq2seq_decode(model: Seq2SeqLM, source_ids: Sequence[int], cls_id: int, sep
         raise BertkitError("seq2seq decoding needs a bidirectional encoder (causal=False)")
     if num_beams < 1:
         raise BertkitError(f"num_beams must be >= 1, got {num_beams}")
-    if no_repeat_ngram_size < 0:
-        raise BertkitError(f"no_repeat_ngram_size must be >= 0 (0 = off), got {no_repeat_ngram_size}")
+    repetition = RepetitionConfig(no_repeat_ngram_size, repetition_penalty)
     model.eval()
     max_length = model.encoder.config.max_length
     source = [cls_id, *list(source_ids)[:max_length - 3], sep_id]
     steps = min(max_new_tokens, max_length - len(source))     # target tokens, [SEP] included, that still fit
     if num_beams == 1:
-        return _greedy(model, source, sep_id, steps, banned_ids, use_cache, no_repeat_ngram_size)
+        return _greedy(model, source, sep_id, steps, banned_ids, use_cache, repetition)
     search = BeamSearch(num_beams, sep_id, steps, length_penalty)
     cache = None
     while not search.done:
         logits, cache = _next_token_logits(model, source, search.targets, cache, use_cache)
-        # Bans go after the normalisation, as in HF: scores stay the model's own log-probabilities.
+        # Bans and the penalty go after the normalisation, as in HF: scores stay the model's own log-probabilities.
         logprobs = F.log_softmax(logits.float(), dim=-1)                                 # (B, V)
         if banned_ids:
             logprobs[:, list(banned_ids)] = float("-inf")
-        for row, target in enumerate(search.targets):
-            logprobs[row, ngram_banned_tokens(target, no_repeat_ngram_size)] = float("-inf")
+        logprobs = control_repetition(logprobs, search.targets, repetition)
         parents = search.advance(logprobs)
         if cache is not None and not search.done:          # each new beam continues its parent's keys/values
             cache = KeyValueCache(tuple(k.index_select(0, parents) for k in cache.keys),
@@ -151,16 +152,14 @@ def seq2seq_decode(model: Seq2SeqLM, source_ids: Sequence[int], cls_id: int, sep
 
 
 def _greedy(model: Seq2SeqLM, source: list[int], sep_id: int, steps: int, banned_ids: Sequence[int],
-            use_cache: bool, no_repeat_ngram_size: int) -> list[int]:
+            use_cache: bool, repetition: RepetitionConfig) -> list[int]:
     target: list[int] = []
     cache = None
     for _ in range(steps):
-        logits, cache = _next_token_logits(model, source, [target], cache, use_cache)
-        logits = logits[0]
-        banned = [*banned_ids, *ngram_banned_tokens(target, no_repeat_ngram_size)]
-        if banned:
-            logits[banned] = float("-inf")
-        token = int(logits.argmax())
+        logits, cache = _next_token_logits(model, source, [target], cache, use_cache)      # (1, V)
+        if banned_ids:
+            logits[:, list(banned_ids)] = float("-inf")
+        token = int(control_repetition(logits, [target], repetition)[0].argmax())
         if token == sep_id:
             break
         target.append(token)
@@ -186,9 +185,12 @@ def _next_token_logits(model: Seq2SeqLM, source: list[int], targets: list[list[i
 @torch.no_grad()
 def seq2seq_sample(model: Seq2SeqLM, source_ids: Sequence[int], cls_id: int, sep_id: int, num_samples: int,
                    sampling: SamplingConfig, max_new_tokens: int = 32, banned_ids: Sequence[int] = (),
-                   generator: Optional[torch.Generator] = None) -> list[list[int]]:
+                   generator: Optional[torch.Generator] = None,
+                   repetition: RepetitionConfig = RepetitionConfig()) -> list[list[int]]:
     """num_samples targets drawn independently for one source (temperature / top-k / top-p, generate.sampling),
-    each without its closing [SEP]. The source is encoded once; its keys and values are shared by every row."""
+    each without its closing [SEP]; `repetition` acts on each row's own target so far, on the logits before
+    temperature and filtering (as HF's processors before its warpers). The source is encoded once; its keys and
+    values are shared by every row."""
     if num_samples < 1:
         raise BertkitError(f"the number of samples must be >= 1, got {num_samples}")
     if model.encoder.config.causal:
@@ -208,6 +210,7 @@ def seq2seq_sample(model: Seq2SeqLM, source_ids: Sequence[int], cls_id: int, sep
         logits = logits.float()
         if banned_ids:
             logits[:, list(banned_ids)] = float("-inf")
+        logits = control_repetition(logits, targets, repetition)
         tokens = next_token(logits, sampling, generator)                                 # (n,)
         for row, token in enumerate(tokens.tolist()):
             if not finished[row]:
