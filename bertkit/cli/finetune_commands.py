@@ -14,8 +14,8 @@ import sys
 from importlib import import_module
 from pathlib import Path
 
-from bertkit.cli.flags import (add_config_flags, add_deprecated_flag, config_from_args, given_flags,
-                               skip_progress_bar_field)
+from bertkit.cli.flags import (add_config_flags, add_deprecated_flag, check_repetition_flags, config_from_args,
+                               given_flags, skip_progress_bar_field)
 from bertkit.cli.precision_option import add_precision_flag, say_precision
 from bertkit.errors import BertkitError
 from bertkit.finetune.config import FinetuneConfig
@@ -123,6 +123,8 @@ def register(subparsers) -> None:
     p.add_argument("--num-beams", type=int, default=1, help="seq2seq models: beam search width (1 = greedy)")
     p.add_argument("--no-repeat-ngram-size", type=int, default=0,
                    help="seq2seq models: never repeat an n-gram of the output (0 = off)")
+    p.add_argument("--repetition-penalty", type=float, default=1.0,
+                   help="seq2seq models: CTRL's penalty on tokens already in the output (1.0 = off; 1.2 in the paper)")
     add_precision_flag(p)
     p.set_defaults(func=run_predict_command)
 
@@ -232,8 +234,9 @@ def run_predict_command(args: argparse.Namespace) -> int:
     from bertkit.finetune.predict import predict_file
 
     _check_precision_for_own_model(args)
+    check_repetition_flags(args)
     generation = {"max_new_tokens": args.max_new_tokens, "num_beams": args.num_beams,
-                  "no_repeat_ngram_size": args.no_repeat_ngram_size}
+                  "no_repeat_ngram_size": args.no_repeat_ngram_size, "repetition_penalty": args.repetition_penalty}
     count = predict_file(_model_in_precision(args), args.input, args.output, args.encoding, args.batch_size,
                          args.task, generation)
     print(f"bertkit: wrote {count} predictions to {args.output}", file=sys.stderr)

@@ -23,7 +23,7 @@ import warnings
 from typing import Any, Iterable, Optional
 
 from bertkit.config import find_config, load_config
-from bertkit.errors import BertkitWarning
+from bertkit.errors import BertkitError, BertkitWarning
 from bertkit.options import LAYER_STRATEGIES, LAYERS_HELP, parse_layers
 
 def layers_flag(value: str) -> str:
@@ -154,6 +154,17 @@ class _Deprecated(argparse.Action):
     def __call__(self, parser, namespace, values, option_string=None):
         warnings.warn(f"{option_string} is deprecated; use {self.new_flag}", BertkitWarning, stacklevel=2)
         setattr(namespace, self.dest, self.const if self.nargs == 0 else values)
+
+
+def check_repetition_flags(args: argparse.Namespace) -> None:
+    """--no-repeat-ngram-size / --repetition-penalty (generate, predict), checked before any model is loaded;
+    None = not given."""
+    size, penalty = args.no_repeat_ngram_size, args.repetition_penalty
+    if size is not None and size < 0:
+        raise BertkitError(f"--no-repeat-ngram-size must be >= 0 (0 = off), got {size}")
+    if penalty is not None and not 0 < penalty < float("inf"):
+        raise BertkitError(f"--repetition-penalty must be a finite number > 0 (1.0 = off, > 1 discourages repeats), "
+                           f"got {penalty}")
 
 
 def add_deprecated_flag(parser: argparse.ArgumentParser, old: str, new: str, nargs=None) -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from bertkit.cli.flags import add_deprecated_flag
+from bertkit.cli.flags import add_deprecated_flag, check_repetition_flags
 from bertkit.errors import BertkitError
 
 
@@ -72,12 +72,7 @@ def run_generate(args: argparse.Namespace) -> int:
         raise BertkitError(f"--max-new-tokens must be >= 0, got {args.max_new_tokens}")
     if args.num_beams < 1:
         raise BertkitError(f"--num-beams must be >= 1 (1 = greedy), got {args.num_beams}")
-    if args.no_repeat_ngram_size is not None and args.no_repeat_ngram_size < 0:
-        raise BertkitError(f"--no-repeat-ngram-size must be >= 0 (0 = off), got {args.no_repeat_ngram_size}")
-    penalty = args.repetition_penalty
-    if penalty is not None and not 0 < penalty < float("inf"):
-        raise BertkitError(f"--repetition-penalty must be a finite number > 0 (1.0 = off, > 1 discourages repeats), "
-                           f"got {penalty}")
+    check_repetition_flags(args)
     if args.similar is not None:
         return run_similar_generate(args)
     if args.source is not None:

@@ -156,9 +156,10 @@ def evaluate_file(model: Any, data: str | Path, encoding: str = "utf-8", batch_s
 
 def predict_file(model: Any, input_path: str | Path, output_path: str | Path, encoding: str = "utf-8",
                  batch_size: int = 64, task: Optional[str] = None,
-                 generation: Optional[Mapping[str, int]] = None) -> int:
+                 generation: Optional[Mapping[str, float]] = None) -> int:
     """Write one JSON line per input row (the row's own fields plus the prediction); returns the count.
-    generation: seq2seq folders' decoding settings (max_new_tokens, num_beams, no_repeat_ngram_size)."""
+    generation: seq2seq folders' decoding settings (max_new_tokens, num_beams, no_repeat_ngram_size,
+    repetition_penalty)."""
     rows = _rows_predictor(model)
     if rows is not None:
         _check_linear_task(task, rows)

@@ -118,6 +118,17 @@ def test_generate_source_passes_the_repetition_penalty(tmp_path, capsys, make_ml
     assert main(["generate", "--model", str(folder), "--source", "thou art good", "--max-new-tokens", "12",
                  "--repetition-penalty", "3"]) == 0
     assert capsys.readouterr().out.strip() == penalised
+    source = tmp_path / "in.jsonl"
+    source.write_text(json.dumps({"source": "thou art good"}) + "\n", encoding="utf-8")
+    assert main(["predict", "--model", str(folder), "--input", str(source), "--output", str(tmp_path / "out.jsonl"),
+                 "--max-new-tokens", "12", "--repetition-penalty", "3"]) == 0
+    assert json.loads((tmp_path / "out.jsonl").read_text(encoding="utf-8"))["generated"] == penalised
+    capsys.readouterr()
+    assert main(["predict", "--model", str(folder), "--input", str(source), "--output", str(tmp_path / "bad.jsonl"),
+                 "--repetition-penalty", "0"]) == 2
+    err = capsys.readouterr().err
+    assert "--repetition-penalty must be a finite number > 0" in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "bad.jsonl").exists()
 
 
 def test_a_seq2seq_folder_path_goes_to_its_own_loader_once_with_the_decoding_settings(tmp_path, monkeypatch):
