@@ -135,17 +135,29 @@ def markdown_table(generation: dict, chance: dict) -> str:
     return "\n".join(lines)
 
 
+def paired_difference(ranks: list[int], baseline: list[int]) -> str:
+    """Mean of the per-verse rank differences (same verses, same seeds) +- their standard error."""
+    diff = np.asarray(ranks, dtype=float) - np.asarray(baseline, dtype=float)
+    se = diff.std(ddof=1) / np.sqrt(len(diff)) if len(diff) > 1 else float("nan")
+    return f"{diff.mean():+,.1f} +- {se:.1f}"
+
+
 def repetition_table(settings: dict) -> str:
-    """Per decoding setting: the best-ranked sample by the two independent judges, and the repetition figures."""
-    lines = ["| setting | best-ranked: mean rank, TF-IDF | mean rank, MiniLM frozen | chrF | all samples: repeated "
-             "bigram | distinct-2 | words | greedy: mean rank, TF-IDF | MiniLM frozen | repeated bigram | "
-             "distinct-2 |", "|---|" + "---:|" * 10]
+    """Per decoding setting: the best-ranked sample by the two independent judges (mean rank +- standard error,
+    and the paired difference to the first setting, same verses and seeds), and the repetition figures."""
+    lines = ["| setting | best-ranked: mean rank, TF-IDF | vs first setting | mean rank, MiniLM frozen | vs first "
+             "setting | chrF | all samples: repeated bigram | distinct-2 | words | greedy: mean rank, TF-IDF | "
+             "MiniLM frozen | repeated bigram | distinct-2 |", "|---|" + "---:|" * 12]
+    baseline = next(iter(settings.values()))["ranks_per_verse"]["best-ranked sample"]
     for name, row in settings.items():
         best, greedy = row["generation"]["best-ranked sample"], row["generation"]["greedy decoding"]
         samples, greedy_rep = row["repetition"]["all samples"], row["repetition"]["greedy decoding"]
+        own = row["ranks_per_verse"]["best-ranked sample"]
         lines.append(
             f"| {name} | {best['rank_by_tfidf']['mean_rank']:,.1f} +- {best['rank_by_tfidf']['se_mean_rank']:.1f} "
+            f"| {paired_difference(own['rank_by_tfidf'], baseline['rank_by_tfidf'])} "
             f"| {best['rank_by_minilm']['mean_rank']:,.1f} +- {best['rank_by_minilm']['se_mean_rank']:.1f} "
+            f"| {paired_difference(own['rank_by_minilm'], baseline['rank_by_minilm'])} "
             f"| {best['chrF']:.1f} | {samples['repeated_bigram_share']:.3f} | {samples['distinct_2']:.3f} "
             f"| {samples['mean_words']:.1f} "
             f"| {greedy['rank_by_tfidf']['mean_rank']:,.1f} +- {greedy['rank_by_tfidf']['se_mean_rank']:.1f} "
@@ -302,12 +314,14 @@ def main(argv=None) -> int:
             print(f"== {name}", flush=True)
             started = time.perf_counter()
             choices, drawn_all, examples = generate_choices(generator, sources, targets, args, setting)
-            generation = {}
+            generation, per_verse = {}, {}
             for choice, texts in choices.items():
+                ranks = {"rank_by_simbert": model_ranks(simbert, texts, simbert_corpus, owns),
+                         "rank_by_tfidf": tfidf.ranks(texts, list(owns))[0],
+                         "rank_by_minilm": model_ranks(minilm, texts, minilm_corpus, owns)}
+                per_verse[choice] = {judge: [int(r) for r in values] for judge, values in ranks.items()}
                 generation[choice] = {
-                    "rank_by_simbert": rank_summary(model_ranks(simbert, texts, simbert_corpus, owns)),
-                    "rank_by_tfidf": rank_summary(tfidf.ranks(texts, list(owns))[0]),
-                    "rank_by_minilm": rank_summary(model_ranks(minilm, texts, minilm_corpus, owns)),
+                    **{judge: rank_summary(values) for judge, values in ranks.items()},
                     "chrF": float(np.mean([chrf(t, g) for t, g in zip(texts, targets)])),
                     "token_f1": float(np.mean([token_f1(t, g) for t, g in zip(texts, targets)]))}
             repetition = {"all samples": repetition_stats(drawn_all),
@@ -315,8 +329,12 @@ def main(argv=None) -> int:
                           "greedy decoding": repetition_stats(choices["greedy decoding"]),
                           "WEB verse (reference)": repetition_stats(targets)}
             report["settings"][name] = {"generation": generation, "repetition": repetition, "examples": examples,
-                                        "generate_seconds": time.perf_counter() - started}
+                                        "generate_seconds": time.perf_counter() - started,
+                                        "ranks_per_verse": per_verse,
+                                        "texts": {c: choices[c] for c in ("best-ranked sample", "greedy decoding")}}
             print(json.dumps(repetition, indent=1), flush=True)
+            if args.json:                                   # after each setting: a long run keeps what it measured
+                args.json.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
             print(f"N = {len(sources)} test pairs, M = {len(modern)} WEB verses; +- = standard error of the mean rank")
             print(markdown_table(generation, chance), flush=True)
         report["collection"] = len(modern)
