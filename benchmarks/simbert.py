@@ -149,8 +149,8 @@ def repetition_table(settings: dict) -> str:
     """Per decoding setting: the best-ranked sample by the two independent judges (mean rank +- standard error,
     and the paired difference to the first setting, same verses and seeds), and the repetition figures."""
     lines = ["| setting | best-ranked: mean rank, TF-IDF | vs first setting | mean rank, MiniLM frozen | vs first "
-             "setting | chrF | all samples: repeated bigram | repeated trigram | distinct-2 | words | greedy: mean "
-             "rank, TF-IDF | MiniLM frozen | repeated trigram | distinct-2 |", "|---|" + "---:|" * 13]
+             "setting | chrF | vs first setting | all samples: repeated bigram | repeated trigram | distinct-2 | words | greedy: mean "
+             "rank, TF-IDF | MiniLM frozen | repeated trigram | distinct-2 |", "|---|" + "---:|" * 14]
     baseline = next(iter(settings.values()))["ranks_per_verse"]["best-ranked sample"]
     for name, row in settings.items():
         best, greedy = row["generation"]["best-ranked sample"], row["generation"]["greedy decoding"]
@@ -161,7 +161,8 @@ def repetition_table(settings: dict) -> str:
             f"| {paired_difference(own['rank_by_tfidf'], baseline['rank_by_tfidf'])} "
             f"| {best['rank_by_minilm']['mean_rank']:,.1f} +- {best['rank_by_minilm']['se_mean_rank']:.1f} "
             f"| {paired_difference(own['rank_by_minilm'], baseline['rank_by_minilm'])} "
-            f"| {best['chrF']:.1f} | {samples['repeated_bigram_share']:.3f} "
+            f"| {best['chrF']:.1f} | {paired_difference(own['chrF'], baseline['chrF'])} "
+            f"| {samples['repeated_bigram_share']:.3f} "
             f"| {samples['repeated_trigram_share']:.3f} | {samples['distinct_2']:.3f} "
             f"| {samples['mean_words']:.1f} "
             f"| {greedy['rank_by_tfidf']['mean_rank']:,.1f} +- {greedy['rank_by_tfidf']['se_mean_rank']:.1f} "
@@ -324,6 +325,7 @@ def main(argv=None) -> int:
                          "rank_by_tfidf": tfidf.ranks(texts, list(owns))[0],
                          "rank_by_minilm": model_ranks(minilm, texts, minilm_corpus, owns)}
                 per_verse[choice] = {judge: [int(r) for r in values] for judge, values in ranks.items()}
+                per_verse[choice]["chrF"] = [chrf(t, g) for t, g in zip(texts, targets)]
                 generation[choice] = {
                     **{judge: rank_summary(values) for judge, values in ranks.items()},
                     "chrF": float(np.mean([chrf(t, g) for t, g in zip(texts, targets)])),
