@@ -26,7 +26,8 @@ def register(subparsers) -> None:
     p.add_argument("--source", default=None, help="seq2seq folders: the source text to generate a target for")
     p.add_argument("--similar", default=None, metavar="TEXT",
                    help="SimBERT folders: sample paraphrases of TEXT (top-p 0.95 unless --top-k/--top-p/"
-                        "--temperature say otherwise) and rank them by cosine to TEXT")
+                        "--temperature say otherwise; no repeated 3-gram unless --no-repeat-ngram-size says "
+                        "otherwise) and rank them by cosine to TEXT")
     p.add_argument("-n", type=int, default=5, help="--similar: how many paraphrases to print (default 5)")
     p.add_argument("--samples", type=int, default=None,
                    help="--similar: how many to draw before dropping repeats and ranking (default: -n)")
@@ -40,11 +41,11 @@ def register(subparsers) -> None:
                    help="--source only: beam search with this many beams (default 1 = greedy)")
     p.add_argument("--no-repeat-ngram-size", type=int, default=None, metavar="N",
                    help="never repeat an N-gram of the text generated (--prompt: of the prompt and the text); "
-                        "default 0 = off, --similar: DEFAULT_REPETITION of bertkit.finetune.seq2seq.simbert")
+                        "default 0 = off, --similar: 3")
     p.add_argument("--repetition-penalty", type=float, default=None, metavar="P",
                    help="CTRL's penalty on tokens already generated (--prompt: or in the prompt): their logits "
-                        "are divided by P when positive, multiplied when negative; 1.0 = off (default; "
-                        "--similar: DEFAULT_REPETITION), 1.2 as in the CTRL paper")
+                        "are divided by P when positive, multiplied when negative; 1.0 = off (default, --similar "
+                        "too), 1.2 as in the CTRL paper")
     p.add_argument("--no-cache", dest="use_cache", action="store_false",
                    help="recompute the whole sequence each step instead of using the key/value cache")
     p.add_argument("--device", default="auto", help="auto | cpu | cuda")

@@ -7,12 +7,12 @@ import torch
 
 import bertkit
 from bertkit.checkpoints import load_checkpoint, save_checkpoint
-from bertkit.cli import main
+from bertkit.cli import build_parser, main
 from bertkit.errors import BertkitWarning
-from bertkit.generate import SamplingConfig
+from bertkit.generate import RepetitionConfig, SamplingConfig
 from bertkit.finetune.seq2seq.job import read_pairs
-from bertkit.finetune.seq2seq.simbert import (SimBert, SimBertGenerator, SimBertLoss, evaluate_simbert, pair_rows,
-                                              trained_pipeline, true_ranks)
+from bertkit.finetune.seq2seq.simbert import (DEFAULT_REPETITION, SimBert, SimBertGenerator, SimBertLoss,
+                                              evaluate_simbert, pair_rows, trained_pipeline, true_ranks)
 from bertkit.finetune.seq2seq.unilm import Seq2SeqLM, seq2seq_decode, seq2seq_sample
 from bertkit.model.config import EncoderConfig
 from bertkit.model.encoder import Encoder
@@ -155,6 +155,28 @@ def test_generate_similar_takes_the_repetition_controls(trained, capsys):
         assert main(["generate", "--model", str(out), *flags, *bad]) == 2
         err = capsys.readouterr().err
         assert message in err and len(err.strip().splitlines()) == 1
+
+
+def test_generate_similar_defaults_to_no_repeated_trigrams(trained, capsys):
+    """The paraphrase default (DEFAULT_REPETITION, chosen in BENCHMARKS.md) is what --similar without the flags
+    and SimBertGenerator.similar use, and what --help says; --no-repeat-ngram-size 0 turns it off."""
+    _, out, _ = trained
+    assert DEFAULT_REPETITION == RepetitionConfig(no_repeat_ngram_size=3, repetition_penalty=1.0)
+    help_text = " ".join(build_parser()._subparsers._group_actions[0].choices["generate"].format_help().split())
+    assert f"--similar: {DEFAULT_REPETITION.no_repeat_ngram_size}" in help_text
+    source = " ".join(SIDE_A[:3])
+    flags = ["--similar", source, "-n", "4", "--samples", "8", "--seed", "5", "--temperature", "3",
+             "--max-new-tokens", "12"]
+    assert main(["generate", "--model", str(out), *flags]) == 0
+    printed = [line.split("\t")[1] for line in capsys.readouterr().out.strip().splitlines()]
+    generator = SimBertGenerator(out)
+    explicit = generator.similar(source, 4, 8, SamplingConfig(temperature=3.0), 12, 5, no_repeat_ngram_size=3,
+                                 repetition_penalty=1.0)
+    assert printed == [item.text for item in explicit]
+    assert main(["generate", "--model", str(out), *flags, "--no-repeat-ngram-size", "0"]) == 0
+    off = [line.split("\t")[1] for line in capsys.readouterr().out.strip().splitlines()]
+    assert off == [item.text for item in generator.similar(source, 4, 8, SamplingConfig(temperature=3.0), 12, 5,
+                                                           no_repeat_ngram_size=0)]
 
 
 def test_sampling_with_top_k_1_is_greedy_decoding(trained):
