@@ -39,9 +39,6 @@ class RepetitionConfig:
         return self.no_repeat_ngram_size > 0 or self.repetition_penalty != 1.0
 
 
-NO_REPETITION_CONTROL = RepetitionConfig()
-
-
 def ngram_banned_tokens(history: Sequence[int], n: int) -> list[int]:
     """Tokens that would complete an n-gram already in `history` (n <= 0: none)."""
     if n <= 0 or len(history) < n:
