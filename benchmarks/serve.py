@@ -71,8 +71,10 @@ def in_process(model, texts: list[str], rounds: int) -> tuple[float, float, np.n
 def start_server(model: str, port: int, extra: list[str], tree: str | None = None) -> subprocess.Popen:
     """`bertkit serve` as its own process; tree: run that checkout's bertkit (PYTHONPATH) instead of this one."""
     command = [sys.executable, "-m", "bertkit", "serve", "--model", model, "--port", str(port), *extra]
+    # `python -m` puts the working directory first on sys.path, so the baseline also runs from its tree
     env = {**os.environ, "PYTHONPATH": str(Path(tree).resolve())} if tree else None
-    server = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
+    server = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env,
+                              cwd=Path(tree).resolve() if tree else None)
     deadline = time.monotonic() + 180
     while time.monotonic() < deadline:
         if server.poll() is not None:
