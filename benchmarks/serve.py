@@ -15,6 +15,9 @@
    share of the CPU both used).
 3. In-process and the two scenarios alternate for --rounds rounds, and medians are reported, so that
    a noisy (shared) machine disturbs all three alike.
+4. --baseline-tree DIR (an A/B): a second server runs DIR's bertkit (another checkout, e.g. `git worktree add`
+   of main) beside this tree's; every scenario runs on both in the same round, the side that goes first
+   alternating by round, against the same in-process figure.
 The clients share this machine's CPU with the server; on a small machine that is a real handicap, which
 is why the client is kept lean and its CPU share is reported.
 Only 127.0.0.1 is ever contacted. Texts are non-empty corpus lines (definitions, examples, paragraphs).
@@ -65,9 +68,13 @@ def in_process(model, texts: list[str], rounds: int) -> tuple[float, float, np.n
     return len(texts) / best, 1000 * best_cpu / len(texts), vectors
 
 
-def start_server(model: str, port: int, extra: list[str]) -> subprocess.Popen:
+def start_server(model: str, port: int, extra: list[str], tree: str | None = None) -> subprocess.Popen:
+    """`bertkit serve` as its own process; tree: run that checkout's bertkit (PYTHONPATH) instead of this one."""
     command = [sys.executable, "-m", "bertkit", "serve", "--model", model, "--port", str(port), *extra]
-    server = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    # `python -m` puts the working directory first on sys.path, so the baseline also runs from its tree
+    env = {**os.environ, "PYTHONPATH": str(Path(tree).resolve())} if tree else None
+    server = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env,
+                              cwd=Path(tree).resolve() if tree else None)
     deadline = time.monotonic() + 180
     while time.monotonic() < deadline:
         if server.poll() is not None:
@@ -137,6 +144,8 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--server-args", default="", help="extra `bertkit serve` flags, space-separated")
     parser.add_argument("--json", default=None, help="also write the results here")
+    parser.add_argument("--baseline-tree", default=None,
+                        help="A/B: also serve from this checkout's bertkit and interleave the two servers")
     parser.add_argument("--precision", default=None,
                         help="fp32 | bf16 | int8 | auto for both the in-process model and the server (default: "
                              "what the folder holds)")
@@ -161,18 +170,26 @@ def main() -> None:
                           "python": platform.python_version(), "torch": torch.__version__},
               "model": Path(model_dir).name, "precision": getattr(model, "precision", "fp32"), "data": Path(args.data).name, "texts": len(texts),
               "mean_tokens": round(tokens / len(texts), 1), "rounds": []}
-    port = free_port()
-    server = start_server(model_dir, port, server_args)
+    servers = {"this tree": (free_port(), None)}
+    if args.baseline_tree:
+        servers[f"baseline {args.baseline_tree}"] = (free_port(), args.baseline_tree)
+    processes = {}
     try:
-        for name, batch in (("batched", args.batch), ("batch-of-one", 1)):          # warm-up
-            run_load(port, texts[:args.clients * 2], args.clients, batch, 10, None, repeat=False)
+        for label, (port, tree) in servers.items():
+            processes[label] = start_server(model_dir, port, server_args, tree)
+            for name, batch in (("batched", args.batch), ("batch-of-one", 1)):          # warm-up
+                run_load(port, texts[:args.clients * 2], args.clients, batch, 10, None, repeat=False)
         for round_number in range(args.rounds):
             rate, cpu_per_text, expected = in_process(model, texts, 1)
             entry = {"in_process_texts_per_s": round(rate, 1), "in_process_cpu_ms_per_text": round(cpu_per_text, 3),
                      "scenarios": []}
             print(f"round {round_number + 1}: in-process encode {rate:.1f} texts/s, {cpu_per_text:.3f} CPU ms per "
                   "text", flush=True)
-            for name, batch in (("batched", args.batch), ("batch-of-one", 1)):
+            labels = list(servers)[::-1 if round_number % 2 else 1]
+            for (name, batch), label in [(scenario, label) for scenario in (("batched", args.batch),
+                                                                             ("batch-of-one", 1))
+                                         for label in labels]:
+                port, server = servers[label][0], processes[label]
                 before, server_cpu = get_json(port, "/status")["queue"], cpu_seconds(server.pid)
                 result = run_load(port, texts, args.clients, batch, args.seconds, expected)
                 server_cpu = cpu_seconds(server.pid) - server_cpu
@@ -180,7 +197,7 @@ def main() -> None:
                 batches = after["batches"] - before["batches"]
                 busy = after["model_busy_s"] - before["model_busy_s"]
                 model_cpu = after["model_cpu_s"] - before["model_cpu_s"]
-                result.update(scenario=name, vs_in_process=round(result["texts_per_s"] / rate, 3),
+                result.update(scenario=name, server=label, vs_in_process=round(result["texts_per_s"] / rate, 3),
                               server_batches=batches,
                               server_mean_batch=round(result["texts"] / batches, 1) if batches else None,
                               model_busy_fraction=round(busy / result["seconds"], 3),
@@ -193,21 +210,29 @@ def main() -> None:
                 entry["scenarios"].append(result)
                 print("  " + json.dumps(result), flush=True)
             report["rounds"].append(entry)
-        report["server_padding_efficiency"] = get_json(port, "/status")["queue"]["padding_efficiency"]
-        report["server_memory"] = rss_mib(server.pid)
+        report["server_padding_efficiency"] = get_json(servers["this tree"][0], "/status")["queue"][
+            "padding_efficiency"]
+        report["server_memory"] = rss_mib(processes["this tree"].pid)
     finally:
-        server.terminate()
-        server.wait(timeout=30)
+        for server in processes.values():
+            server.terminate()
+        for server in processes.values():
+            server.wait(timeout=30)
     report["load_average_at_end"] = os.getloadavg()[0]
     rows = []
-    for k, name in enumerate(("batched", "batch-of-one")):
-        runs = [r["scenarios"][k] for r in report["rounds"]]
-        rows.append({"scenario": name, "clients": args.clients, "texts_per_request": runs[0]["texts_per_request"],
-                     "texts_per_s": round(median([r["texts_per_s"] for r in runs]), 1),
-                     "vs_in_process": round(median([r["vs_in_process"] for r in runs]), 3),
-                     "p50_ms": round(median([r["p50_ms"] for r in runs]), 1),
-                     "p99_ms": round(median([r["p99_ms"] for r in runs]), 1),
-                     "errors": sum(r["errors"] for r in runs), "requests": sum(r["requests"] for r in runs)})
+    for label in servers:
+        for name in ("batched", "batch-of-one"):
+            runs = [s for r in report["rounds"] for s in r["scenarios"]
+                    if s["scenario"] == name and s["server"] == label]
+            rows.append({"server": label, "scenario": name, "clients": args.clients,
+                         "texts_per_request": runs[0]["texts_per_request"],
+                         "texts_per_s": round(median([r["texts_per_s"] for r in runs]), 1),
+                         "vs_in_process": round(median([r["vs_in_process"] for r in runs]), 3),
+                         "p50_ms": round(median([r["p50_ms"] for r in runs]), 1),
+                         "p99_ms": round(median([r["p99_ms"] for r in runs]), 1),
+                         "rounds_vs_in_process": [r["vs_in_process"] for r in runs],
+                         "model_cpu_ms_per_text": round(median([r["model_cpu_ms_per_text"] or 0 for r in runs]), 3),
+                         "errors": sum(r["errors"] for r in runs), "requests": sum(r["requests"] for r in runs)})
     report["summary"] = rows
     in_process_rate = median([r["in_process_texts_per_s"] for r in report["rounds"]])
     if args.json:
@@ -217,11 +242,14 @@ def main() -> None:
           f"torch threads {torch.get_num_threads()}; load average {report['machine']['load_average_at_start']:.1f}"
           f" -> {report['load_average_at_end']:.1f} on {os.cpu_count()} CPUs; server memory "
           f"{report.get('server_memory') or 'unknown'}")
-    print("\n| scenario | clients | texts/request | texts/s | vs in-process | p50 ms | p99 ms | errors / requests |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|")
+    print("\n| server | scenario | clients | texts/request | texts/s | vs in-process (rounds) | p50 ms | p99 ms | "
+          "model CPU ms/text | errors / requests |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     for s in rows:
-        print(f"| {s['scenario']} | {s['clients']} | {s['texts_per_request']} | {s['texts_per_s']} | "
-              f"{s['vs_in_process']:.0%} | {s['p50_ms']} | {s['p99_ms']} | {s['errors']} / {s['requests']} |")
+        rounds = " / ".join(f"{r:.0%}" for r in s["rounds_vs_in_process"])
+        print(f"| {s['server']} | {s['scenario']} | {s['clients']} | {s['texts_per_request']} | {s['texts_per_s']} | "
+              f"{s['vs_in_process']:.0%} ({rounds}) | {s['p50_ms']} | {s['p99_ms']} | {s['model_cpu_ms_per_text']} | "
+              f"{s['errors']} / {s['requests']} |")
 
 
 if __name__ == "__main__":

@@ -209,6 +209,10 @@ class Pooler(nn.Module):
 
 
 class Encoder(nn.Module):
+    # Packed forward: round the rows up to a bucket (model/packing.py). model/precision.py sets it where the
+    # Linear layers are oneDNN's per-shape compiled kernels (bf16 on CPU).
+    bucket_packed_rows: bool = False
+
     def __init__(self, config: EncoderConfig):
         super().__init__()
         self.config = config
@@ -277,10 +281,11 @@ class Encoder(nn.Module):
                        or output_attentions or cls_only):
             raise ValueError("packed is for a bidirectional encoder's token vectors: no attention bias, cache, "
                              "attentions or cls_only")
-        packing = Packing.from_mask(attention_mask, input_ids.shape, input_ids.device) if packed else None
+        packing = (Packing.from_mask(attention_mask, input_ids.shape, input_ids.device, self.bucket_packed_rows)
+                   if packed else None)
         if packing is not None:
             x = self.embeddings(packing.pack(input_ids), None if token_type_ids is None else
-                                packing.pack(token_type_ids), positions=packing.positions)        # (N, C)
+                                packing.pack(token_type_ids), positions=packing.positions)        # (N', C)
             mask = None                                         # each attention grid has its own (packing.chunks)
         else:
             past_length = cache.length if cache is not None else 0

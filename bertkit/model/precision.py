@@ -12,7 +12,7 @@ from typing import Iterable, Mapping
 import torch
 from torch import nn
 
-from bertkit.model.encoder import FeedForward
+from bertkit.model.encoder import Encoder, FeedForward
 from bertkit.model.int8 import INT8_MODULES, Int8Embedding, Int8Linear
 from bertkit.model.onednn import FusedLinear
 from bertkit.runtime import PrecisionChoice
@@ -88,8 +88,11 @@ def apply_precision(encoder: nn.Module, heads: Mapping[str, nn.Module], choice: 
             elif isinstance(m, Int8Embedding):
                 m.dtype = choice.dtype
     device = next(encoder.parameters()).device
-    if choice.dtype == torch.bfloat16 and device.type == "cpu":
+    on_onednn = choice.dtype == torch.bfloat16 and device.type == "cpu"
+    if on_onednn:
         fuse_linears(encoder)
+    if isinstance(encoder, Encoder):
+        encoder.bucket_packed_rows = on_onednn      # int8 in bf16 runs its matmuls through oneDNN too
 
 
 def fuse_linears(encoder: nn.Module) -> None:

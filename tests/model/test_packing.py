@@ -146,3 +146,53 @@ def test_bf16_fused_linears_run_packed():
     real = mask.bool()
     assert (packed - reference)[real].abs().max() < 0.1                      # bf16 against fp32
     assert (packed - padded)[real].abs().max() < 0.05                        # one rounding step apart at most
+
+
+def test_row_buckets_are_few_and_waste_at_most_a_sixteenth():
+    from bertkit.model.packing import bucket_rows
+    assert [bucket_rows(n) for n in (1, 16, 17, 255, 256, 257, 350, 1000, 5000)] == \
+        [16, 16, 32, 256, 256, 272, 352, 1024, 5120]
+    sizes = [bucket_rows(n) for n in range(1, 8193)]
+    assert all(b >= n for n, b in zip(range(1, 8193), sizes))
+    assert all((b - n) / n <= 1 / 16 for n, b in zip(range(256, 8193), sizes[255:]))
+    assert len(set(sizes)) <= 16 + 5 * 16         # 16 up to 256, then 16 per doubling up to 8192
+
+
+def test_bucketed_rows_run_every_layer_at_the_bucket_and_leave_the_numbers_alone():
+    torch.manual_seed(0)
+    encoder = Encoder(FAMILIES["bert"]).eval()
+    ids, mask, types = _batch(encoder.config, "left")          # 35 real tokens -> 48 rows
+    seen = []
+    hook = encoder.blocks[0].ffn.up.register_forward_hook(lambda module, args, out: seen.append(args[0].shape[0]))
+    with torch.no_grad():
+        plain = encoder(ids, mask, types, output_hidden_states=True, packed=True)
+        encoder.bucket_packed_rows = True
+        bucketed = encoder(ids, mask, types, output_hidden_states=True, packed=True)
+    hook.remove()
+    assert seen == [sum(LENGTHS), 48]
+    for ours, reference in zip(bucketed.hidden_states, plain.hidden_states):
+        assert torch.equal(ours, reference)                  # the extra rows never reach a real token
+    # no padding at all: the bucket's extra rows still come and go
+    full = torch.ones(2, 5, dtype=torch.long)
+    with torch.no_grad():
+        assert torch.equal(encoder(ids[:2, :5], full, packed=True).last_hidden_state,
+                           encoder(ids[:2, :5], full).last_hidden_state)
+    packing = Packing.from_mask(full, (2, 5), torch.device("cpu"), bucket=True)
+    assert packing.tokens == 10 and packing.positions.shape[0] == 16
+
+
+@pytest.mark.skipif(not torch.backends.mkldnn.is_available(), reason="no oneDNN")
+def test_bf16_on_cpu_buckets_packed_rows_and_gives_the_same_bits():
+    """oneDNN compiles a kernel per row count (~5 ms each on an AMX core): bf16 packed passes run bucketed row
+    counts, with the unbucketed pass's exact vectors."""
+    torch.manual_seed(0)
+    encoder = Encoder(FAMILIES["bert"]).eval()
+    apply_precision(encoder, {}, PrecisionChoice("bf16", torch.bfloat16, "test"))
+    assert encoder.bucket_packed_rows
+    sentence = SentenceEncoder(encoder, SentenceConfig(pooling="mean"))
+    ids, mask, types = _batch(encoder.config, "right")
+    bucketed = embed_batch(sentence, ids, mask, types, packed=True)
+    encoder.bucket_packed_rows = False
+    assert np.array_equal(bucketed, embed_batch(sentence, ids, mask, types, packed=True))
+    apply_precision(encoder, {}, PrecisionChoice("fp32", torch.float32, "test"))
+    assert not encoder.bucket_packed_rows
