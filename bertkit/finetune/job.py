@@ -30,6 +30,7 @@ from bertkit.finetune.aux_mlm import (AuxMlmModel, BatchMasker, MaskedCopy, add_
 from bertkit.finetune.batching import BucketedBatches, collate
 from bertkit.finetune.linear.beside import best_dev_predictions, report_beside, splits_of
 from bertkit.finetune.linear.methods import LinearJob, run_linear_job
+from bertkit.finetune.linear.report import finetune_advice
 from bertkit.finetune.linear.model import LINEAR_TASKS
 from bertkit.finetune.model import FinetuneModel, check_saved_task, hf_config_extra, model_from_checkpoint, model_meta
 from bertkit.finetune.recipe import ModelProfile, Recipe, Requested, choose_recipe, describe, profile_data
@@ -59,7 +60,8 @@ def run_finetune(config: FinetuneConfig) -> FinetuneResult:
             result.output, config.task, label_names, dev_features, tokenizer.pad_id, config.data.eval_batch_size)
         report_beside(result.output, "fine-tuned", splits_of(config.task, built["train_examples"],
                                                              built["dev_examples"], label_names),
-                      metrics, predicted, config.train.seed)
+                      metrics, predicted, config.train.seed,
+                      advice=finetune_advice(config.train.lr, config.train.epochs or metrics.get("epochs", 1)))
     return result
 
 

@@ -45,9 +45,10 @@ def best_dev_predictions(output: Path, task: str, label_names: Sequence[str], de
 
 
 def report_beside(output: Path, name: str, splits: Splits, model_dev: dict, predicted: Optional[np.ndarray] = None,
-                  seed: int = 0, prefit: Optional[FittedBaseline] = None) -> Optional[Comparison]:
-    """Fit (unless `prefit`) and save the baseline, print the side-by-side table and any warning, record them
-    in the run."""
+                  seed: int = 0, prefit: Optional[FittedBaseline] = None,
+                  advice: Optional[str] = None) -> Optional[Comparison]:
+    """Fit (unless `prefit`) and save the baseline, print the side-by-side table and any warning (with `advice`:
+    what to try, see report.compare), record them in the run."""
     try:
         result = run_baseline(BaselineConfig(task=splits.task, output=str(output / BASELINE_FOLDER), seed=seed),
                               splits, prefit=prefit)
@@ -55,7 +56,7 @@ def report_beside(output: Path, name: str, splits: Splits, model_dev: dict, pred
         say(f"TF-IDF baseline skipped: {err}")
         return None
     comparison = compare(splits.task, name, model_dev, result.dev, result.seconds, predicted,
-                         None if predicted is None else splits.y.dev, splits.label_names)
+                         None if predicted is None else splits.y.dev, splits.label_names, advice)
     for line in comparison.table():
         say(line)
     for warning in comparison.warnings:

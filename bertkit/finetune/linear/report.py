@@ -15,8 +15,7 @@ from typing import Optional, Sequence
 COLLAPSE_SHARE = 0.9          # of dev predictions in the top 1-2 predicted classes...
 SPREAD_SHARE = 0.75           # ...while the same number of gold classes holds at most this
 MACRO_F1_GAP = 0.15           # macro-F1 this far under the baseline's counts as collapse too
-ADVICE = ("try --method hybrid (TF-IDF stacked with the model's vectors: minutes on a CPU), more epochs "
-          "(--epochs 6) or a higher learning rate (--lr 1e-4)")
+ADVICE = "try --method hybrid (TF-IDF stacked with the model's vectors: minutes on a CPU)"
 # What to try differs by what lost: a hybrid that loses already holds TF-IDF, so "try --method hybrid" is no advice
 ADVICE_FOR = {
     "linear-probe": "try --method hybrid (TF-IDF stacked with the model's vectors) or fine-tuning (--method finetune)",
@@ -24,6 +23,12 @@ ADVICE_FOR = {
                "--model (the hybrid then pools its probabilities), or one pre-trained on text like yours, or keep "
                "the TF-IDF baseline (bertkit baseline)"),
 }
+
+
+def finetune_advice(lr: float, epochs: int) -> str:
+    """What to try after a losing fine-tune: the hybrid, or twice the epochs / learning rate this run used (a
+    fixed "--lr 1e-4" told runs already at 1e-4 to try 1e-4)."""
+    return f"{ADVICE}, more epochs (--epochs {2 * epochs}) or a higher learning rate (--lr {2 * lr:g})"
 
 
 @dataclass
@@ -54,9 +59,10 @@ class Comparison:
 
 def compare(task: str, name: str, model: dict, baseline: dict, baseline_seconds: float,
             predicted: Optional[Sequence[int]] = None, gold: Optional[Sequence[int]] = None,
-            label_names: Sequence[str] = ()) -> Comparison:
+            label_names: Sequence[str] = (), advice: Optional[str] = None) -> Comparison:
+    """advice: what to try when the model loses (default: by `name`, ADVICE_FOR or ADVICE)."""
     comparison = Comparison(task, name, model, baseline, baseline_seconds)
-    advice = ADVICE_FOR.get(name, ADVICE)
+    advice = advice or ADVICE_FOR.get(name, ADVICE)
     if task == "regression":
         if model.get("spearman", 0.0) < baseline.get("spearman", 0.0):
             comparison.warnings.append(

@@ -75,6 +75,8 @@ def test_finetune_reports_the_baseline_beside_its_result(finetune_model_dir, key
         assert line in err
     assert len(baseline["warnings"]) == 1 and f"warning: {baseline['warnings'][0]}" in err
     assert "--method hybrid" in baseline["warnings"][0]
+    # what to try is relative to this run (1 epoch at 1e-6), not a fixed "--lr 1e-4" that the recipe already uses
+    assert "(--epochs 2)" in baseline["warnings"][0] and "(--lr 2e-06)" in baseline["warnings"][0]
     events = [json.loads(line) for line in (output / "run" / "log.jsonl").read_text(encoding="utf-8").splitlines()]
     assert events[-1]["event"] == "baseline" and events[-1]["dev"] == baseline["dev"]
     assert (output / "run" / "baseline" / "linear.safetensors").is_file()     # a model folder of its own
