@@ -52,3 +52,17 @@ FINETUNE_TASKS: tuple[str, ...] = ("classification", "pair-classification", "mul
 TRAINABLE_TASKS: tuple[str, ...] = tuple(t for t in FINETUNE_TASKS if t != "prompt-classification")
 # `evaluate / predict --task`: what a folder's bertkit.json records (a rerank folder is a pair-classification one)
 SAVED_TASKS: tuple[str, ...] = tuple(t for t in FINETUNE_TASKS if t not in ("rerank", "simbert"))   # simbert: generate --similar
+
+
+def repetition_problem(no_repeat_ngram_size, repetition_penalty, names: tuple[str, str] = (
+        "no_repeat_ngram_size", "repetition_penalty")) -> str | None:
+    """What is wrong with decoding's repetition settings (generate/repetition.py), as one line naming them by
+    `names` (the fields, or the flags --no-repeat-ngram-size / --repetition-penalty); None when both are valid."""
+    size_name, penalty_name = names
+    size, penalty = no_repeat_ngram_size, repetition_penalty
+    if isinstance(size, bool) or not isinstance(size, int) or size < 0:
+        return f"{size_name} must be >= 0 (0 = off), an integer, got {size!r}"
+    if isinstance(penalty, bool) or not isinstance(penalty, (int, float)) or not 0 < penalty < float("inf"):
+        return (f"{penalty_name} must be a finite number > 0 (1.0 = off, > 1 discourages repeats), got "
+                f"{penalty!r}")
+    return None

@@ -24,7 +24,7 @@ from typing import Any, Iterable, Optional
 
 from bertkit.config import find_config, load_config
 from bertkit.errors import BertkitError, BertkitWarning
-from bertkit.options import LAYER_STRATEGIES, LAYERS_HELP, parse_layers
+from bertkit.options import LAYER_STRATEGIES, LAYERS_HELP, parse_layers, repetition_problem
 
 def layers_flag(value: str) -> str:
     """argparse `type` of every --layers flag: options.parse_layers, its error as argparse's (exit 2)."""
@@ -158,13 +158,12 @@ class _Deprecated(argparse.Action):
 
 def check_repetition_flags(args: argparse.Namespace) -> None:
     """--no-repeat-ngram-size / --repetition-penalty (generate, predict), checked before any model is loaded;
-    None = not given."""
+    None = not given (the command's default applies)."""
     size, penalty = args.no_repeat_ngram_size, args.repetition_penalty
-    if size is not None and size < 0:
-        raise BertkitError(f"--no-repeat-ngram-size must be >= 0 (0 = off), got {size}")
-    if penalty is not None and not 0 < penalty < float("inf"):
-        raise BertkitError(f"--repetition-penalty must be a finite number > 0 (1.0 = off, > 1 discourages repeats), "
-                           f"got {penalty}")
+    problem = repetition_problem(0 if size is None else size, 1.0 if penalty is None else penalty,
+                                 ("--no-repeat-ngram-size", "--repetition-penalty"))
+    if problem is not None:
+        raise BertkitError(problem)
 
 
 def add_deprecated_flag(parser: argparse.ArgumentParser, old: str, new: str, nargs=None) -> None:

@@ -44,6 +44,7 @@ def generate(model: CausalLM, prompt_ids: Sequence[int], max_new_tokens: int = 5
         generator.manual_seed(seed)
     ids = torch.tensor([list(prompt_ids)], dtype=torch.long, device=device)     # (1, T)
     new: list[int] = []
+    history = list(prompt_ids)          # what the repetition controls look at: the prompt, then each new token
     cache = None
     step_input = ids
     reason = "max_new_tokens"
@@ -57,10 +58,11 @@ def generate(model: CausalLM, prompt_ids: Sequence[int], max_new_tokens: int = 5
                 cache = out.cache
             else:
                 out = model(ids)
-            logits = control_repetition(out.logits[:, -1], [list(prompt_ids) + new], repetition)    # (1, V)
+            logits = control_repetition(out.logits[:, -1], [history], repetition)      # (1, V)
             token = next_token(logits, sampling, generator)                        # (1,)
             token_id = int(token)
             new.append(token_id)
+            history.append(token_id)
             if on_token is not None:
                 on_token(token_id)
             if eos_id is not None and token_id == eos_id:

@@ -18,6 +18,7 @@ from typing import Sequence
 import torch
 
 from bertkit.errors import BertkitError
+from bertkit.options import repetition_problem
 
 
 @dataclass(frozen=True)
@@ -26,13 +27,9 @@ class RepetitionConfig:
     repetition_penalty: float = 1.0      # 1.0 = off; CTRL suggests 1.2
 
     def __post_init__(self) -> None:
-        if isinstance(self.no_repeat_ngram_size, bool) or not isinstance(self.no_repeat_ngram_size, int) \
-                or self.no_repeat_ngram_size < 0:
-            raise BertkitError(f"no_repeat_ngram_size must be an integer >= 0 (0 = off), got "
-                               f"{self.no_repeat_ngram_size!r}")
-        if not self.repetition_penalty > 0 or self.repetition_penalty == float("inf"):
-            raise BertkitError(f"repetition_penalty must be a finite number > 0 (1.0 = off, > 1 discourages "
-                               f"repeats), got {self.repetition_penalty!r}")
+        problem = repetition_problem(self.no_repeat_ngram_size, self.repetition_penalty)
+        if problem is not None:
+            raise BertkitError(problem)
 
     @property
     def active(self) -> bool:
