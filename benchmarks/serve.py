@@ -90,14 +90,34 @@ def start_server(model: str, port: int, extra: list[str], tree: str | None = Non
     raise SystemExit("the server did not answer /health within 180 s")
 
 
+def process_tree(pid: int) -> list[int]:
+    """The process and its descendants (the server's model process), from Linux /proc; [pid] elsewhere."""
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+    tree, todo = [], [pid]
+    while todo:
+        tree.append(todo.pop())
+        todo += children.get(tree[-1], [])
+    return tree
+
+
 def rss_mib(pid: int) -> dict:
-    """The server process's resident memory now and at its peak (Linux /proc), in MiB."""
-    status = Path(f"/proc/{pid}/status")
-    if not status.exists():
-        return {}
-    fields = dict(line.split(":", 1) for line in status.read_text().splitlines() if ":" in line)
-    return {name: round(int(fields[key].split()[0]) / 1024, 1) for name, key in (("rss_mib", "VmRSS"),
-                                                                                   ("peak_rss_mib", "VmHWM"))}
+    """The server's resident memory now and at its peak (Linux /proc), in MiB, its model process included."""
+    total = {"rss_mib": 0.0, "peak_rss_mib": 0.0}
+    for member in process_tree(pid):
+        status = Path(f"/proc/{member}/status")
+        try:
+            fields = dict(line.split(":", 1) for line in status.read_text().splitlines() if ":" in line)
+        except OSError:
+            continue
+        for name, key in (("rss_mib", "VmRSS"), ("peak_rss_mib", "VmHWM")):
+            total[name] = round(total[name] + int(fields[key].split()[0]) / 1024, 1)
+    return total if total["rss_mib"] else {}
 
 
 def get_json(port: int, path: str) -> dict:
@@ -107,12 +127,16 @@ def get_json(port: int, path: str) -> dict:
 
 
 def cpu_seconds(pid: int) -> float:
-    """User + system CPU seconds the process has used so far (Linux /proc; 0.0 elsewhere)."""
-    stat = Path(f"/proc/{pid}/stat")
-    if not stat.exists():
-        return 0.0
-    fields = stat.read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    """User + system CPU seconds the server (with its model process) has used so far (Linux /proc; 0.0
+    elsewhere)."""
+    total = 0.0
+    for member in process_tree(pid):
+        try:
+            fields = Path(f"/proc/{member}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return total
 
 
 def run_threads(threads: list[threading.Thread]) -> float:

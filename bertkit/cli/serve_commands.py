@@ -12,7 +12,7 @@ from bertkit.cli.precision_option import PRECISION_HELP
 from bertkit.errors import BertkitError
 from bertkit.options import LAYER_STRATEGIES, LAYERS_HELP, POOLINGS, PRECISIONS
 from bertkit.serve.batching import CPU_BATCH_OVERHEAD_TOKENS_BY_PRECISION, GPU_BATCH_OVERHEAD_TOKENS
-from bertkit.serve.config import ServeConfig, api_key_from_env
+from bertkit.serve.config import BACKENDS, ServeConfig, api_key_from_env
 
 # the seconds fields keep their short spellings (--request-timeout, ...) beside the generated --request-timeout-s
 _ALIASES = {"request-timeout": "request_timeout_s", "header-timeout": "header_timeout_s",
@@ -38,6 +38,8 @@ _HELP = {
     "api_key": "require this key (Authorization: Bearer KEY) on every endpoint but /health; none: the "
                "BERTKIT_API_KEY environment variable, else no key",
     "precision": PRECISION_HELP,
+    "backend": "where the forward passes run: process (a model process of its own, so HTTP never waits on the "
+               "model's GIL) or thread (in the server process); none: process for a model folder on CPU, else thread",
     "pooling": "default pooling of /encode, /v1/embeddings and /search queries, as encode --pooling (a request's "
                "own pooling still wins); none: the model folder's",
     "layers": f"{', '.join(LAYER_STRATEGIES)}; or {LAYERS_HELP}; none: the model folder's",
@@ -50,7 +52,7 @@ def register(subparsers) -> None:
         description="Serve a model folder over HTTP: /encode (bert-as-service), /v1/embeddings (OpenAI), "
                     "/tokenize, /predict, /search, /status, /health and a page at /. Needs the `serve` extra. "
                     "Settings: ServeConfig defaults, then --config FILE.toml, then the flags, then --key=value.")
-    add_config_flags(parser, ServeConfig, aliases=_ALIASES, help=_HELP, choices={"precision": PRECISIONS, "pooling": POOLINGS[:-1]},
+    add_config_flags(parser, ServeConfig, aliases=_ALIASES, help=_HELP, choices={"precision": PRECISIONS, "pooling": POOLINGS[:-1], "backend": BACKENDS},
                      metavars={"model": "DIR", "index": "DIR", "host": "ADDRESS", "api_key": "KEY", "layers": "NAME|I,J,..."})
     parser.set_defaults(func=run_serve, accepts_overrides=True)
 

@@ -100,7 +100,7 @@ class BatcherStats:
     padded_tokens: int = 0
     real_tokens: int = 0
     busy_seconds: float = 0.0
-    cpu_seconds: float = 0.0        # the worker threads' own CPU time in forward passes (time.thread_time)
+    cpu_seconds: float = 0.0        # the model's CPU time in forward passes (the worker threads', or the model process's)
     batch_sizes: Histogram = field(default_factory=lambda: Histogram(BATCH_SIZE_BUCKETS))
     queue_seconds: Histogram = field(default_factory=lambda: Histogram(SECONDS_BUCKETS))   # per text
     recent: deque = field(default_factory=deque)    # (finished at, real tokens) of the last minute's batches
@@ -123,9 +123,11 @@ class Batcher:
 
     def __init__(self, run_batch: RunBatch, max_batch_tokens: int, max_queued_items: int, workers: int = 1,
                  max_batch_size: int = 32, batch_overhead_tokens: int = CPU_BATCH_OVERHEAD_TOKENS,
-                 packed_kinds: Collection[Hashable] = ()):
-        """packed_kinds: the kinds `run_batch` runs packed (a pass costs its real tokens, not rows x longest)."""
+                 packed_kinds: Collection[Hashable] = (), cpu_clock: Callable[[], float] = time.thread_time):
+        """packed_kinds: the kinds `run_batch` runs packed (a pass costs its real tokens, not rows x longest).
+        cpu_clock: read before and after `run_batch` in the worker thread for the model's CPU seconds."""
         self.run_batch = run_batch
+        self.cpu_clock = cpu_clock
         self.packed_kinds = frozenset(packed_kinds)
         self.max_batch_tokens = max_batch_tokens
         self.max_batch_size = max_batch_size
@@ -275,7 +277,7 @@ class Batcher:
     def _run(self, batch: list[_Entry]) -> None:
         if not batch:
             return
-        started, cpu = time.perf_counter(), time.thread_time()
+        started, cpu = time.perf_counter(), self.cpu_clock()
         try:
             results = self.run_batch(batch[0].kind, [e.payload for e in batch])
         except Exception as error:  # noqa: BLE001 - handed to the waiting requests, not swallowed
@@ -283,7 +285,7 @@ class Batcher:
                 entry.ticket.fail(error)
             return
         finally:
-            self._record(batch, started, time.perf_counter(), time.thread_time() - cpu)
+            self._record(batch, started, time.perf_counter(), self.cpu_clock() - cpu)
         for entry, result in zip(batch, results):
             if not entry.ticket.cancelled:
                 entry.ticket.deliver(entry.index, result)

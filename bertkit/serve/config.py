@@ -9,6 +9,7 @@ from bertkit.errors import BertkitError
 from bertkit.options import POOLINGS, parse_layers
 
 API_KEY_ENV = "BERTKIT_API_KEY"
+BACKENDS = ("process", "thread")
 
 
 @dataclass(frozen=True)
@@ -48,6 +49,10 @@ class ServeConfig:
     precision: Optional[str] = None    # fp32 | bf16 | int8 | auto, as bertkit.load; None: what the folder holds
     pooling: Optional[str] = None      # default pooling of every vector route; None: the model folder's
     layers: Optional[str] = None       # layer strategy or indices, as encode --layers; None: the model folder's
+    # Where the forward passes run: "process" (a model process of its own, so HTTP never shares the model's
+    # GIL) or "thread" (the batcher's threads in this process). None: process for a PyTorch model folder on
+    # CPU, thread for a model passed in memory (the Python API), an ONNX export, or a GPU.
+    backend: Optional[str] = None
     max_length: Optional[int] = None   # tokens per text of every vector route, as encode --max-length; None: the
                                        # folder's max_seq_length (longer texts: 422, or cut with "truncate": true)
 
@@ -59,6 +64,8 @@ class ServeConfig:
                 object.__setattr__(self, "layers", parse_layers(self.layers))
             except ValueError as error:
                 raise BertkitError(f"serve: {error}") from None
+        if self.backend not in BACKENDS + (None,):
+            raise BertkitError(f"serve: --backend {self.backend!r} is not one of {', '.join(BACKENDS)}")
         if self.max_length is not None and self.max_length < 2:
             raise BertkitError(f"serve: --max-length {self.max_length} must be >= 2 ([CLS] and [SEP] take two)")
         for name in ("workers", "max_batch_tokens", "max_batch_size", "max_request_texts", "max_request_bytes",

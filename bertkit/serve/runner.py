@@ -8,6 +8,7 @@ never a NaN in JSON.
 """
 from __future__ import annotations
 
+import time
 from typing import Any, NamedTuple, Optional
 
 import numpy as np
@@ -56,6 +57,7 @@ def pad_batch(sequences: list[TokenSequence], pad_id: int, device: torch.device)
 class BatchRunner:
     """The batcher's entry point, shared by the PyTorch runner below and serve/onnx_runner.py's."""
     packed_kinds: frozenset = frozenset()      # batch kinds run packed (padding not computed): the batcher's cost
+    runs_qa = False                            # QA windows ("qa" batches) run here, not in the service's thread
 
     def run_batch(self, kind: str, payloads: list) -> list:
         if kind == "embed":
@@ -63,6 +65,17 @@ class BatchRunner:
         if kind == "predict":
             return self.predict(payloads)
         raise ValueError(f"unknown batch kind {kind!r}")
+
+    def cpu_clock(self) -> float:
+        """The CPU seconds a batch costs are this clock's difference around run_batch (the batcher's thread)."""
+        return time.thread_time()
+
+    def backend(self) -> dict:
+        """Where the passes run, for /status: the batcher's threads here; serve/process_runner.py's child."""
+        return {"kind": "thread"}
+
+    def close(self) -> None:
+        """Free what the runner holds beyond the model (a model process); the thread runner holds nothing."""
 
 
 class ModelRunner(BatchRunner):

@@ -8,6 +8,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import torch
+
 import bertkit
 from bertkit.distill.onnx_model import OnnxModel
 from bertkit.errors import BertkitError
@@ -15,7 +17,8 @@ from bertkit.finetune.linear import LinearPredictor, linear_predictor_of
 from bertkit.serve.config import ServeConfig
 from bertkit.serve.linear import LinearService, TfidfService
 from bertkit.serve.onnx_runner import OnnxRunner
-from bertkit.serve.runner import ModelRunner
+from bertkit.serve.process_runner import ModelProcessSpec, ProcessRunner
+from bertkit.serve.runner import BatchRunner, ModelRunner
 from bertkit.serve.search import SearchIndex
 from bertkit.serve.service import EmbeddingService
 
@@ -25,6 +28,7 @@ def build_service(config: ServeConfig, model: Any = None) -> EmbeddingService:
 
     Raises BertkitError (SelfTestFailed included) instead of starting a server that answers wrongly.
     """
+    loaded_here = model is None
     if model is None:
         if not config.model:
             raise BertkitError("serve: pass --model DIR (a model folder bertkit.load reads)")
@@ -42,7 +46,31 @@ def build_service(config: ServeConfig, model: Any = None) -> EmbeddingService:
     if getattr(model, "tokenizer", None) is None:
         raise BertkitError(f"{config.model}: the model folder has no tokenizer (vocab.txt or tokenizer.json); "
                            "the server needs one to read text")
-    runner = (OnnxRunner if isinstance(model, OnnxModel) else ModelRunner)(model, config.pooling, config.layers)
+    runner = make_runner(config, model, loaded_here)
+    try:
+        return _build(config, model, runner, name, linear)
+    except BaseException:
+        runner.close()
+        raise
+
+
+def make_runner(config: ServeConfig, model: Any, loaded_here: bool) -> BatchRunner:
+    """The thread runner (ModelRunner, OnnxRunner) or, for a folder this server loaded, the model process."""
+    onnx = isinstance(model, OnnxModel)
+    device = str(getattr(model, "device", None) or next(model.encoder.parameters()).device) if not onnx else "cpu"
+    backend = config.backend or ("process" if loaded_here and not onnx and device == "cpu" else "thread")
+    if backend == "thread":
+        return (OnnxRunner if onnx else ModelRunner)(model, config.pooling, config.layers)
+    if onnx or not loaded_here:
+        what = "an ONNX export" if onnx else "a model passed in memory"
+        raise BertkitError(f"serve: --backend process runs a PyTorch model folder given by --model; for {what} "
+                           "use --backend thread")
+    spec = ModelProcessSpec(config.model, config.precision, device, config.pooling, config.layers,
+                            torch.get_num_threads())
+    return ProcessRunner(model, spec)
+
+
+def _build(config: ServeConfig, model: Any, runner: BatchRunner, name: str, linear: Any) -> EmbeddingService:
     if config.max_length is not None:                # the vector routes' limit; heads keep their position table
         if config.max_length > runner.position_limit:
             raise BertkitError(f"serve --max-length {config.max_length}: {config.model} has "

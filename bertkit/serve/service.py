@@ -69,11 +69,12 @@ class EmbeddingService:
             runner.device.type, getattr(runner.model, "precision", "fp32"))
         self.qa_task, self.qa_head = question_answering(runner)
         self.batcher = Batcher(self._run_batch, config.max_batch_tokens, config.max_queued_texts,
-                               config.workers, config.max_batch_size, overhead, runner.packed_kinds)
+                               config.workers, config.max_batch_size, overhead, runner.packed_kinds,
+                               runner.cpu_clock)
 
     def _run_batch(self, kind: str, payloads: list) -> list:
         """The batcher's worker-thread entry: QA windows run here, everything else in the runner."""
-        if kind == "qa":
+        if kind == "qa" and not self.runner.runs_qa:
             return qa_logits(self.runner, self.qa_head, payloads)
         return self.runner.run_batch(kind, payloads)
 
@@ -90,6 +91,7 @@ class EmbeddingService:
 
     def close(self) -> None:
         self.batcher.close()
+        self.runner.close()
         if self.index is not None:
             self.index.close()
 
@@ -124,7 +126,10 @@ class EmbeddingService:
                                     "encoded); retry, or send fewer texts", {"Retry-After": "1"}) from None
         except Exception as error:  # noqa: BLE001 - the model failed on a batch (out of memory, say)
             self.stats.model_errors += 1
-            LOG.exception("the model failed on a batch")
+            if isinstance(error, BertkitError):        # already one line (the model process died, say)
+                LOG.error("the model failed on a batch: %s", error)
+            else:
+                LOG.exception("the model failed on a batch")
             raise ServiceError(503, f"the model failed on this request's batch ({type(error).__name__}: {error}); "
                                     "retry, or send fewer or shorter texts", {"Retry-After": "1"}) from None
 
@@ -289,7 +294,8 @@ class EmbeddingService:
                       "default_pooling": runner.default_pooling, "default_normalize": runner.default_normalize,
                       "poolings": list(SERVED_POOLINGS), "task": runner.task,
                       "labels": runner.label_names, "predict": self.can_predict,
-                      "device": str(runner.device), "precision": getattr(runner.model, "precision", "fp32")},
+                      "device": str(runner.device), "precision": getattr(runner.model, "precision", "fp32"),
+                      "backend": runner.backend()},
             "limits": {"max_request_texts": config.max_request_texts,
                        "max_tokens_per_text": runner.max_length,
                        "max_batch_tokens": config.max_batch_tokens,

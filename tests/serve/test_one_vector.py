@@ -87,25 +87,30 @@ def folders(tmp_path_factory, tiny_model_dir, make_sentence_transformers_folder)
     return built
 
 
-def _three_routes(folder, texts, tmp_path, precision=None):
+def _three_routes(folder, requests, tmp_path, precision=None):
+    """Per list of texts in `requests`: (model, library vectors, CLI vectors, served vectors, /encode body,
+    /v1/embeddings vectors); one server (and its model process) answers them all."""
     model = bertkit.load(folder, precision=precision)
-    local = model.encode(texts)
-    source = tmp_path / "texts.txt"
-    source.write_text("\n".join(texts) + "\n", encoding="utf-8")
-    _run("encode", "--model", str(folder), "--input", str(source), "--output", str(tmp_path / "v.npy"),
-         *(["--precision", precision] if precision else []))
-    cli = np.load(tmp_path / "v.npy")
     service = build_service(ServeConfig(model=str(folder), precision=precision))
+    routes = []
     try:
         with TestClient(create_app(service)) as client:
-            answer = client.post("/encode", json={"texts": texts, "truncate": True})
-            assert answer.status_code == 200, answer.text
-            body = answer.json()
-            openai = client.post("/v1/embeddings", json={"input": texts, "truncate": True}).json()
+            for texts in requests:
+                local = model.encode(texts)
+                source = tmp_path / "texts.txt"
+                source.write_text("\n".join(texts) + "\n", encoding="utf-8")
+                _run("encode", "--model", str(folder), "--input", str(source), "--output", str(tmp_path / "v.npy"),
+                     *(["--precision", precision] if precision else []))
+                cli = np.load(tmp_path / "v.npy")
+                answer = client.post("/encode", json={"texts": texts, "truncate": True})
+                assert answer.status_code == 200, answer.text
+                body = answer.json()
+                openai = client.post("/v1/embeddings", json={"input": texts, "truncate": True}).json()
+                routes.append((model, local, cli, np.asarray(body["results"], dtype=np.float32), body,
+                               np.asarray([d["embedding"] for d in openai["data"]], dtype=np.float32)))
     finally:
         service.close()
-    served = np.asarray(body["results"], dtype=np.float32)
-    return model, local, cli, served, body, np.asarray([d["embedding"] for d in openai["data"]], dtype=np.float32)
+    return routes
 
 
 FOLDERS = ["plain", "sentence-transformers", "converted", "whitened", "quantized", "simcse", "distilled-embedding",
@@ -115,10 +120,10 @@ FOLDERS = ["plain", "sentence-transformers", "converted", "whitened", "quantized
 @pytest.mark.parametrize("name", FOLDERS)
 def test_server_library_and_cli_give_the_same_vectors(name, folders, tmp_path):
     folder = folders(name)
-    for text in TEXTS:                           # one text: the same batch of one on every route, exactly equal
-        _, local, cli, served, _, _ = _three_routes(folder, [text], tmp_path)
-        assert np.array_equal(local, cli) and np.array_equal(local, served), (name, text)
-    model, local, cli, served, body, openai = _three_routes(folder, TEXTS, tmp_path)
+    *alone, listed = _three_routes(folder, [[text] for text in TEXTS] + [TEXTS], tmp_path)
+    for text, (_, local, cli, served, _, _) in zip(TEXTS, alone):   # one text: the same batch of one on every
+        assert np.array_equal(local, cli) and np.array_equal(local, served), (name, text)    # route, exactly equal
+    model, local, cli, served, body, openai = listed
     assert np.array_equal(local, cli)            # the CLI is Model.encode on the same list
     np.testing.assert_allclose(served, local, rtol=0, atol=1e-6)
     assert body["dimension"] == local.shape[1] == model.sentence_encoder().dim
@@ -134,10 +139,10 @@ def test_other_precisions_take_the_same_path(name, precision, folders, tmp_path)
     make the same vector through the folder's whole sentence path (16 tokens, dense, whitening, normalization),
     and that vector is the fp32 one to bf16 / int8 rounding (cosine >= 0.99, the quantize gate's mean)."""
     folder = folders(name)
-    for text in TEXTS:
-        _, local, cli, served, _, _ = _three_routes(folder, [text], tmp_path, precision)
+    *alone, listed = _three_routes(folder, [[text] for text in TEXTS] + [TEXTS], tmp_path, precision)
+    for text, (_, local, cli, served, _, _) in zip(TEXTS, alone):
         assert np.array_equal(local, cli) and np.array_equal(local, served), (name, precision, text)
-    model, local, cli, served, body, _ = _three_routes(folder, TEXTS, tmp_path, precision)
+    model, local, cli, served, body, _ = listed
     assert model.precision == (precision or "int8")
     assert np.array_equal(local, cli)
     assert body["dimension"] == local.shape[1] == 8 and body["truncated"] == [TEXTS.index(LONG)]

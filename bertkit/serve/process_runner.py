@@ -1,0 +1,232 @@
+"""The model in its own process: the HTTP side (router, batcher) never shares a GIL with the forward passes.
+
+`ProcessRunner` is a `ModelRunner` whose passes run elsewhere: a child process (a fresh interpreter, as
+multiprocessing's spawn gives, never fork: torch keeps threads) loads the same folder with the same
+precision, pooling, layers and thread count, and answers `run_batch` calls over a pipe. The batcher's worker thread blocks in
+`recv_bytes`, which releases the GIL, so uvicorn, FastAPI and JSON on the event loop no longer stall the
+model between ops (the bottleneck of one-text requests measured in BENCHMARKS.md). The bytes on the pipe are
+serve/wire.py's: a JSON header and raw numpy buffers, nothing unpickled.
+
+The parent keeps its own loaded copy of the folder for what the routes read (tokenizer, heads' labels,
+limits); the child does every forward pass, the start-up self-test included.
+
+Life cycle: the child exits when the pipe closes (server stopped, or the parent killed, even by SIGKILL: the
+kernel closes the parent's end) and, while busy in a pass, when its parent process changes (a watcher
+thread). A crashed child fails the batch it was running (the requests get a one-line 503), is logged,
+and is started again for the next batch.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import asdict, dataclass
+from multiprocessing.connection import Connection
+from pathlib import Path
+from typing import Any, Optional
+
+import torch
+
+import bertkit
+from bertkit.errors import BertkitError
+from bertkit.serve.predictions import qa_logits, question_answering
+from bertkit.serve.runner import ModelRunner
+from bertkit.serve.wire import decode_control, decode_reply, decode_request, encode_control, encode_failure, \
+    encode_reply, encode_request
+
+LOG = logging.getLogger("bertkit.serve")
+START_TIMEOUT_S = 300.0          # loading a large folder on a busy machine
+PARENT_CHECK_S = 0.5
+
+
+class ModelProcessFailed(BertkitError):
+    """The model process could not start, or died during a batch."""
+
+
+@dataclass(frozen=True)
+class ModelProcessSpec:
+    """What the child loads: the same arguments the parent's `bertkit.load` and `ModelRunner` got."""
+    folder: str
+    precision: Optional[str]
+    device: str
+    pooling: Optional[str]
+    layers: Optional[str]
+    threads: int
+
+
+# --- the child ------------------------------------------------------------------------------------------
+def _exit_with_parent(parent: int) -> None:
+    while os.getppid() == parent:
+        time.sleep(PARENT_CHECK_S)
+    os._exit(0)
+
+
+def model_process_main(connection, spec: dict, parent: int) -> None:
+    """The child's entry point: load, say ready (or why not), then answer batches until the pipe closes."""
+    threading.Thread(target=_exit_with_parent, args=(parent,), name="bertkit-parent-watch", daemon=True).start()
+    torch.set_num_threads(spec["threads"])
+    try:
+        model = bertkit.load(spec["folder"], device=spec["device"], precision=spec["precision"])
+        runner = ModelRunner(model, spec["pooling"], spec["layers"])
+        _, qa_head = question_answering(runner)
+    except BaseException as error:  # noqa: BLE001 - reported to the parent as one line, which raises it
+        connection.send_bytes(encode_failure(error))
+        return
+    connection.send_bytes(encode_control({"ready": os.getpid()}))
+    while True:
+        try:
+            message = connection.recv_bytes()
+        except (EOFError, OSError):
+            return                      # the server closed the pipe or died
+        started = time.thread_time()
+        try:
+            kind, payloads = decode_request(message)
+            results = qa_logits(runner, qa_head, payloads) if kind == "qa" else runner.run_batch(kind, payloads)
+            reply = encode_reply(results, time.thread_time() - started)
+        except Exception as error:  # noqa: BLE001 - the batch fails with this line, the process goes on
+            reply = encode_failure(error)
+        try:
+            connection.send_bytes(reply)
+        except OSError:
+            return
+
+
+# --- the parent -----------------------------------------------------------------------------------------
+class ModelProcess:
+    """One child process and its pipe; `call` is one batch, serialized by a lock."""
+
+    def __init__(self, spec: ModelProcessSpec):
+        self.spec = spec
+        self.restarts = 0
+        self._lock = threading.Lock()
+        self._process: Any = None
+        self._connection: Any = None
+        self._closed = False
+        self._start()
+
+    @property
+    def pid(self) -> Optional[int]:
+        return self._process.pid if self._process is not None else None
+
+    def _start(self) -> None:
+        # A fresh interpreter (`python -m` this module), not multiprocessing: spawn would re-run the user's
+        # main script in the child, and fork would copy torch's threads. The pipe is a socket pair passed by fd.
+        ours, theirs = socket.socketpair()
+        root = str(Path(bertkit.__file__).resolve().parent.parent)      # the child imports this same bertkit
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))}
+        try:
+            process = subprocess.Popen([sys.executable, "-m", __name__, str(theirs.fileno()), str(os.getpid()),
+                                        json.dumps(asdict(self.spec))], pass_fds=(theirs.fileno(),),
+                                       stdin=subprocess.DEVNULL, env=env)
+        finally:
+            theirs.close()             # the child holds the only other end: its EOF is our exit, and ours its
+        connection = Connection(ours.detach())
+        deadline = time.monotonic() + START_TIMEOUT_S
+        try:
+            while not connection.poll(0.2):
+                if process.poll() is not None or time.monotonic() > deadline:
+                    raise ModelProcessFailed(f"serve: the model process for {self.spec.folder} did not start "
+                                             f"(exit code {process.poll()})")
+            header = decode_control(connection.recv_bytes())
+        except BaseException:
+            connection.close()
+            _stop(process)
+            raise
+        if "ready" not in header:
+            connection.close()
+            _stop(process)
+            raise ModelProcessFailed(f"serve: the model process could not load {self.spec.folder}: "
+                                     f"{header.get('error')}")
+        self._process, self._connection = process, connection
+
+    def call(self, kind: str, payloads: list) -> tuple[list, float]:
+        """(results, the child's CPU seconds on them); ModelProcessFailed if the child died or refused."""
+        request = encode_request(kind, payloads)
+        with self._lock:
+            if self._closed:
+                raise ModelProcessFailed("the server is shutting down")
+            if self._connection is None:
+                self.restarts += 1
+                self._start()
+                LOG.warning("bertkit serve: model process restarted (pid %s, restart %d)", self.pid, self.restarts)
+            try:
+                self._connection.send_bytes(request)
+                reply = self._connection.recv_bytes()
+            except (EOFError, OSError):
+                code = self._dead()
+                LOG.error("bertkit serve: the model process (pid %s) died during a batch (exit code %s); "
+                          "it will be restarted for the next batch", self.pid, code)
+                raise ModelProcessFailed(f"the model process died (exit code {code}); it is being restarted") \
+                    from None
+        results, error, cpu = decode_reply(reply)
+        if error is not None:
+            raise ModelProcessFailed(f"in the model process: {error}")
+        if len(results) != len(payloads):
+            raise ModelProcessFailed(f"the model process returned {len(results)} results for {len(payloads)} items")
+        return results, cpu
+
+    def _dead(self) -> Optional[int]:
+        self._connection.close()
+        self._connection = None
+        try:
+            return self._process.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            return None
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            if self._connection is not None:
+                self._connection.close()        # the child sees EOF and returns
+                self._connection = None
+            if self._process is not None:
+                _stop(self._process)
+
+
+def _stop(process: subprocess.Popen) -> None:
+    """Wait for a child whose pipe is closed (it exits on the EOF), then kill it if it did not."""
+    try:
+        process.wait(timeout=5)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait(timeout=5)
+
+
+class ProcessRunner(ModelRunner):
+    """A ModelRunner whose passes (embed, predict, QA windows, the self-test) run in a model process."""
+    runs_qa = True
+
+    def __init__(self, model: Any, spec: ModelProcessSpec):
+        super().__init__(model, spec.pooling, spec.layers)
+        self.process = ModelProcess(spec)
+        self._cpu = threading.local()
+
+    def run_batch(self, kind: str, payloads: list) -> list:
+        results, cpu = self.process.call(kind, payloads)
+        self._cpu.seconds = getattr(self._cpu, "seconds", 0.0) + cpu
+        return results
+
+    def embed(self, items: list) -> list:
+        return self.run_batch("embed", items)
+
+    def predict(self, items: list) -> list:
+        return self.run_batch("predict", items)
+
+    def cpu_clock(self) -> float:
+        """This thread's CPU time plus the model process's on this thread's batches."""
+        return time.thread_time() + getattr(self._cpu, "seconds", 0.0)
+
+    def backend(self) -> dict:
+        return {"kind": "process", "pid": self.process.pid, "restarts": self.process.restarts}
+
+    def close(self) -> None:
+        self.process.close()
+
+
+if __name__ == "__main__":      # the child: python -m bertkit.serve.process_runner FD PARENT_PID SPEC_JSON
+    model_process_main(Connection(int(sys.argv[1])), json.loads(sys.argv[3]), int(sys.argv[2]))
