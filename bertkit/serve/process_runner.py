@@ -13,7 +13,7 @@ limits); the child does every forward pass, the start-up self-test included.
 Life cycle: the child exits when the pipe closes (server stopped, or the parent killed, even by SIGKILL: the
 kernel closes the parent's end) and, while busy in a pass, when its parent process changes (a watcher
 thread). A crashed child fails the batch it was running (the requests get a one-line 503), is logged,
-and is started again for the next batch.
+and is started again at once; /health says 503 while no child is running.
 """
 from __future__ import annotations
 
@@ -150,25 +150,35 @@ class ModelProcess:
         with self._lock:
             if self._closed:
                 raise ModelProcessFailed("the server is shutting down")
-            if self._connection is None:
-                self.restarts += 1
-                self._start()
-                LOG.warning("bertkit serve: model process restarted (pid %s, restart %d)", self.pid, self.restarts)
+            if self._connection is not None and self._process.poll() is not None:    # died while idle
+                LOG.error("bertkit serve: the model process (pid %s) exited while idle (exit code %s); starting "
+                          "a new one", self.pid, self._dead())
+            if self._connection is None:          # died while idle, or an earlier restart failed
+                self._restart()
             try:
                 self._connection.send_bytes(request)
                 reply = self._connection.recv_bytes()
             except (EOFError, OSError):
                 code = self._dead()
                 LOG.error("bertkit serve: the model process (pid %s) died during a batch (exit code %s); "
-                          "it will be restarted for the next batch", self.pid, code)
-                raise ModelProcessFailed(f"the model process died (exit code {code}); it is being restarted") \
-                    from None
+                          "starting a new one", self.pid, code)
+                try:
+                    self._restart()
+                except ModelProcessFailed as error:
+                    LOG.error("%s; the next batch tries again", error)
+                raise ModelProcessFailed(f"the model process died during this batch (exit code {code}); "
+                                         "it was restarted") from None
         results, error, cpu = decode_reply(reply)
         if error is not None:
             raise ModelProcessFailed(f"in the model process: {error}")
         if len(results) != len(payloads):
             raise ModelProcessFailed(f"the model process returned {len(results)} results for {len(payloads)} items")
         return results, cpu
+
+    def _restart(self) -> None:
+        self.restarts += 1
+        self._start()
+        LOG.warning("bertkit serve: model process restarted (pid %s, restart %d)", self.pid, self.restarts)
 
     def _dead(self) -> Optional[int]:
         self._connection.close()
@@ -177,6 +187,14 @@ class ModelProcess:
             return self._process.wait(timeout=5)
         except subprocess.TimeoutExpired:
             return None
+
+    def problem(self) -> Optional[str]:
+        """Why the model process cannot take a batch now (for /health), or None."""
+        process = self._process
+        code = process.poll() if process is not None else None
+        if self._connection is None or code is not None:
+            return f"the model process is not running (exit code {code}); the next batch starts a new one"
+        return None
 
     def close(self) -> None:
         with self._lock:
@@ -223,6 +241,9 @@ class ProcessRunner(ModelRunner):
 
     def backend(self) -> dict:
         return {"kind": "process", "pid": self.process.pid, "restarts": self.process.restarts}
+
+    def health_problem(self) -> Optional[str]:
+        return self.process.problem()
 
     def close(self) -> None:
         self.process.close()

@@ -74,6 +74,10 @@ class BatchRunner:
         """Where the passes run, for /status: the batcher's threads here; serve/process_runner.py's child."""
         return {"kind": "thread"}
 
+    def health_problem(self) -> Optional[str]:
+        """Why the runner cannot take a batch now (for /health), or None; the thread runner always can."""
+        return None
+
     def close(self) -> None:
         """Free what the runner holds beyond the model (a model process); the thread runner holds nothing."""
 

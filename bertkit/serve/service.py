@@ -279,6 +279,9 @@ class EmbeddingService:
 
     def health_problem(self) -> Optional[str]:
         """Why this server cannot answer every route now (for /health), or None when it can."""
+        problem = self.runner.health_problem() if self.runner is not None else None
+        if problem is not None:
+            return problem
         stuck = self.index.stuck_for() if self.index is not None else None
         if stuck is not None:
             return (f"the search thread has run one query {stuck:.0f} s past its {self.index.timeout_s:g} s "

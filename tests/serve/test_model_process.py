@@ -11,6 +11,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import httpx
@@ -86,25 +87,48 @@ def test_model_process_stops_with_the_server_and_its_cpu_is_counted(tiny_model_d
     assert used > 0.05 and 0.5 * used <= counted <= used + 0.05, (counted, used)
 
 
-def test_a_crashed_model_process_fails_the_batch_with_one_line_and_is_restarted(tiny_model_dir):
+def test_a_model_process_killed_during_a_batch_fails_it_with_one_line_and_is_restarted(tiny_model_dir):
     expected = bertkit.load(tiny_model_dir).encode(TEXTS[:2])
     running = start(tiny_model_dir)
     try:
         first = running.service.runner.process.pid
-        os.kill(first, signal.SIGKILL)
-        assert _wait_gone(first)
-        with httpx.Client(base_url=running.url, timeout=30) as client:
-            failed = client.post("/encode", json={"texts": TEXTS[:2]})
+        os.kill(first, signal.SIGSTOP)            # the batch reaches the child and waits there...
+        with httpx.Client(base_url=running.url, timeout=30) as client, ThreadPoolExecutor(1) as pool:
+            pending = pool.submit(client.post, "/encode", json={"texts": TEXTS[:2]})
+            deadline = time.monotonic() + 10
+            while running.service.batcher.in_progress == 0 and time.monotonic() < deadline:
+                time.sleep(0.01)
+            time.sleep(0.2)
+            os.kill(first, signal.SIGKILL)        # ...and the child dies under it
+            failed = pending.result(timeout=60)
+            health = client.get("/health")
             again = client.post("/encode", json={"texts": TEXTS[:2]})
             backend = client.get("/status").json()["model"]["backend"]
     finally:
         running.stop()
     assert failed.status_code == 503
     message = failed.json()["detail"]
-    assert "model process died" in message and "\n" not in message
+    assert "model process died during this batch" in message and "\n" not in message
+    assert health.status_code == 200                  # restarted at once, not at the next request
     assert again.status_code == 200
     np.testing.assert_allclose(np.asarray(again.json()["results"], dtype=np.float32), expected, atol=1e-6)
     assert backend["restarts"] == 1 and backend["pid"] not in (None, first)
+
+
+def test_a_model_process_that_died_idle_is_unhealthy_then_replaced_without_a_failed_request(tiny_model_dir):
+    running = start(tiny_model_dir)
+    try:
+        first = running.service.runner.process.pid
+        os.kill(first, signal.SIGKILL)
+        assert _wait_gone(first)
+        with httpx.Client(base_url=running.url, timeout=30) as client:
+            health = client.get("/health")
+            served = client.post("/encode", json={"texts": TEXTS[:2]})
+            healthy = client.get("/health")
+    finally:
+        running.stop()
+    assert health.status_code == 503 and "model process is not running" in health.json()["detail"]
+    assert served.status_code == 200 and healthy.status_code == 200
 
 
 def test_sigkill_of_the_server_takes_the_model_process_with_it(tiny_model_dir, tmp_path):
