@@ -76,7 +76,7 @@ def test_model_process_stops_with_the_server_and_its_cpu_is_counted(tiny_model_d
     try:
         with httpx.Client(base_url=running.url, timeout=30) as client:
             before, child_before = client.get("/status").json()["queue"], _cpu_seconds(pid)
-            for _ in range(40):
+            for _ in range(80):
                 assert client.post("/encode", json={"texts": TEXTS * 6}).status_code == 200
             after, child_after = client.get("/status").json()["queue"], _cpu_seconds(pid)
     finally:
