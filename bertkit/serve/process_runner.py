@@ -7,8 +7,9 @@ precision, pooling, layers and thread count, and answers `run_batch` calls over 
 model between ops (the bottleneck of one-text requests measured in BENCHMARKS.md). The bytes on the pipe are
 serve/wire.py's: a JSON header and raw numpy buffers, nothing unpickled.
 
-The parent keeps its own loaded copy of the folder for what the routes read (tokenizer, heads' labels,
-limits); the child does every forward pass, the start-up self-test included.
+The parent keeps the loaded folder for what the routes read (tokenizer, heads' labels, limits) but drops
+its weights (a linear probe's folder keeps them: its /predict runs here); the child does every forward
+pass, the start-up self-test included.
 
 Life cycle: the child exits when the pipe closes (server stopped, or the parent killed, even by SIGKILL: the
 kernel closes the parent's end) and, while busy in a pass, when its parent process changes (a watcher
@@ -206,6 +207,13 @@ class ModelProcess:
                 _stop(self._process)
 
 
+def _release_weights(model: Any) -> None:
+    """Drop this process's copy of the weights (the model process holds them): the modules keep their
+    shapes and configs, which is all the routes read here, on torch's storage-free "meta" device."""
+    for module in (model.encoder, *(model.heads or {}).values()):
+        module.to("meta")
+
+
 def _stop(process: subprocess.Popen) -> None:
     """Wait for a child whose pipe is closed (it exits on the EOF), then kill it if it did not."""
     try:
@@ -223,6 +231,8 @@ class ProcessRunner(ModelRunner):
         super().__init__(model, spec.pooling, spec.layers)
         self.process = ModelProcess(spec)
         self._cpu = threading.local()
+        if getattr(model, "linear", None) is None:    # a linear probe's /predict still runs its encoder here
+            _release_weights(model)
 
     def run_batch(self, kind: str, payloads: list) -> list:
         results, cpu = self.process.call(kind, payloads)
