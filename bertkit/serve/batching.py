@@ -42,6 +42,11 @@ def batch_overhead_tokens(device_type: str, precision: str) -> int:
 THROUGHPUT_WINDOW_S = 60.0   # tokens_per_second() averages over the last minute
 
 
+def thread_clocks() -> tuple[float, float]:
+    """(wall, this thread's CPU) seconds: a batch run in the worker thread is busy for the wall time between."""
+    return time.perf_counter(), time.thread_time()
+
+
 class QueueFull(Exception):
     """More texts are waiting than the server accepts; the client should retry later."""
 
@@ -123,11 +128,11 @@ class Batcher:
 
     def __init__(self, run_batch: RunBatch, max_batch_tokens: int, max_queued_items: int, workers: int = 1,
                  max_batch_size: int = 32, batch_overhead_tokens: int = CPU_BATCH_OVERHEAD_TOKENS,
-                 packed_kinds: Collection[Hashable] = (), cpu_clock: Callable[[], float] = time.thread_time):
+                 packed_kinds: Collection[Hashable] = (), clocks: Callable[[], tuple[float, float]] = thread_clocks):
         """packed_kinds: the kinds `run_batch` runs packed (a pass costs its real tokens, not rows x longest).
-        cpu_clock: read before and after `run_batch` in the worker thread for the model's CPU seconds."""
+        clocks: (busy, CPU) seconds, read before and after `run_batch` in the worker thread: the model's time."""
         self.run_batch = run_batch
-        self.cpu_clock = cpu_clock
+        self.clocks = clocks
         self.packed_kinds = frozenset(packed_kinds)
         self.max_batch_tokens = max_batch_tokens
         self.max_batch_size = max_batch_size
@@ -277,7 +282,7 @@ class Batcher:
     def _run(self, batch: list[_Entry]) -> None:
         if not batch:
             return
-        started, cpu = time.perf_counter(), self.cpu_clock()
+        started, (busy, cpu) = time.perf_counter(), self.clocks()
         try:
             results = self.run_batch(batch[0].kind, [e.payload for e in batch])
         except Exception as error:  # noqa: BLE001 - handed to the waiting requests, not swallowed
@@ -285,12 +290,13 @@ class Batcher:
                 entry.ticket.fail(error)
             return
         finally:
-            self._record(batch, started, time.perf_counter(), self.cpu_clock() - cpu)
+            busy_after, cpu_after = self.clocks()
+            self._record(batch, started, time.perf_counter(), busy_after - busy, cpu_after - cpu)
         for entry, result in zip(batch, results):
             if not entry.ticket.cancelled:
                 entry.ticket.deliver(entry.index, result)
 
-    def _record(self, batch: list[_Entry], started: float, finished: float, cpu: float) -> None:
+    def _record(self, batch: list[_Entry], started: float, finished: float, busy: float, cpu: float) -> None:
         real = sum(e.length for e in batch)
         with self._condition:   # several workers may finish at once
             stats = self.stats
@@ -298,7 +304,7 @@ class Batcher:
             stats.items += len(batch)
             stats.padded_tokens += len(batch) * max(e.length for e in batch)
             stats.real_tokens += real
-            stats.busy_seconds += finished - started
+            stats.busy_seconds += busy
             stats.cpu_seconds += cpu
             stats.batch_sizes.observe(len(batch))
             for entry in batch:

@@ -84,11 +84,11 @@ def model_process_main(connection, spec: dict, parent: int) -> None:
             message = connection.recv_bytes()
         except (EOFError, OSError):
             return                      # the server closed the pipe or died
-        started = time.thread_time()
+        started, cpu = time.perf_counter(), time.thread_time()
         try:
             kind, payloads = decode_request(message)
             results = qa_logits(runner, qa_head, payloads) if kind == "qa" else runner.run_batch(kind, payloads)
-            reply = encode_reply(results, time.thread_time() - started)
+            reply = encode_reply(results, time.perf_counter() - started, time.thread_time() - cpu)
         except Exception as error:  # noqa: BLE001 - the batch fails with this line, the process goes on
             reply = encode_failure(error)
         try:
@@ -99,14 +99,19 @@ def model_process_main(connection, spec: dict, parent: int) -> None:
 
 # --- the parent -----------------------------------------------------------------------------------------
 class ModelProcess:
-    """One child process and its pipe; `call` is one batch, serialized by a lock."""
+    """One child process and its pipe. `call` runs one batch; calls from several threads are pipelined: each
+    sends at once (the child reads the next batch as soon as it finishes one) and reads its reply in the
+    order it sent, so the child never waits for this process to get the GIL back between batches."""
 
     def __init__(self, spec: ModelProcessSpec):
         self.spec = spec
         self.restarts = 0
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()             # sending, starting, stopping
+        self._turn = threading.Condition()        # whose reply comes next
         self._process: Any = None
         self._connection: Any = None
+        self._generation = 0                      # which child: replies of a dead one never come
+        self._sent = self._received = 0           # requests sent to / replies read from this child
         self._closed = False
         self._start()
 
@@ -145,8 +150,8 @@ class ModelProcess:
                                      f"{header.get('error')}")
         self._process, self._connection = process, connection
 
-    def call(self, kind: str, payloads: list) -> tuple[list, float]:
-        """(results, the child's CPU seconds on them); ModelProcessFailed if the child died or refused."""
+    def call(self, kind: str, payloads: list) -> tuple[list, float, float]:
+        """(results, the child's wall and CPU seconds on them); ModelProcessFailed if the child died or refused."""
         request = encode_request(kind, payloads)
         with self._lock:
             if self._closed:
@@ -156,25 +161,46 @@ class ModelProcess:
                           "a new one", self.pid, self._dead())
             if self._connection is None:          # died while idle, or an earlier restart failed
                 self._restart()
+            connection, generation, ticket = self._connection, self._generation, self._sent
             try:
-                self._connection.send_bytes(request)
-                reply = self._connection.recv_bytes()
-            except (EOFError, OSError):
-                code = self._dead()
-                LOG.error("bertkit serve: the model process (pid %s) died during a batch (exit code %s); "
-                          "starting a new one", self.pid, code)
-                try:
-                    self._restart()
-                except ModelProcessFailed as error:
-                    LOG.error("%s; the next batch tries again", error)
-                raise ModelProcessFailed(f"the model process died during this batch (exit code {code}); "
-                                         "it was restarted") from None
-        results, error, cpu = decode_reply(reply)
+                connection.send_bytes(request)
+            except OSError:
+                self._died(generation)
+            self._sent += 1
+        with self._turn:
+            while self._received != ticket and self._generation == generation:
+                self._turn.wait()
+        if self._generation != generation:
+            raise ModelProcessFailed("the model process died during this batch; it was restarted")
+        try:
+            reply = connection.recv_bytes()
+        except (EOFError, OSError):
+            with self._lock:
+                self._died(generation)
+        with self._turn:
+            self._received += 1
+            self._turn.notify_all()
+        results, error, wall, cpu = decode_reply(reply)
         if error is not None:
             raise ModelProcessFailed(f"in the model process: {error}")
         if len(results) != len(payloads):
             raise ModelProcessFailed(f"the model process returned {len(results)} results for {len(payloads)} items")
-        return results, cpu
+        return results, wall, cpu
+
+    def _died(self, generation: int) -> None:
+        """Under self._lock: the child of `generation` is gone. Wake the calls waiting on it, start a new one
+        (unless shutting down), and fail this call."""
+        if self._closed:
+            raise ModelProcessFailed("the server is shutting down")
+        if self._generation == generation:
+            code = self._dead()
+            LOG.error("bertkit serve: the model process (pid %s) died during a batch (exit code %s); "
+                      "starting a new one", self.pid, code)
+            try:
+                self._restart()
+            except ModelProcessFailed as error:
+                LOG.error("%s; the next batch tries again", error)
+        raise ModelProcessFailed("the model process died during this batch; it was restarted")
 
     def _restart(self) -> None:
         self.restarts += 1
@@ -182,8 +208,13 @@ class ModelProcess:
         LOG.warning("bertkit serve: model process restarted (pid %s, restart %d)", self.pid, self.restarts)
 
     def _dead(self) -> Optional[int]:
+        """Under self._lock: forget the child (its pending replies never come) and reap it."""
         self._connection.close()
         self._connection = None
+        with self._turn:
+            self._generation += 1
+            self._sent = self._received = 0
+            self._turn.notify_all()
         try:
             return self._process.wait(timeout=5)
         except subprocess.TimeoutExpired:
@@ -205,6 +236,9 @@ class ModelProcess:
                 self._connection = None
             if self._process is not None:
                 _stop(self._process)
+            with self._turn:
+                self._generation += 1
+                self._turn.notify_all()
 
 
 def _release_weights(model: Any) -> None:
@@ -226,17 +260,19 @@ def _stop(process: subprocess.Popen) -> None:
 class ProcessRunner(ModelRunner):
     """A ModelRunner whose passes (embed, predict, QA windows, the self-test) run in a model process."""
     runs_qa = True
+    batches_in_flight = 2         # one running in the child, the next already in the pipe
 
     def __init__(self, model: Any, spec: ModelProcessSpec):
         super().__init__(model, spec.pooling, spec.layers)
         self.process = ModelProcess(spec)
-        self._cpu = threading.local()
+        self._clocks = threading.local()
         if getattr(model, "linear", None) is None:    # a linear probe's /predict still runs its encoder here
             _release_weights(model)
 
     def run_batch(self, kind: str, payloads: list) -> list:
-        results, cpu = self.process.call(kind, payloads)
-        self._cpu.seconds = getattr(self._cpu, "seconds", 0.0) + cpu
+        results, wall, cpu = self.process.call(kind, payloads)
+        self._clocks.busy = getattr(self._clocks, "busy", 0.0) + wall
+        self._clocks.cpu = getattr(self._clocks, "cpu", 0.0) + cpu
         return results
 
     def embed(self, items: list) -> list:
@@ -245,9 +281,10 @@ class ProcessRunner(ModelRunner):
     def predict(self, items: list) -> list:
         return self.run_batch("predict", items)
 
-    def cpu_clock(self) -> float:
-        """This thread's CPU time plus the model process's on this thread's batches."""
-        return time.thread_time() + getattr(self._cpu, "seconds", 0.0)
+    def clocks(self) -> tuple[float, float]:
+        """The model process's wall and CPU seconds in the passes of this thread's batches (the child runs
+        one batch at a time, so the busy seconds of the batcher's threads add up to the child's)."""
+        return getattr(self._clocks, "busy", 0.0), getattr(self._clocks, "cpu", 0.0)
 
     def backend(self) -> dict:
         return {"kind": "process", "pid": self.process.pid, "restarts": self.process.restarts}

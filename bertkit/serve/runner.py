@@ -8,7 +8,6 @@ never a NaN in JSON.
 """
 from __future__ import annotations
 
-import time
 from typing import Any, NamedTuple, Optional
 
 import numpy as np
@@ -21,6 +20,7 @@ from bertkit.model.head_registry import HEADS
 from bertkit.model.pooling import POOLINGS, pooled_or_cls
 from bertkit.model.sentence import SentenceEncoder, can_pack
 from bertkit.runtime import autocast
+from bertkit.serve.batching import thread_clocks
 from bertkit.serve.inputs import TokenSequence
 from bertkit.tokenizer.padding import pad_to_tensors
 
@@ -58,6 +58,7 @@ class BatchRunner:
     """The batcher's entry point, shared by the PyTorch runner below and serve/onnx_runner.py's."""
     packed_kinds: frozenset = frozenset()      # batch kinds run packed (padding not computed): the batcher's cost
     runs_qa = False                            # QA windows ("qa" batches) run here, not in the service's thread
+    batches_in_flight = 1                      # batcher threads that keep it busy (the model process: 2)
 
     def run_batch(self, kind: str, payloads: list) -> list:
         if kind == "embed":
@@ -66,9 +67,10 @@ class BatchRunner:
             return self.predict(payloads)
         raise ValueError(f"unknown batch kind {kind!r}")
 
-    def cpu_clock(self) -> float:
-        """The CPU seconds a batch costs are this clock's difference around run_batch (the batcher's thread)."""
-        return time.thread_time()
+    def clocks(self) -> tuple[float, float]:
+        """(busy, CPU) seconds; a batch's model time is their difference around run_batch in the batcher's
+        thread (here: its wall and CPU time)."""
+        return thread_clocks()
 
     def backend(self) -> dict:
         """Where the passes run, for /status: the batcher's threads here; serve/process_runner.py's child."""

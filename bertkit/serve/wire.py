@@ -98,7 +98,7 @@ def decode_request(message: bytes) -> tuple[str, list]:
 
 
 # --- replies: model process -> server ---------------------------------------------------------------------
-def encode_reply(results: list, cpu_seconds: float) -> bytes:
+def encode_reply(results: list, wall_seconds: float, cpu_seconds: float) -> bytes:
     rows, arrays = [], []
     for result in results:
         if isinstance(result, NonFiniteResult):
@@ -109,18 +109,18 @@ def encode_reply(results: list, cpu_seconds: float) -> bytes:
         else:
             rows.append({"array": _spec(result)})
             arrays.append(result)
-    return _message({"rows": rows, "cpu": cpu_seconds}, arrays)
+    return _message({"rows": rows, "wall": wall_seconds, "cpu": cpu_seconds}, arrays)
 
 
 def encode_failure(error: BaseException) -> bytes:
     return _message({"error": f"{type(error).__name__}: {error}".splitlines()[0]}, [])
 
 
-def decode_reply(message: bytes) -> tuple[list | None, str | None, float]:
-    """(results, None, model CPU seconds) or (None, the child's one-line error, 0.0)."""
+def decode_reply(message: bytes) -> tuple[list | None, str | None, float, float]:
+    """(results, None, the pass's wall and CPU seconds) or (None, the child's one-line error, 0.0, 0.0)."""
     header, data = _split(message)
     if "error" in header:
-        return None, str(header["error"]), 0.0
+        return None, str(header["error"]), 0.0, 0.0
     rows, reader, results = header.get("rows"), _Reader(data), []
     if not isinstance(rows, list):
         raise WireError("bad reply header")
@@ -133,7 +133,7 @@ def decode_reply(message: bytes) -> tuple[list | None, str | None, float]:
             results.append(tuple(reader.take(spec) for spec in row["tuple"]))
         else:
             results.append(reader.take(row.get("array")))
-    return results, None, float(header.get("cpu") or 0.0)
+    return results, None, float(header.get("wall") or 0.0), float(header.get("cpu") or 0.0)
 
 
 def encode_control(header: dict) -> bytes:

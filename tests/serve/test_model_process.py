@@ -74,17 +74,20 @@ def test_model_process_stops_with_the_server_and_its_cpu_is_counted(tiny_model_d
     pid = running.service.runner.process.pid
     assert pid is not None and pid != os.getpid() and not _gone(pid)
     try:
-        with httpx.Client(base_url=running.url, timeout=30) as client:
-            before, child_before = client.get("/status").json()["queue"], _cpu_seconds(pid)
-            for _ in range(80):
-                assert client.post("/encode", json={"texts": TEXTS * 6}).status_code == 200
+        with httpx.Client(base_url=running.url, timeout=30) as client, ThreadPoolExecutor(4) as clients:
+            before, child_before, started = client.get("/status").json()["queue"], _cpu_seconds(pid), time.perf_counter()
+            answers = list(clients.map(lambda _: client.post("/encode", json={"texts": TEXTS * 6}), range(80)))
+            elapsed = time.perf_counter() - started
             after, child_after = client.get("/status").json()["queue"], _cpu_seconds(pid)
+        assert all(answer.status_code == 200 for answer in answers)
     finally:
         running.stop()
     assert _wait_gone(pid, 2.0), "the model process outlived the server"
     counted, used = after["model_cpu_s"] - before["model_cpu_s"], child_after - child_before
     # the passes run in the child: its CPU, not the server thread's (nearly idle in recv), is what /status counts
     assert used > 0.05 and 0.5 * used <= counted <= used + 0.05, (counted, used)
+    # two batches in flight (one running, one in the pipe) must not count the child's time twice
+    assert 0 < after["model_busy_s"] - before["model_busy_s"] <= elapsed
 
 
 def test_a_model_process_killed_during_a_batch_fails_it_with_one_line_and_is_restarted(tiny_model_dir):
@@ -181,9 +184,9 @@ def test_requests_and_replies_cross_the_wire_unchanged():
     assert decode_request(encode_request("predict", sequences)) == ("predict", sequences)
     rng = np.random.default_rng(0)
     vector, logits = rng.standard_normal(384).astype(np.float32), rng.standard_normal((5, 3)).astype(np.float32)
-    results, error, cpu = decode_reply(encode_reply([vector, NonFiniteResult("embedding"), (logits, logits[:, 0])],
-                                                    0.25))
-    assert error is None and cpu == 0.25
+    results, error, wall, cpu = decode_reply(encode_reply([vector, NonFiniteResult("embedding"),
+                                                           (logits, logits[:, 0])], 0.5, 0.25))
+    assert error is None and (wall, cpu) == (0.5, 0.25)
     assert results[0].dtype == np.float32 and results[0].tobytes() == vector.tobytes()
     assert results[1] == NonFiniteResult("embedding")
     np.testing.assert_array_equal(results[2][0], logits)
