@@ -21,8 +21,8 @@ _HELP = {
     "model": "model folder (any format bertkit.load reads); required, here or in --config",
     "index": "search index folder (built with the same model)",
     "host": "address to bind (localhost only unless asked: the API has no TLS of its own)",
-    "workers": "model worker threads sharing the loaded model (with --backend process: at least 2, one batch "
-               "running in the model process and the next already sent)",
+    "workers": "model worker threads sharing the loaded model (with --backend process: batches sent to the "
+               "model process at once, the next waiting in the pipe while one runs)",
     "max_batch_tokens": "padded tokens per forward pass",
     "max_batch_size": "rows per forward pass, taken length-sorted from the queue",
     "batch_overhead_tokens": "cost of one forward pass in tokens' worth, for cutting batches (none: measured, "

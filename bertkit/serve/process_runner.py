@@ -42,6 +42,10 @@ from bertkit.serve.wire import decode_control, decode_reply, decode_request, enc
 
 LOG = logging.getLogger("bertkit.serve")
 START_TIMEOUT_S = 300.0          # loading a large folder on a busy machine
+# The server process's GIL switch interval while a model process runs the passes (Python's default: 5 ms).
+# The batcher's thread needs the GIL only between batches (to hand results over and send the next batch), and
+# the event loop holds it for whole bursts of responses: a short interval bounds the model process's idle wait.
+SERVER_SWITCH_INTERVAL_S = 0.001
 PARENT_CHECK_S = 0.5
 
 
@@ -260,7 +264,6 @@ def _stop(process: subprocess.Popen) -> None:
 class ProcessRunner(ModelRunner):
     """A ModelRunner whose passes (embed, predict, QA windows, the self-test) run in a model process."""
     runs_qa = True
-    batches_in_flight = 2         # one running in the child, the next already in the pipe
 
     def __init__(self, model: Any, spec: ModelProcessSpec):
         super().__init__(model, spec.pooling, spec.layers)

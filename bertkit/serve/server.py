@@ -17,7 +17,7 @@ from bertkit.finetune.linear import LinearPredictor, linear_predictor_of
 from bertkit.serve.config import ServeConfig
 from bertkit.serve.linear import LinearService, TfidfService
 from bertkit.serve.onnx_runner import OnnxRunner
-from bertkit.serve.process_runner import ModelProcessSpec, ProcessRunner
+from bertkit.serve.process_runner import SERVER_SWITCH_INTERVAL_S, ModelProcessSpec, ProcessRunner
 from bertkit.serve.runner import BatchRunner, ModelRunner
 from bertkit.serve.search import SearchIndex
 from bertkit.serve.service import EmbeddingService
@@ -98,6 +98,8 @@ def serve(config: ServeConfig, model: Any = None, log_level: str = "info") -> No
     from bertkit.serve.app import create_app
 
     service = build_service(config, model)
+    if isinstance(service.runner, ProcessRunner):    # this process now runs HTTP only (see the constant)
+        sys.setswitchinterval(SERVER_SWITCH_INTERVAL_S)
     test = service.self_test
     if service.runner is not None:                  # a TF-IDF folder has no weights in a precision
         print(f"bertkit serve: {getattr(service.runner.model, 'precision_note', 'precision fp32')}", file=sys.stderr)

@@ -69,6 +69,25 @@ def test_process_backend_is_the_default_for_a_folder_and_gives_the_library_vecto
         np.testing.assert_array_equal(served, alone)          # bit for bit, through the pipe or not
 
 
+def test_two_workers_pipeline_batches_and_every_reply_reaches_its_own_request(tiny_model_dir):
+    """--workers 2: two batches in flight on one pipe; replies are read in the order sent, so each text gets
+    its own vector (a swapped reply would hand a text another text's vector)."""
+    model = bertkit.load(tiny_model_dir)
+    texts = [f"{TEXTS[i % len(TEXTS)]} {' '.join(['cat'] * (i % 7))}" for i in range(40)]
+    expected = {text: model.encode([text])[0] for text in texts}
+    running = start(tiny_model_dir, workers=2)
+    try:
+        with httpx.Client(base_url=running.url, timeout=60) as client, ThreadPoolExecutor(8) as clients:
+            answers = list(clients.map(lambda text: client.post("/encode", json={"texts": [text]}), texts * 3))
+            batches = client.get("/status").json()["queue"]["batches"]
+    finally:
+        running.stop()
+    assert batches > 1
+    for text, answer in zip(texts * 3, answers):
+        assert answer.status_code == 200, answer.text
+        np.testing.assert_allclose(answer.json()["results"][0], expected[text], rtol=0, atol=1e-6)
+
+
 def test_model_process_stops_with_the_server_and_its_cpu_is_counted(tiny_model_dir):
     running = start(tiny_model_dir)
     pid = running.service.runner.process.pid
