@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -74,6 +75,7 @@ def _exit_with_parent(parent: int) -> None:
 def model_process_main(connection, spec: dict, parent: int) -> None:
     """The child's entry point: load, say ready (or why not), then answer batches until the pipe closes."""
     threading.Thread(target=_exit_with_parent, args=(parent,), name="bertkit-parent-watch", daemon=True).start()
+    signal.signal(signal.SIGINT, signal.SIG_IGN)    # Ctrl-C reaches the whole process group; the pipe says when
     torch.set_num_threads(spec["threads"])
     try:
         model = bertkit.load(spec["folder"], device=spec["device"], precision=spec["precision"])

@@ -100,6 +100,8 @@ def serve(config: ServeConfig, model: Any = None, log_level: str = "info") -> No
     service = build_service(config, model)
     if isinstance(service.runner, ProcessRunner):    # this process now runs HTTP only (see the constant)
         sys.setswitchinterval(SERVER_SWITCH_INTERVAL_S)
+        print(f"bertkit serve: forward passes in model process {service.runner.process.pid} (--backend process)",
+              file=sys.stderr)
     test = service.self_test
     if service.runner is not None:                  # a TF-IDF folder has no weights in a precision
         print(f"bertkit serve: {getattr(service.runner.model, 'precision_note', 'precision fp32')}", file=sys.stderr)
