@@ -105,9 +105,9 @@ def model_process_main(connection, spec: dict, parent: int) -> None:
 
 # --- the parent -----------------------------------------------------------------------------------------
 class ModelProcess:
-    """One child process and its pipe. `call` runs one batch; calls from several threads are pipelined: each
-    sends at once (the child reads the next batch as soon as it finishes one) and reads its reply in the
-    order it sent, so the child never waits for this process to get the GIL back between batches."""
+    """One child process and its pipe. `call` runs one batch. Calls from several batcher threads (--workers N)
+    are pipelined: each sends at once (the child reads the next batch as soon as it finishes one) and reads
+    its reply in the order it sent."""
 
     def __init__(self, spec: ModelProcessSpec):
         self.spec = spec
