@@ -104,8 +104,8 @@ def render(stats, batcher: dict, info: dict[str, str]) -> str:
     out.scalar("bertkit_batches_total", "counter", "Forward passes (micro-batches).", batcher["batches"])
     out.scalar("bertkit_model_busy_seconds_total", "counter", "Seconds the model spent on forward passes.",
                batcher["busy_seconds"])
-    out.scalar("bertkit_model_cpu_seconds_total", "counter", "CPU seconds the model threads spent on forward passes.",
-               batcher["cpu_seconds"])
+    out.scalar("bertkit_model_cpu_seconds_total", "counter",
+               "CPU seconds the model (its threads or its process) spent on forward passes.", batcher["cpu_seconds"])
     out.histogram("bertkit_batch_size", "Texts per forward pass.", batcher["batch_sizes"])
     out.histogram("bertkit_queue_seconds", "Time a text waited in the queue before its forward pass started.",
                   batcher["queue_seconds"])
