@@ -51,7 +51,7 @@ class ServeConfig:
     layers: Optional[str] = None       # layer strategy or indices, as encode --layers; None: the model folder's
     # Where the forward passes run: "process" (a model process of its own, so HTTP never shares the model's
     # GIL) or "thread" (the batcher's threads in this process). None: process for a PyTorch model folder on
-    # CPU, thread for a model passed in memory (the Python API), an ONNX export, or a GPU.
+    # CPU (POSIX), thread for a model passed in memory (the Python API), an ONNX export, or a GPU.
     backend: Optional[str] = None
     max_length: Optional[int] = None   # tokens per text of every vector route, as encode --max-length; None: the
                                        # folder's max_seq_length (longer texts: 422, or cut with "truncate": true)

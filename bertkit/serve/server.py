@@ -1,6 +1,7 @@
 """Start-up: load the model (and index), run the self-test, then serve with uvicorn until interrupted."""
 from __future__ import annotations
 
+import os
 import socket
 import sys
 import threading
@@ -58,7 +59,9 @@ def make_runner(config: ServeConfig, model: Any, loaded_here: bool) -> BatchRunn
     """The thread runner (ModelRunner, OnnxRunner) or, for a folder this server loaded, the model process."""
     onnx = isinstance(model, OnnxModel)
     device = str(getattr(model, "device", None) or next(model.encoder.parameters()).device) if not onnx else "cpu"
-    backend = config.backend or ("process" if loaded_here and not onnx and device == "cpu" else "thread")
+    # the model process gets its pipe by fd inheritance (POSIX); elsewhere the default stays the thread runner
+    backend = config.backend or ("process" if loaded_here and not onnx and device == "cpu" and os.name == "posix"
+                                 else "thread")
     if backend == "thread":
         return (OnnxRunner if onnx else ModelRunner)(model, config.pooling, config.layers)
     if onnx or not loaded_here:
