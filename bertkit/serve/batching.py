@@ -105,7 +105,7 @@ class BatcherStats:
     padded_tokens: int = 0
     real_tokens: int = 0
     busy_seconds: float = 0.0
-    cpu_seconds: float = 0.0        # the model's CPU time in forward passes (the worker threads', or the model process's)
+    cpu_seconds: float = 0.0        # the model's CPU seconds in passes (worker threads' or the model process's)
     batch_sizes: Histogram = field(default_factory=lambda: Histogram(BATCH_SIZE_BUCKETS))
     queue_seconds: Histogram = field(default_factory=lambda: Histogram(SECONDS_BUCKETS))   # per text
     recent: deque = field(default_factory=deque)    # (finished at, real tokens) of the last minute's batches

@@ -2,9 +2,9 @@
 
 `ProcessRunner` is a `ModelRunner` whose passes run elsewhere: a child process (a fresh interpreter, as
 multiprocessing's spawn gives, never fork: torch keeps threads) loads the same folder with the same
-precision, pooling, layers and thread count, and answers `run_batch` calls over a pipe. The batcher's worker thread blocks in
-`recv_bytes`, which releases the GIL, so uvicorn, FastAPI and JSON on the event loop no longer stall the
-model between ops (the bottleneck of one-text requests measured in BENCHMARKS.md). The bytes on the pipe are
+precision, pooling, layers and thread count, and answers `run_batch` calls over a pipe. The batcher's
+worker thread blocks in `recv_bytes`, which releases the GIL, so uvicorn, FastAPI and JSON on the event
+loop no longer stall the model between ops (the bottleneck of one-text requests measured in BENCHMARKS.md). The bytes on the pipe are
 serve/wire.py's: a JSON header and raw numpy buffers, nothing unpickled.
 
 The parent keeps the loaded folder for what the routes read (tokenizer, heads' labels, limits) but drops

@@ -58,7 +58,6 @@ class BatchRunner:
     """The batcher's entry point, shared by the PyTorch runner below and serve/onnx_runner.py's."""
     packed_kinds: frozenset = frozenset()      # batch kinds run packed (padding not computed): the batcher's cost
     runs_qa = False                            # QA windows ("qa" batches) run here, not in the service's thread
-    batches_in_flight = 1                      # batcher threads that keep it busy (the model process: 2)
 
     def run_batch(self, kind: str, payloads: list) -> list:
         if kind == "embed":

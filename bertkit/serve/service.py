@@ -69,8 +69,8 @@ class EmbeddingService:
             runner.device.type, getattr(runner.model, "precision", "fp32"))
         self.qa_task, self.qa_head = question_answering(runner)
         self.batcher = Batcher(self._run_batch, config.max_batch_tokens, config.max_queued_texts,
-                               max(config.workers, runner.batches_in_flight), config.max_batch_size, overhead,
-                               runner.packed_kinds, runner.clocks)
+                               config.workers, config.max_batch_size, overhead, runner.packed_kinds,
+                               runner.clocks)
 
     def _run_batch(self, kind: str, payloads: list) -> list:
         """The batcher's worker-thread entry: QA windows run here, everything else in the runner."""
