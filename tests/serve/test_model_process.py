@@ -118,10 +118,9 @@ def test_a_model_process_killed_during_a_batch_fails_it_with_one_line_and_is_res
         os.kill(first, signal.SIGSTOP)            # the batch reaches the child and waits there...
         with httpx.Client(base_url=running.url, timeout=30) as client, ThreadPoolExecutor(1) as pool:
             pending = pool.submit(client.post, "/encode", json={"texts": TEXTS[:2]})
-            deadline = time.monotonic() + 10
-            while running.service.batcher.in_progress == 0 and time.monotonic() < deadline:
+            process, deadline = running.service.runner.process, time.monotonic() + 30
+            while process._sent == process._received and time.monotonic() < deadline:   # not sent yet
                 time.sleep(0.01)
-            time.sleep(0.2)
             os.kill(first, signal.SIGKILL)        # ...and the child dies under it
             failed = pending.result(timeout=60)
             health = client.get("/health")
