@@ -95,7 +95,7 @@ class TfidfService(LinearService):
         self.config, self.runner, self.index, self.model_name = config, None, None, model_name
         self.linear = linear
         self.stats = ServerStats()
-        self.qa_task = self.qa_head = None
+        self.qa_task = None
         self.self_test = linear_self_test(linear)
 
     def require_encoder(self) -> None:

@@ -6,7 +6,6 @@ from dataclasses import replace
 from typing import Any, NamedTuple, Optional, Sequence
 
 import numpy as np
-import torch
 
 from bertkit.data.squad import QAExample
 from bertkit.finetune.ner import first_piece_words, split_words
@@ -14,9 +13,7 @@ from bertkit.finetune.predictions import entity_prediction, label_names_for, seq
 from bertkit.finetune.qa import QAFeature, QATask
 from bertkit.finetune.config import TaskOptions
 from bertkit.finetune.tasks import build_task
-from bertkit.runtime import autocast
-from bertkit.serve.inputs import MAX_ERRORS_SHOWN, PAIR_SEPARATOR, InputRejected, TokenSequence
-from bertkit.serve.runner import NonFiniteResult, pad_batch
+from bertkit.serve.inputs import MAX_ERRORS_SHOWN, PAIR_SEPARATOR, InputRejected
 
 
 def describe_sequence(logits: np.ndarray, task: str, labels: Sequence[str]) -> dict:
@@ -52,15 +49,16 @@ class PreparedQuestions(NamedTuple):
     truncated: list[int]               # items whose question was cut to the model's question limit
 
 
-def question_answering(runner) -> tuple[Optional[QATask], Any]:
-    """(QA task, head) when the served folder was fine-tuned for extractive QA, else (None, None)."""
+def question_answering(runner) -> Optional[QATask]:
+    """The QA task (windows, answers) when the served folder was fine-tuned for extractive QA, else None; the
+    windows' logits come from the runner's "qa" batches (ModelRunner.answer_windows)."""
     if runner.task != "qa" or runner.heads.get("qa") is None:
-        return None, None
+        return None
     saved = runner.meta.get("task_options") or {}
     options = TaskOptions(**{k: v for k, v in saved.items() if k in TaskOptions.__dataclass_fields__})
     # A window longer than the position table would fail every batch it lands in; the model's limit wins.
     options = replace(options, max_length=min(options.max_length, runner.position_limit))
-    return build_task("qa", runner.tokenizer, [], options), runner.heads["qa"].eval()
+    return build_task("qa", runner.tokenizer, [], options)
 
 
 def qa_examples(texts: Sequence[Any]) -> list[QAExample]:
@@ -98,18 +96,6 @@ def prepare_questions(tokenizer, examples: Sequence[QAExample], task: QATask, tr
             f"texts[{i}] has a question of {n} tokens, more than this model's question limit of {limit}; "
             "shorten it or send \"truncate\": true" for i, n in over[:MAX_ERRORS_SHOWN]))
     return PreparedQuestions(list(examples), task.encode(examples), [i for i, _ in over])
-
-
-def qa_logits(runner, head, windows: list[TokenSequence]) -> list[tuple[np.ndarray, np.ndarray] | NonFiniteResult]:
-    """Start and end logits per window, cut to its length. Runs in the batcher's worker threads."""
-    batch = pad_batch(windows, runner.tokenizer.pad_id, runner.device)
-    with torch.inference_mode(), autocast(runner.device):
-        hidden = runner.encoder(batch.input_ids, attention_mask=batch.attention_mask,
-                                token_type_ids=batch.token_type_ids).last_hidden_state
-        start, end = (logits.float().cpu().numpy() for logits in head(hidden))
-    rows = [(start[i, :len(w.input_ids)], end[i, :len(w.input_ids)]) for i, w in enumerate(windows)]
-    return [row if np.isfinite(row[0]).all() and np.isfinite(row[1]).all() else NonFiniteResult("answer")
-            for row in rows]
 
 
 def describe_answers(task: QATask, prepared: PreparedQuestions, outputs: Sequence[tuple]) -> list[dict]:

@@ -36,7 +36,6 @@ import torch
 
 import bertkit
 from bertkit.errors import BertkitError
-from bertkit.serve.predictions import qa_logits, question_answering
 from bertkit.serve.runner import ModelRunner
 from bertkit.serve.wire import decode_control, decode_reply, decode_request, encode_control, encode_failure, \
     encode_reply, encode_request
@@ -80,7 +79,6 @@ def model_process_main(connection, spec: dict, parent: int) -> None:
     try:
         model = bertkit.load(spec["folder"], device=spec["device"], precision=spec["precision"])
         runner = ModelRunner(model, spec["pooling"], spec["layers"])
-        _, qa_head = question_answering(runner)
     except BaseException as error:  # noqa: BLE001 - reported to the parent as one line, which raises it
         connection.send_bytes(encode_failure(error))
         return
@@ -90,11 +88,12 @@ def model_process_main(connection, spec: dict, parent: int) -> None:
             message = connection.recv_bytes()
         except (EOFError, OSError):
             return                      # the server closed the pipe or died
-        started, cpu = time.perf_counter(), time.thread_time()
+        # process CPU: this process only runs the model, and its passes use torch's intra-op threads too
+        started, cpu = time.perf_counter(), time.process_time()
         try:
             kind, payloads = decode_request(message)
-            results = qa_logits(runner, qa_head, payloads) if kind == "qa" else runner.run_batch(kind, payloads)
-            reply = encode_reply(results, time.perf_counter() - started, time.thread_time() - cpu)
+            results = runner.run_batch(kind, payloads)
+            reply = encode_reply(results, time.perf_counter() - started, time.process_time() - cpu)
         except Exception as error:  # noqa: BLE001 - the batch fails with this line, the process goes on
             reply = encode_failure(error)
         try:
@@ -265,8 +264,6 @@ def _stop(process: subprocess.Popen) -> None:
 
 class ProcessRunner(ModelRunner):
     """A ModelRunner whose passes (embed, predict, QA windows, the self-test) run in a model process."""
-    runs_qa = True
-
     def __init__(self, model: Any, spec: ModelProcessSpec):
         super().__init__(model, spec.pooling, spec.layers)
         self.process = ModelProcess(spec)

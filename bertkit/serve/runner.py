@@ -27,7 +27,7 @@ from bertkit.tokenizer.padding import pad_to_tensors
 # Per-request poolings: "none" (token vectors) is not a sentence embedding, so the server does not offer it.
 SERVED_POOLINGS = tuple(p for p in POOLINGS if p != "none")
 # bertkit.json "task" -> the head key that serves /predict through ModelRunner.predict (labelled heads; QA's
-# answers go through serve/predictions.py)
+# windows' start/end logits: ModelRunner.answer_windows; the answers: serve/predictions.py)
 PREDICT_HEADS = {name: kind.head for name, kind in TASKS.items() if kind.job == "finetune" and HEADS[kind.head].labelled}
 SELF_TEST_TEXT = "bertkit self-test: the quick brown fox jumps over the lazy dog."
 
@@ -57,14 +57,18 @@ def pad_batch(sequences: list[TokenSequence], pad_id: int, device: torch.device)
 class BatchRunner:
     """The batcher's entry point, shared by the PyTorch runner below and serve/onnx_runner.py's."""
     packed_kinds: frozenset = frozenset()      # batch kinds run packed (padding not computed): the batcher's cost
-    runs_qa = False                            # QA windows ("qa" batches) run here, not in the service's thread
 
     def run_batch(self, kind: str, payloads: list) -> list:
         if kind == "embed":
             return self.embed(payloads)
         if kind == "predict":
             return self.predict(payloads)
+        if kind == "qa":
+            return self.answer_windows(payloads)
         raise ValueError(f"unknown batch kind {kind!r}")
+
+    def answer_windows(self, windows: list) -> list:
+        raise ValueError("this model has no QA head")
 
     def clocks(self) -> tuple[float, float]:
         """(busy, CPU) seconds; a batch's model time is their difference around run_batch in the batcher's
@@ -180,6 +184,20 @@ class ModelRunner(BatchRunner):
                 logits = self.head(out.last_hidden_state).float().cpu().numpy()       # (B, T, L)
                 rows = [logits[i, :len(item.input_ids)] for i, item in enumerate(items)]
         return [row if np.isfinite(row).all() else NonFiniteResult("prediction") for row in rows]
+
+    def answer_windows(self, windows: list[TokenSequence]) -> list[tuple[np.ndarray, np.ndarray] | NonFiniteResult]:
+        """Start and end logits per QA window, cut to its length (the folder's "qa" head)."""
+        head = self.heads.get("qa")
+        if head is None:
+            return super().answer_windows(windows)
+        batch = pad_batch(windows, self.tokenizer.pad_id, self.device)
+        with torch.inference_mode(), autocast(self.device):
+            hidden = self.encoder(batch.input_ids, attention_mask=batch.attention_mask,
+                                  token_type_ids=batch.token_type_ids).last_hidden_state
+            start, end = (logits.float().cpu().numpy() for logits in head.eval()(hidden))
+        rows = [(start[i, :len(w.input_ids)], end[i, :len(w.input_ids)]) for i, w in enumerate(windows)]
+        return [row if np.isfinite(row[0]).all() and np.isfinite(row[1]).all() else NonFiniteResult("answer")
+                for row in rows]
 
 
 class SelfTestFailed(BertkitError):

@@ -20,7 +20,7 @@ from bertkit.serve.inputs import InputRejected, PreparedTexts, TokenSequence, pr
 from bertkit.serve.metrics import render
 from bertkit.serve.ranking import ranked, relevance, relevant_label, rerank_problem
 from bertkit.serve.predictions import (describe_answers, describe_entities, describe_sequence, prepare_questions,
-                                       qa_examples, qa_logits, question_answering)
+                                       qa_examples, question_answering)
 from bertkit.finetune.tasks import HEAD_TASKS
 from bertkit.serve.runner import SERVED_POOLINGS, EmbedItem, ModelRunner, NonFiniteResult
 from bertkit.serve.search import SearchIndex
@@ -67,16 +67,10 @@ class EmbeddingService:
                                f"{longest}-token limit, so a long text would fit no batch; raise it")
         overhead = config.batch_overhead_tokens or batch_overhead_tokens(
             runner.device.type, getattr(runner.model, "precision", "fp32"))
-        self.qa_task, self.qa_head = question_answering(runner)
-        self.batcher = Batcher(self._run_batch, config.max_batch_tokens, config.max_queued_texts,
+        self.qa_task = question_answering(runner)
+        self.batcher = Batcher(runner.run_batch, config.max_batch_tokens, config.max_queued_texts,
                                config.workers, config.max_batch_size, overhead, runner.packed_kinds,
                                runner.clocks)
-
-    def _run_batch(self, kind: str, payloads: list) -> list:
-        """The batcher's worker-thread entry: QA windows run here, everything else in the runner."""
-        if kind == "qa" and not self.runner.runs_qa:
-            return qa_logits(self.runner, self.qa_head, payloads)
-        return self.runner.run_batch(kind, payloads)
 
     @property
     def can_predict(self) -> bool:
