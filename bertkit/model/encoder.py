@@ -136,7 +136,7 @@ class SelfAttention(nn.Module):
     def _packed(self, x: torch.Tensor, packing: Packing) -> torch.Tensor:
         """x (N, C) real tokens -> (N, C): attention per grid of similar-length texts (model/packing.py)."""
         H, D = self.num_heads, self.head_dim
-        qkv = packing.to_attention(self.qkv(x))                     # (N, 3HD) -> (R, 3HD), zeros at the padding
+        qkv = packing.to_attention(self.qkv(x))                     # (N', 3HD) -> (R, 3HD)
         y = qkv.new_empty(qkv.shape[0], H * D)                      # (R, HD)
         dropout_p = self.dropout_p if self.training else 0.0
         for start, rows, width, mask in packing.chunks:

@@ -2,9 +2,10 @@
 
 Everything row-wise in a transformer (embeddings, every Linear, LayerNorm, GELU, residual adds) treats each
 token alone, so it runs on the (N, C) rows of the real tokens and skips the padding. Only attention mixes the
-tokens of one text: for it the rows are scattered into a few padded grids, each holding texts of similar
-length (`chunks`), so that a batch of mixed lengths does not pay attention over its longest text for every
-row; SDPA runs per grid with its key mask and the outputs are gathered back. A token keeps the position id of
+tokens of one text: for it the rows are gathered into a few padded grids, each holding texts of similar
+length and a multiple of ATTENTION_WIDTH_STEP wide (`chunks`, one per step of width: choose_grids), so that a
+batch of mixed lengths does not pay attention over its longest text for every row; SDPA runs per grid with its
+key mask and the outputs are gathered back. A token keeps the position id of
 its column in the padded input, so left and right padding give the same numbers as the padded forward.
 With `bucket`, the N rows grow by a few copies of a real token to a bucketed count N' (`bucket_rows`): oneDNN
 compiles a matmul kernel per row count, and the server's passes would otherwise bring a new one every time.
@@ -14,14 +15,38 @@ row, R = rows of all attention grids together.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import NamedTuple, Optional
 
 import torch
 
-# A text joins the attention grid of shorter texts while its length is at most this multiple of the grid's
-# shortest text: at most 1 - 1/1.5 of a grid's keys are padding, and lengths 8..512 need at most ~10 grids.
-CHUNK_GROWTH = 1.5
+# Attention grids are ATTENTION_WIDTH_STEP tokens wide, or a multiple of it: torch's CPU flash attention (the
+# kernel SDPA takes here, bf16 and fp32) runs 2-3x faster at such key lengths than one token short of them (8
+# texts x 12 heads, bf16, one AMX core: width 31 620 us, 32 224 us; 47 1,020 vs 48 469; 63 1,389 vs 64 589), so the
+# masked columns up to the step cost less than nothing. benchmarks/attention_grids.py measures it.
+ATTENTION_WIDTH_STEP = 16
+
+
+def grid_width(length: int) -> int:
+    """The key length of the attention grid a text of `length` tokens needs: the next multiple of the step."""
+    return -(-max(length, 1) // ATTENTION_WIDTH_STEP) * ATTENTION_WIDTH_STEP
+
+
+def choose_grids(lengths: list[int]) -> list[tuple[int, int]]:
+    """Split ascending `lengths` into attention grids, as [start, stop) ranges of that order: one grid per
+    grid_width. Measured per layer on one AMX core in bf16 (benchmarks/attention_grids.py): a grid costs ~12 us
+    on its own (the SDPA call, its mask, the copies' dispatch) plus, per text, ~6.4 + 0.65 W + 0.007 W^2 us at
+    width W. Moving a text one step wider costs it >= 16 us (16 -> 32), more than the grid it would save, so
+    merging widths never pays and splitting one width only adds grids."""
+    grids: list[tuple[int, int]] = []
+    for i, length in enumerate(lengths):
+        if grids and grid_width(lengths[grids[-1][0]]) == grid_width(length):
+            grids[-1] = (grids[-1][0], i + 1)
+        else:
+            grids.append((i, i + 1))
+    return grids
+
+
 # Row buckets: a multiple of 16 up to 256 rows, then 16 steps per doubling (at most 1/16 of the rows are extra).
 # oneDNN's bf16 kernels (model/onednn.py) are JIT-compiled per shape and cached (1,024 kernels): a new row
 # count costs ~5 ms on one AMX core against ~0.5 ms to run a (350 x 384) @ (384 x 1536) product, and server
@@ -47,8 +72,7 @@ class Chunk(NamedTuple):
 
 @dataclass
 class Packing:
-    """One forward pass's bookkeeping; it also keeps the zeroed (R, ...) attention grid that every layer scatters
-    into (only real tokens' rows are ever written, so the padding stays zero without refilling it)."""
+    """One forward pass's bookkeeping."""
     batch: int                               # B
     width: int                               # T
     index: Optional[torch.Tensor]            # (N',) int64 flat positions b * T + t of the real tokens, then of
@@ -56,8 +80,9 @@ class Packing:
     positions: torch.Tensor                  # (N',) int64 column t of each row
     chunks: list[Chunk]                      # the attention grids, shortest texts first
     attention_index: torch.Tensor            # (N',) int64 each row's row in the attention grids (extra rows: 0)
+    grid_source: Optional[torch.Tensor]      # (R,) int64 the real row each grid row copies (padding: row 0);
+                                             # None: the grids are the N rows themselves, in order
     tokens: int = -1                         # N, the real tokens (the first N rows); -1: all N' rows
-    _grids: dict = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
         if self.tokens < 0:
@@ -76,6 +101,8 @@ class Packing:
             packing.index = torch.cat([index, first])
             packing.positions = torch.cat([packing.positions, packing.positions[:1].expand(extra)])
             packing.attention_index = torch.cat([packing.attention_index, packing.attention_index[:1].expand(extra)])
+            if packing.grid_source is None:                          # the grids now leave the extra rows out
+                packing.grid_source = torch.arange(packing.tokens, device=device)
         return packing
 
     @classmethod
@@ -83,32 +110,35 @@ class Packing:
         """The bookkeeping of the N real tokens alone."""
         B, T = shape
         if attention_mask is None or bool(attention_mask.all()):
-            columns = torch.arange(T, device=device)
-            return cls(B, T, None, columns.repeat(B), [Chunk(0, B, T, None)], torch.arange(B * T, device=device))
-        real = attention_mask.to(device=device, dtype=torch.bool)                 # (B, T)
-        index = real.reshape(-1).nonzero().squeeze(1)                             # (N,)
-        lengths = real.sum(1).tolist()                                            # (B,) real tokens per row
-        chunks, row_start = [], [0] * B       # row_start[b]: where row b's tokens begin in the attention grids
+            index, lengths = None, [T] * B
+            positions = torch.arange(T, device=device).repeat(B)
+        else:
+            real = attention_mask.to(device=device, dtype=torch.bool)                 # (B, T)
+            index = real.reshape(-1).nonzero().squeeze(1)                             # (N,)
+            lengths = real.sum(1).tolist()                                            # (B,) real tokens per row
+            positions = index % T
+        order = sorted(range(B), key=lengths.__getitem__)
+        ascending = [lengths[b] for b in order]
+        chunks, row_start = [], [0] * B      # row_start[b]: where row b's tokens begin in the attention grids
         start = 0
-        order = sorted(range(B), key=lambda b: lengths[b])
-        i = 0
-        while i < B:
-            j = i
-            while j + 1 < B and lengths[order[j + 1]] <= CHUNK_GROWTH * max(lengths[order[i]], 1):
-                j += 1
-            rows, width = j - i + 1, lengths[order[j]]
-            for local, b in enumerate(order[i:j + 1]):
+        for first, stop in choose_grids(ascending):
+            rows, width = stop - first, grid_width(ascending[stop - 1])
+            for local, b in enumerate(order[first:stop]):
                 row_start[b] = start + local * width
-            grid_lengths = torch.tensor([lengths[b] for b in order[i:j + 1]], device=device)
-            mask = torch.arange(width, device=device) < grid_lengths[:, None]                  # (rows, width)
+            grid_lengths = torch.tensor(ascending[first:stop], device=device)
+            mask = torch.arange(width, device=device) < grid_lengths[:, None]                # (rows, width)
             chunks.append(Chunk(start, rows, width, None if bool(mask.all()) else mask[:, None, None, :]))
             start += rows * width
-            i = j + 1
+        tokens = sum(lengths)
+        if index is None and chunks == [Chunk(0, B, T, None)]:        # whole texts of a step's width: no copies
+            return cls(B, T, None, positions, chunks, torch.arange(tokens, device=device), None)
         counts = torch.tensor(lengths, device=device)
         first_token = torch.cumsum(counts, 0) - counts                           # (B,) packed index of row b's first
         offset = torch.tensor(row_start, device=device) - first_token
-        attention_index = torch.arange(len(index), device=device) + torch.repeat_interleave(offset, counts)
-        return cls(B, T, index, index % T, chunks, attention_index)
+        attention_index = torch.arange(tokens, device=device) + torch.repeat_interleave(offset, counts)
+        grid_source = torch.zeros(start, dtype=torch.long, device=device)
+        grid_source[attention_index] = torch.arange(tokens, device=device)
+        return cls(B, T, index, positions, chunks, attention_index, grid_source)
 
     @property
     def grid_rows(self) -> int:
@@ -126,31 +156,24 @@ class Packing:
     def unpack(self, rows: torch.Tensor) -> torch.Tensor:
         """(N', ...) -> (B, T, ...) with zeros at the padding."""
         if self.index is None:
-            return rows.reshape(self.batch, self.width, *rows.shape[1:])
+            return rows[:self.tokens].reshape(self.batch, self.width, *rows.shape[1:])
         grid = rows.new_zeros(self.batch * self.width, *rows.shape[1:])
         _as_words(grid).index_copy_(0, self.index[:self.tokens], _as_words(rows[:self.tokens]))
         return grid.view(self.batch, self.width, *rows.shape[1:])
 
     def to_attention(self, rows: torch.Tensor) -> torch.Tensor:
-        """(N', K) -> (R, K), the attention grids of the real rows, zeros at the padding (finite: a masked key's value still meets
-        a 0 weight in the attention product, and 0 * NaN would not be 0). Without autograd the grid is this
-        pass's one buffer of that shape, overwritten by the next call: consume it before then."""
-        if self.index is None:
+        """(N', K) -> (R, K), the attention grids of the real rows. A padding slot holds a copy of row 0: masked
+        as a key it meets a 0 weight (exp(-inf)), and 0 times a finite value adds exactly nothing, so the real
+        queries' outputs are those of zeros there; the padding queries' outputs are never read. One gather of
+        whole rows, cheaper than scattering into a zeroed grid."""
+        if self.grid_source is None:
             return rows
-        shape, reuse = (self.grid_rows, rows.shape[1]), not torch.is_grad_enabled()   # autograd keeps views
-        key = (shape, rows.dtype, rows.device)
-        grid = self._grids.get(key) if reuse else None
-        if grid is None:
-            grid = rows.new_zeros(shape)
-            if reuse:
-                self._grids[key] = grid
-        _as_words(grid).index_copy_(0, self.attention_index[:self.tokens], _as_words(rows[:self.tokens]))
-        return grid
+        return _as_words(rows).index_select(0, self.grid_source).view(rows.dtype)
 
     def from_attention(self, grid: torch.Tensor) -> torch.Tensor:
         """(R, K) -> (N', K): the real tokens' rows of the attention grids, in packed order (extra rows: a copy
         of the first)."""
-        if self.index is None:
+        if self.grid_source is None:
             return grid
         return _as_words(grid).index_select(0, self.attention_index).view(grid.dtype)
 

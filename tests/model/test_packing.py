@@ -7,7 +7,7 @@ import bertkit
 from bertkit.features import embed_batch
 from bertkit.model.config import EncoderConfig, preset
 from bertkit.model.encoder import Encoder
-from bertkit.model.packing import Packing
+from bertkit.model.packing import Packing, choose_grids, grid_width
 from bertkit.model.precision import apply_precision
 from bertkit.model.sentence import SentenceConfig, SentenceEncoder
 from bertkit.runtime import PrecisionChoice
@@ -78,13 +78,20 @@ def test_packing_round_trip_and_no_padding_shortcut():
     assert rows.squeeze(1).tolist() == [0, 1, 2, 3, 7, 8]
     assert packing.positions.tolist() == [0, 1, 2, 0, 1, 2]            # the padded grid's columns (left padding)
     assert torch.equal(packing.unpack(rows), grid * mask[..., None])
-    # attention: [1 token] and [2 tokens, 3 tokens] in two grids (3 <= 1.5 x 2), each real token once
-    assert [(c.rows, c.width) for c in packing.chunks] == [(1, 1), (2, 3)]
-    assert packing.attention_index.tolist() == [4, 5, 6, 0, 1, 2] and packing.grid_rows == 7
+    # attention: one grid of 3 texts, 16 wide (ATTENTION_WIDTH_STEP), shortest first; each real token once
+    assert [(c.rows, c.width) for c in packing.chunks] == [(3, 16)]
+    assert packing.attention_index.tolist() == [32, 33, 34, 0, 16, 17] and packing.grid_rows == 48
     assert torch.equal(packing.from_attention(packing.to_attention(rows)), rows)
-    full = Packing.from_mask(torch.ones(2, 3, dtype=torch.long), (2, 3), torch.device("cpu"))
-    assert full.index is None and [c.key_mask for c in full.chunks] == [None]
-    assert full.pack(grid[:2]).shape == (6, 1) and torch.equal(full.unpack(full.pack(grid[:2])), grid[:2])
+    assert packing.chunks[0].key_mask.squeeze().sum(1).tolist() == [1, 2, 3]
+    # padding slots copy row 0 (finite, masked as keys); the real slots hold their own rows
+    assert packing.to_attention(rows).squeeze(1).tolist()[:3] == [3, 0, 0] and \
+        packing.to_attention(rows).squeeze(1).tolist()[32:35] == [0, 1, 2]
+    full = Packing.from_mask(torch.ones(2, 16, dtype=torch.long), (2, 16), torch.device("cpu"))
+    assert full.index is None and full.grid_source is None and [c.key_mask for c in full.chunks] == [None]
+    wide = torch.arange(32.0).view(2, 16, 1)
+    assert full.pack(wide).shape == (32, 1) and torch.equal(full.unpack(full.pack(wide)), wide)
+    rows = full.pack(wide)
+    assert full.to_attention(rows) is rows and full.from_attention(rows) is rows     # the grid is the rows: no copy
 
 
 def test_packed_refuses_what_it_cannot_compute():
@@ -172,11 +179,14 @@ def test_bucketed_rows_run_every_layer_at_the_bucket_and_leave_the_numbers_alone
     assert seen == [sum(LENGTHS), 48]
     for ours, reference in zip(bucketed.hidden_states, plain.hidden_states):
         assert torch.equal(ours, reference)                  # the extra rows never reach a real token
-    # no padding at all: the bucket's extra rows still come and go
+    # no padding at all: the bucket's extra rows still come and go (the attention grid is 16 wide, 5 of them real:
+    # the padded forward's width-5 attention sums in another order, hence 1e-6 there)
     full = torch.ones(2, 5, dtype=torch.long)
     with torch.no_grad():
-        assert torch.equal(encoder(ids[:2, :5], full, packed=True).last_hidden_state,
-                           encoder(ids[:2, :5], full).last_hidden_state)
+        bucketed_full = encoder(ids[:2, :5], full, packed=True).last_hidden_state
+        encoder.bucket_packed_rows = False
+        assert torch.equal(bucketed_full, encoder(ids[:2, :5], full, packed=True).last_hidden_state)
+        assert (bucketed_full - encoder(ids[:2, :5], full).last_hidden_state).abs().max() < 1e-6
     packing = Packing.from_mask(full, (2, 5), torch.device("cpu"), bucket=True)
     assert packing.tokens == 10 and packing.positions.shape[0] == 16
 
@@ -196,3 +206,46 @@ def test_bf16_on_cpu_buckets_packed_rows_and_gives_the_same_bits():
     assert np.array_equal(bucketed, embed_batch(sentence, ids, mask, types, packed=True))
     apply_precision(encoder, {}, PrecisionChoice("fp32", torch.float32, "test"))
     assert not encoder.bucket_packed_rows
+
+
+def test_attention_grids_are_a_step_wide_one_per_width():
+    assert [grid_width(n) for n in (0, 1, 15, 16, 17, 31, 32, 33, 500)] == [16, 16, 16, 16, 32, 32, 32, 48, 512]
+    assert choose_grids([3, 5, 9, 14, 16, 20, 30, 200, 201, 209, 215]) == [(0, 5), (5, 7), (7, 9), (9, 11)]
+    assert choose_grids([7]) == [(0, 1)]
+    lengths = [3, 40, 20, 17, 33, 9]
+    mask = (torch.arange(40) < torch.tensor(lengths)[:, None]).long()
+    packing = Packing.from_mask(mask, (6, 40), torch.device("cpu"))
+    assert [(c.rows, c.width) for c in packing.chunks] == [(2, 16), (2, 32), (2, 48)]
+    assert [c.key_mask.squeeze(1).squeeze(1).sum(1).tolist() for c in packing.chunks] == [[3, 9], [17, 20], [33, 40]]
+    rows = torch.arange(float(sum(lengths)))[:, None]
+    grid = packing.to_attention(rows)
+    for chunk, texts in zip(packing.chunks, ([0, 5], [3, 2], [4, 1])):     # each text's tokens in its grid row
+        for local, b in enumerate(texts):
+            first = sum(lengths[:b])
+            at = chunk.start + local * chunk.width
+            assert grid[at:at + lengths[b], 0].tolist() == list(range(first, first + lengths[b]))
+    assert torch.equal(packing.from_attention(grid), rows)
+
+
+def test_attention_padding_slots_do_not_touch_the_numbers():
+    """The grids' padding slots hold a copy of row 0, not zeros: masked keys weigh exactly 0, so any finite
+    content there gives the same bits (here: another real row)."""
+    torch.manual_seed(0)
+    encoder = Encoder(FAMILIES["bert"]).eval()
+    ids, mask, types = _batch(encoder.config, "right")
+    with torch.no_grad():
+        reference = encoder(ids, mask, types, packed=True).last_hidden_state
+        real_from_mask = Packing._real
+
+        def elsewhere(*args):
+            packing = real_from_mask(*args)
+            padding = torch.ones_like(packing.grid_source, dtype=torch.bool)
+            padding[packing.attention_index] = False
+            packing.grid_source = packing.grid_source.masked_fill(padding, 7)
+            return packing
+        Packing._real = staticmethod(elsewhere)
+        try:
+            moved = encoder(ids, mask, types, packed=True).last_hidden_state
+        finally:
+            Packing._real = real_from_mask
+    assert torch.equal(moved, reference)
