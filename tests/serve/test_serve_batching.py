@@ -153,3 +153,84 @@ def test_queue_limit_and_timeout():
     finally:
         gate.set()
         batcher.close()
+
+
+@pytest.mark.parametrize("announces_sent", [True, False])
+def test_a_model_elsewhere_gets_the_next_batch_before_the_last_results_go_out(monkeypatch, announces_sent):
+    """With a model process (announces_sent), a pass's results are handed out only once the next pass is sent,
+    so the model does not wait while the event loop answers; at once when nothing else is queued; and a pass
+    that fails before it is sent still lets the earlier results out."""
+    import bertkit.serve.batching as batching
+    events, gate = [], threading.Event()
+    real_deliver = batching._deliver
+
+    def deliver(finished):
+        events.extend(("deliver", results) for _, results in finished)
+        real_deliver(finished)
+    monkeypatch.setattr(batching, "_deliver", deliver)
+
+    def remote(kind, payloads, sent=None):
+        events.append(("run", payloads))
+        if "bad" in payloads:
+            raise RuntimeError("the model process died")
+        if sent is not None:
+            sent()
+        if payloads == ["a"]:
+            gate.wait(5)                # b and then c queue up while a runs
+        return payloads
+
+    batcher = Batcher(remote, max_batch_tokens=1000, max_queued_items=1000, announces_sent=announces_sent)
+
+    async def main():
+        a = asyncio.ensure_future(batcher.submit("embed", [1], ["a"], timeout=5))
+        await asyncio.sleep(0.05)
+        bad = asyncio.ensure_future(batcher.submit("predict", [1], ["bad"], timeout=5))
+        b = asyncio.ensure_future(batcher.submit("embed", [1], ["b"], timeout=5))
+        await asyncio.sleep(0.05)
+        gate.set()
+        with pytest.raises(RuntimeError, match="died"):
+            await bad
+        return [await a, await b]
+
+    try:
+        assert asyncio.run(main()) == [["a"], ["b"]]
+    finally:
+        batcher.close()
+    if announces_sent:      # a's answer waits for the next pass, which fails before it is sent: a's goes out anyway;
+        # then b runs and, with nothing queued behind it, its answer goes out at once
+        assert events == [("run", ["a"]), ("run", ["bad"]), ("deliver", ["a"]), ("run", ["b"]), ("deliver", ["b"])]
+    else:                   # a thread runner: answers first, then the next pass, as before
+        assert events == [("run", ["a"]), ("deliver", ["a"]), ("run", ["bad"]), ("run", ["b"]), ("deliver", ["b"])]
+
+
+def test_the_next_pass_is_sent_before_the_answers_of_the_last(monkeypatch):
+    import bertkit.serve.batching as batching
+    events, gate = [], threading.Event()
+    real_deliver = batching._deliver
+    monkeypatch.setattr(batching, "_deliver", lambda finished: (
+        events.extend(("deliver", results) for _, results in finished), real_deliver(finished)))
+
+    def remote(kind, payloads, sent):
+        events.append(("run", payloads))
+        sent()
+        events.append(("sent", payloads))
+        if payloads == ["a"]:
+            gate.wait(5)
+        return payloads
+
+    batcher = Batcher(remote, max_batch_tokens=1000, max_queued_items=1000, announces_sent=True)
+
+    async def main():
+        a = asyncio.ensure_future(batcher.submit("embed", [1], ["a"], timeout=5))
+        await asyncio.sleep(0.05)
+        b = asyncio.ensure_future(batcher.submit("embed", [1], ["b"], timeout=5))
+        await asyncio.sleep(0.05)
+        gate.set()
+        return [await a, await b]
+
+    try:
+        assert asyncio.run(main()) == [["a"], ["b"]]
+    finally:
+        batcher.close()
+    assert events == [("run", ["a"]), ("sent", ["a"]), ("run", ["b"]), ("deliver", ["a"]), ("sent", ["b"]),
+                      ("deliver", ["b"])]
