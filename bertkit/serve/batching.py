@@ -116,7 +116,7 @@ class BatcherStats:
         return sum(tokens for _, tokens in self.recent) / THROUGHPUT_WINDOW_S
 
 
-RunBatch = Callable[..., list]      # (kind, payloads) -> results; with announces_sent also (..., sent=callback)
+RunBatch = Callable[[Hashable, list], list]
 
 
 class Batcher:
@@ -128,16 +128,10 @@ class Batcher:
 
     def __init__(self, run_batch: RunBatch, max_batch_tokens: int, max_queued_items: int, workers: int = 1,
                  max_batch_size: int = 32, batch_overhead_tokens: int = CPU_BATCH_OVERHEAD_TOKENS,
-                 packed_kinds: Collection[Hashable] = (), clocks: Callable[[], tuple[float, float]] = thread_clocks,
-                 announces_sent: bool = False):
+                 packed_kinds: Collection[Hashable] = (), clocks: Callable[[], tuple[float, float]] = thread_clocks):
         """packed_kinds: the kinds `run_batch` runs packed (a pass costs its real tokens, not rows x longest).
-        clocks: (busy, CPU) seconds, read before and after `run_batch` in the worker thread: the model's time.
-        announces_sent: run_batch takes `sent`, a callback it calls once the batch is on its way to a model that
-        runs elsewhere (serve/process_runner.py). A worker then hands out a pass's results only after sending
-        the next pass (or at once when nothing is queued): waking the event loop to answer them costs the
-        worker the GIL for a while, and the model should not sit idle through that."""
+        clocks: (busy, CPU) seconds, read before and after `run_batch` in the worker thread: the model's time."""
         self.run_batch = run_batch
-        self.announces_sent = announces_sent
         self.clocks = clocks
         self.packed_kinds = frozenset(packed_kinds)
         self.max_batch_tokens = max_batch_tokens
@@ -206,9 +200,8 @@ class Batcher:
             thread.join(timeout=5)
 
     # --- worker side -------------------------------------------------------------------------------------
-    def _take(self, block: bool = True) -> list[_Entry] | None:
-        """Oldest live entries of the oldest entry's kind, up to GATHER_BATCHES batches' worth; None when
-        stopping, [] when nothing is queued and not `block`."""
+    def _take(self) -> list[_Entry] | None:
+        """Oldest live entries of the oldest entry's kind, up to GATHER_BATCHES batches' worth."""
         with self._condition:
             while True:
                 while self._queue and self._queue[0].ticket.cancelled:
@@ -217,8 +210,6 @@ class Batcher:
                     break
                 if self._stopping:
                     return None
-                if not block:
-                    return []
                 self._condition.wait()
             kind = self._queue[0].kind
             budget = GATHER_BATCHES * self.max_batch_tokens
@@ -277,49 +268,33 @@ class Batcher:
         return batches[::-1]
 
     def _work(self) -> None:
-        finished: list[tuple[list[_Entry], list]] = []     # passes whose results wait for the next pass's send
         while True:
-            entries = self._take(block=not finished)
-            if not entries:                                 # stopping, or nothing queued: answer now
-                _deliver(finished)
-                finished = []
-                if entries is None:
-                    return
-                continue
+            entries = self._take()
+            if entries is None:
+                return
             for batch in self.micro_batches(entries):
                 try:
-                    finished = self._run([e for e in batch if not e.ticket.cancelled], finished)
+                    self._run([e for e in batch if not e.ticket.cancelled])
                 finally:
                     with self._condition:
                         self._in_progress -= len(batch)
 
-    def _run(self, batch: list[_Entry], finished: list) -> list:
-        """Run one micro-batch; deliver `finished` once it is sent (before, where run_batch does not say).
-        -> [(batch, results)] to deliver later, or [] if it failed (its requests have their error)."""
+    def _run(self, batch: list[_Entry]) -> None:
         if not batch:
-            return finished
-        pending = [finished]
-
-        def sent() -> None:
-            if pending:
-                _deliver(pending.pop())
-
+            return
         started, (busy, cpu) = time.perf_counter(), self.clocks()
         try:
-            if self.announces_sent:
-                results = self.run_batch(batch[0].kind, [e.payload for e in batch], sent=sent)
-            else:
-                sent()
-                results = self.run_batch(batch[0].kind, [e.payload for e in batch])
+            results = self.run_batch(batch[0].kind, [e.payload for e in batch])
         except Exception as error:  # noqa: BLE001 - handed to the waiting requests, not swallowed
             for entry in batch:
                 entry.ticket.fail(error)
-            return []
+            return
         finally:
-            sent()                                          # a pass that failed before sending
             busy_after, cpu_after = self.clocks()
             self._record(batch, started, time.perf_counter(), busy_after - busy, cpu_after - cpu)
-        return [(batch, results)]
+        for entry, result in zip(batch, results):
+            if not entry.ticket.cancelled:
+                entry.ticket.deliver(entry.index, result)
 
     def _record(self, batch: list[_Entry], started: float, finished: float, busy: float, cpu: float) -> None:
         real = sum(e.length for e in batch)
@@ -336,10 +311,3 @@ class Batcher:
                 stats.queue_seconds.observe(started - entry.queued_at)
             stats.recent.append((finished, real))
             stats.tokens_per_second(finished)     # drops batches older than the window
-
-
-def _deliver(finished: list[tuple[list[_Entry], list]]) -> None:
-    for batch, results in finished:
-        for entry, result in zip(batch, results):
-            if not entry.ticket.cancelled:
-                entry.ticket.deliver(entry.index, result)

@@ -30,7 +30,7 @@ import time
 from dataclasses import asdict, dataclass
 from multiprocessing.connection import Connection
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any, Optional
 
 import torch
 
@@ -155,9 +155,8 @@ class ModelProcess:
                                      f"{header.get('error')}")
         self._process, self._connection = process, connection
 
-    def call(self, kind: str, payloads: list, sent: Optional[Callable[[], None]] = None) -> tuple[list, float, float]:
-        """(results, the child's wall and CPU seconds on them); ModelProcessFailed if the child died or refused.
-        sent: called once the request is written to the child (the batcher answers the last pass then)."""
+    def call(self, kind: str, payloads: list) -> tuple[list, float, float]:
+        """(results, the child's wall and CPU seconds on them); ModelProcessFailed if the child died or refused."""
         request = encode_request(kind, payloads)
         with self._lock:
             if self._closed:
@@ -173,8 +172,6 @@ class ModelProcess:
             except OSError:
                 self._died(generation)
             self._sent += 1
-        if sent is not None:
-            sent()
         with self._turn:
             while self._received != ticket and self._generation == generation:
                 self._turn.wait()
@@ -274,10 +271,8 @@ class ProcessRunner(ModelRunner):
         if getattr(model, "linear", None) is None:    # a linear probe's /predict still runs its encoder here
             _release_weights(model)
 
-    announces_sent = True       # run_batch calls `sent` once the batch is written to the model process
-
-    def run_batch(self, kind: str, payloads: list, sent: Optional[Callable[[], None]] = None) -> list:
-        results, wall, cpu = self.process.call(kind, payloads, sent)
+    def run_batch(self, kind: str, payloads: list) -> list:
+        results, wall, cpu = self.process.call(kind, payloads)
         self._clocks.busy = getattr(self._clocks, "busy", 0.0) + wall
         self._clocks.cpu = getattr(self._clocks, "cpu", 0.0) + cpu
         return results

@@ -57,7 +57,6 @@ def pad_batch(sequences: list[TokenSequence], pad_id: int, device: torch.device)
 class BatchRunner:
     """The batcher's entry point, shared by the PyTorch runner below and serve/onnx_runner.py's."""
     packed_kinds: frozenset = frozenset()      # batch kinds run packed (padding not computed): the batcher's cost
-    announces_sent: bool = False               # run_batch takes a `sent` callback (Batcher's announces_sent)
 
     def run_batch(self, kind: str, payloads: list) -> list:
         if kind == "embed":

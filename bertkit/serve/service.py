@@ -70,7 +70,7 @@ class EmbeddingService:
         self.qa_task = question_answering(runner)
         self.batcher = Batcher(runner.run_batch, config.max_batch_tokens, config.max_queued_texts,
                                config.workers, config.max_batch_size, overhead, runner.packed_kinds,
-                               runner.clocks, runner.announces_sent)
+                               runner.clocks)
 
     @property
     def can_predict(self) -> bool:
