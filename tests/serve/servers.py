@@ -37,5 +37,9 @@ def make_tiny_model(folder: Path) -> Path:
 
 
 def start(model_dir: Path, **settings) -> BackgroundServer:
+    """A server on `model_dir`. Its passes run in the server process (--backend thread) unless a test names a
+    backend (None: ServeConfig's default, the model process for a folder): tests of routes, limits and guards
+    need no model process, and starting one costs ~1.3 s per server."""
+    settings.setdefault("backend", "thread")
     config = ServeConfig(model=str(model_dir), **settings)
     return BackgroundServer(build_service(config)).__enter__()

@@ -56,7 +56,7 @@ def test_process_backend_is_the_default_for_a_folder_and_gives_the_library_vecto
     expected = bertkit.load(tiny_model_dir, precision=precision)
     alone = np.stack([expected.encode([text])[0] for text in TEXTS])
     for backend in (None, "thread"):
-        running = start(tiny_model_dir, precision=precision, **({"backend": backend} if backend else {}))
+        running = start(tiny_model_dir, precision=precision, backend=backend)
         try:
             with httpx.Client(base_url=running.url, timeout=30) as client:
                 status = client.get("/status").json()
@@ -75,7 +75,7 @@ def test_two_workers_pipeline_batches_and_every_reply_reaches_its_own_request(ti
     model = bertkit.load(tiny_model_dir)
     texts = [f"{TEXTS[i % len(TEXTS)]} {' '.join(['cat'] * (i % 7))}" for i in range(40)]
     expected = {text: model.encode([text])[0] for text in texts}
-    running = start(tiny_model_dir, workers=2)
+    running = start(tiny_model_dir, workers=2, backend="process")
     try:
         with httpx.Client(base_url=running.url, timeout=60) as client, ThreadPoolExecutor(8) as clients:
             answers = list(clients.map(lambda text: client.post("/encode", json={"texts": [text]}), texts * 3))
@@ -89,7 +89,7 @@ def test_two_workers_pipeline_batches_and_every_reply_reaches_its_own_request(ti
 
 
 def test_model_process_stops_with_the_server_and_its_cpu_is_counted(tiny_model_dir):
-    running = start(tiny_model_dir)
+    running = start(tiny_model_dir, backend="process")
     pid = running.service.runner.process.pid
     assert pid is not None and pid != os.getpid() and not _gone(pid)
     try:
@@ -112,7 +112,7 @@ def test_model_process_stops_with_the_server_and_its_cpu_is_counted(tiny_model_d
 
 def test_a_model_process_killed_during_a_batch_fails_it_with_one_line_and_is_restarted(tiny_model_dir):
     expected = bertkit.load(tiny_model_dir).encode(TEXTS[:2])
-    running = start(tiny_model_dir)
+    running = start(tiny_model_dir, backend="process")
     try:
         first = running.service.runner.process.pid
         os.kill(first, signal.SIGSTOP)            # the batch reaches the child and waits there...
@@ -138,7 +138,7 @@ def test_a_model_process_killed_during_a_batch_fails_it_with_one_line_and_is_res
 
 
 def test_a_model_process_that_died_idle_is_unhealthy_then_replaced_without_a_failed_request(tiny_model_dir):
-    running = start(tiny_model_dir)
+    running = start(tiny_model_dir, backend="process")
     try:
         first = running.service.runner.process.pid
         os.kill(first, signal.SIGKILL)

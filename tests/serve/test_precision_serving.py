@@ -50,7 +50,7 @@ def test_encode_route_equals_model_encode_at_every_precision(precision, tiny_mod
     alone = np.stack([model.encode([text])[0] for text in TEXTS])
     listed = model.encode(TEXTS * 3)
     fp32 = bertkit.load(tiny_model_dir, precision="fp32").encode(TEXTS)
-    running = start(folder, precision=precision)
+    running = start(folder, precision=precision, backend="process")   # the default, through the pipe
     try:
         with httpx.Client(base_url=running.url, timeout=30) as client:
             status = client.get("/status").json()
