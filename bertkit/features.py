@@ -68,8 +68,11 @@ class NonFiniteVectors(BertkitError):
 
 # Pack a batch (model/packing.py) when at least this share of its (B, T) grid is padding. Packing copies every
 # layer's (N, 3C) queries/keys/values into the padded grid for attention, so it pays where padding is plentiful:
-# MiniLM-L6 on one AMX core (benchmarks/packed_encode.py, BENCHMARKS.md), bf16: 32% padding 1.28x less CPU per
-# text, 13% padding 0.97x (length-sorted batches of 32, what Model.encode makes, stay padded).
+# MiniLM-L6 on one AMX core (benchmarks/packed_encode.py, BENCHMARKS.md), fp32: length-sorted batches of 32 (what
+# Model.encode makes, ~13% padding) are 0.98x packed, so they stay padded. Where the encoder's Linear layers are
+# oneDNN's bf16 kernels (Encoder.bucket_packed_rows: bf16 on CPU) every batch is packed: its attention grids are
+# a multiple of 16 keys wide (torch's CPU attention runs 2-3x faster there) and the fast matmuls leave attention a
+# large share, so sorted batches of 32 cost 1.16 instead of 1.30 ms of CPU per text (800 real texts, bf16).
 PACK_MIN_PADDING = 0.2
 
 
@@ -77,9 +80,12 @@ def embed_batch(sentence: SentenceEncoder, input_ids: torch.Tensor, attention_ma
                 token_type_ids: Optional[torch.Tensor] = None, packed: Optional[bool] = None) -> np.ndarray:
     """One padded batch (B, T) through the sentence path -> (B, D) float32, on the encoder's device.
     packed: skip the padding's compute where the encoder can (the same vectors within float roundoff); None:
-    when at least PACK_MIN_PADDING of the grid is padding (the server's cross-client batches)."""
+    when at least PACK_MIN_PADDING of the grid is padding (the server's cross-client batches), and always in bf16
+    on CPU."""
     if packed is None:
-        packed = 1.0 - float(attention_mask.sum()) / max(attention_mask.numel(), 1) >= PACK_MIN_PADDING
+        on_onednn = isinstance(sentence.encoder, Encoder) and sentence.encoder.bucket_packed_rows
+        padding = 1.0 - float(attention_mask.sum()) / max(attention_mask.numel(), 1)
+        packed = on_onednn or padding >= PACK_MIN_PADDING
     device = next(sentence.parameters()).device
     with torch.inference_mode(), autocast(device):
         vectors = sentence(input_ids.to(device), attention_mask.to(device),
