@@ -11,25 +11,16 @@ median microseconds per call; then the fixed cost of a grid (the same texts as o
 from __future__ import annotations
 
 import argparse
-import platform
 import statistics
 import time
 
 import torch
 import torch.nn.functional as F
 
+from machine import cpu_description   # benchmarks/machine.py (the script's folder is on sys.path)
+
 HEADS, HEAD_DIM = 12, 32
 WIDTHS = (31, 32, 47, 48, 63, 64, 95, 96, 127, 128)
-
-
-def cpu_line() -> str:
-    try:
-        info = open("/proc/cpuinfo").read()
-    except OSError:
-        return platform.processor()
-    model = next((line.split(":", 1)[1].strip() for line in info.splitlines() if line.startswith("model name")), "?")
-    flags = next((line.split(":", 1)[1].split() for line in info.splitlines() if line.startswith("flags")), [])
-    return f"{model}; " + " ".join(f for f in flags if f.startswith(("amx", "avx512_bf16", "avx512f")))
 
 
 def grid(rows: int, width: int, dtype: torch.dtype, padded: bool):
@@ -62,7 +53,7 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=1)
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
-    print(f"CPU: {cpu_line()}; torch {torch.__version__}, {args.threads} thread(s), {args.rows} texts x {HEADS} "
+    print(f"{cpu_description()}; torch {torch.__version__}, {args.threads} thread(s), {args.rows} texts x {HEADS} "
           f"heads x {HEAD_DIM} dims, median of {args.rounds} rounds x {args.repeat} calls")
     with torch.inference_mode():
         for dtype in (torch.bfloat16, torch.float32):
