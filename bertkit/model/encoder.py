@@ -281,6 +281,10 @@ class Encoder(nn.Module):
                        or output_attentions or cls_only):
             raise ValueError("packed is for a bidirectional encoder's token vectors: no attention bias, cache, "
                              "attentions or cls_only")
+        if packed and not output_hidden_states:
+            rows, packing = self.forward_packed(input_ids, attention_mask, token_type_ids)
+            x = packing.unpack(rows)                                            # (N, C) -> (B, T, C)
+            return EncoderOutput(x, self.pooler(x) if self.pooler is not None else None, None, None, None)
         packing = (Packing.from_mask(attention_mask, input_ids.shape, input_ids.device, self.bucket_packed_rows)
                    if packed else None)
         if packing is not None:
@@ -317,6 +321,27 @@ class Encoder(nn.Module):
         return EncoderOutput(x, pooled, tuple(hidden_states) if hidden_states is not None else None,
                              tuple(attentions) if attentions is not None else None,
                              KeyValueCache(tuple(keys), tuple(values)) if use_cache else None)
+
+    def forward_packed(self, input_ids: torch.Tensor, attention_mask: Optional[torch.Tensor],
+                       token_type_ids: Optional[torch.Tensor] = None) -> "PackedOutput":
+        """The packed forward's last layer as the real tokens' (N, C) rows (text by text, in row-major order),
+        not unpacked into (B, T, C): what a sentence pooling over the real tokens reads (model/sentence.py).
+        The same numbers as forward(packed=True); no pooler, hidden states or attentions."""
+        if not self.can_pack:
+            raise ValueError("forward_packed is for a bidirectional encoder")
+        packing = Packing.from_mask(attention_mask, input_ids.shape, input_ids.device, self.bucket_packed_rows)
+        x = self.embeddings(packing.pack(input_ids), None if token_type_ids is None else
+                            packing.pack(token_type_ids), positions=packing.positions)        # (N', C)
+        for block in self.blocks:
+            x = block(x, None, False, False, packing=packing)[0]                           # (N', C)
+        if self.final_norm is not None:
+            x = self.final_norm(x)
+        return PackedOutput(x[:packing.tokens], packing)                                  # (N, C)
+
+
+class PackedOutput(NamedTuple):
+    rows: torch.Tensor                                   # (N, C) the real tokens' last hidden states
+    packing: Packing                                     # where each row sits in the (B, T) batch
 
 
 def _padding_mask(attention_mask: Optional[torch.Tensor], causal: bool) -> Optional[torch.Tensor]:

@@ -18,6 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import NamedTuple, Optional
 
+import numpy as np
 import torch
 
 # Attention grids are ATTENTION_WIDTH_STEP tokens wide, or a multiple of it: torch's CPU flash attention (the
@@ -93,52 +94,47 @@ class Packing:
                   device: torch.device, bucket: bool = False) -> "Packing":
         """attention_mask (B, T) 1 for real tokens (None: every token is real) of a batch of `shape`.
         bucket: run bucket_rows(N) rows (see ROW_BUCKET_MIN)."""
-        packing = cls._real(attention_mask, shape, device)
-        extra = bucket_rows(packing.tokens) - packing.tokens if bucket else 0
-        if extra:
-            index = packing.index if packing.index is not None else torch.arange(packing.tokens, device=device)
-            first = index[:1].expand(extra)                          # copies of the first real token
-            packing.index = torch.cat([index, first])
-            packing.positions = torch.cat([packing.positions, packing.positions[:1].expand(extra)])
-            packing.attention_index = torch.cat([packing.attention_index, packing.attention_index[:1].expand(extra)])
-            if packing.grid_source is None:                          # the grids now leave the extra rows out
-                packing.grid_source = torch.arange(packing.tokens, device=device)
-        return packing
+        return cls._real(attention_mask, shape, device, bucket)
 
     @classmethod
-    def _real(cls, attention_mask: Optional[torch.Tensor], shape: tuple[int, int], device: torch.device) -> "Packing":
-        """The bookkeeping of the N real tokens alone."""
+    def _real(cls, attention_mask: Optional[torch.Tensor], shape: tuple[int, int], device: torch.device,
+              bucket: bool = False) -> "Packing":
+        """The bookkeeping, built in numpy on the host and handed to torch once per index (a server pass builds
+        one for ~15 texts: a few dozen small torch ops cost more than the arithmetic)."""
         B, T = shape
-        if attention_mask is None or bool(attention_mask.all()):
-            index, lengths = None, [T] * B
-            positions = torch.arange(T, device=device).repeat(B)
-        else:
-            real = attention_mask.to(device=device, dtype=torch.bool)                 # (B, T)
-            index = real.reshape(-1).nonzero().squeeze(1)                             # (N,)
-            lengths = real.sum(1).tolist()                                            # (B,) real tokens per row
-            positions = index % T
-        order = sorted(range(B), key=lengths.__getitem__)
-        ascending = [lengths[b] for b in order]
-        chunks, row_start = [], [0] * B      # row_start[b]: where row b's tokens begin in the attention grids
+        real = None if attention_mask is None else attention_mask.detach().to("cpu", torch.bool).numpy()  # (B, T)
+        if real is not None and real.all():
+            real = None
+        lengths = real.sum(1) if real is not None else np.full(B, T)                 # (B,) real tokens per row
+        tokens = int(lengths.sum())
+        extra = bucket_rows(tokens) - tokens if bucket else 0
+        order = np.argsort(lengths, kind="stable")
+        ascending = lengths[order]
+        chunks, row_start = [], np.zeros(B, dtype=np.int64)   # row_start[b]: where row b begins in the grids
         start = 0
-        for first, stop in choose_grids(ascending):
-            rows, width = stop - first, grid_width(ascending[stop - 1])
-            for local, b in enumerate(order[first:stop]):
-                row_start[b] = start + local * width
-            grid_lengths = torch.tensor(ascending[first:stop], device=device)
-            mask = torch.arange(width, device=device) < grid_lengths[:, None]                # (rows, width)
-            chunks.append(Chunk(start, rows, width, None if bool(mask.all()) else mask[:, None, None, :]))
+        for first, stop in choose_grids(ascending.tolist()):
+            rows, width = stop - first, grid_width(int(ascending[stop - 1]))
+            row_start[order[first:stop]] = start + width * np.arange(rows)
+            mask = np.arange(width) < ascending[first:stop, None]                         # (rows, width)
+            key_mask = None if mask.all() else torch.from_numpy(mask)[:, None, None, :].to(device)
+            chunks.append(Chunk(start, rows, width, key_mask))
             start += rows * width
-        tokens = sum(lengths)
-        if index is None and chunks == [Chunk(0, B, T, None)]:        # whole texts of a step's width: no copies
-            return cls(B, T, None, positions, chunks, torch.arange(tokens, device=device), None)
-        counts = torch.tensor(lengths, device=device)
-        first_token = torch.cumsum(counts, 0) - counts                           # (B,) packed index of row b's first
-        offset = torch.tensor(row_start, device=device) - first_token
-        attention_index = torch.arange(tokens, device=device) + torch.repeat_interleave(offset, counts)
-        grid_source = torch.zeros(start, dtype=torch.long, device=device)
-        grid_source[attention_index] = torch.arange(tokens, device=device)
-        return cls(B, T, index, positions, chunks, attention_index, grid_source)
+        index = np.flatnonzero(real) if real is not None else np.arange(B * T)           # (N,) flat b * T + t
+        positions = index % T
+        if real is None and chunks == [Chunk(0, B, T, None)]:      # whole texts of a step's width: no copies
+            attention_index, grid_source = np.arange(tokens), (np.arange(tokens) if extra else None)
+        else:
+            first_token = np.cumsum(lengths) - lengths                                   # (B,) packed index
+            attention_index = np.arange(tokens) + np.repeat(row_start - first_token, lengths)
+            grid_source = np.zeros(start, dtype=np.int64)
+            grid_source[attention_index] = np.arange(tokens)
+        if extra:                                                  # copies of the first real token
+            index, positions, attention_index = (np.concatenate([a, np.repeat(a[:1], extra)])
+                                                 for a in (index, positions, attention_index))
+        elif real is None:
+            index = None                                           # pack: the flat batch as it is
+        return cls(B, T, _tensor(index, device), _tensor(positions, device), chunks,
+                   _tensor(attention_index, device), _tensor(grid_source, device), tokens)
 
     @property
     def grid_rows(self) -> int:
@@ -152,6 +148,12 @@ class Packing:
         if self.index is None:
             return flat
         return _as_words(flat).index_select(0, self.index).view(flat.dtype)
+
+    def texts(self) -> torch.Tensor:
+        """(N,) int64 the batch row (text) of each real token's row."""
+        if self.index is None:
+            return torch.arange(self.batch, device=self.positions.device).repeat_interleave(self.width)
+        return self.index[:self.tokens] // self.width
 
     def unpack(self, rows: torch.Tensor) -> torch.Tensor:
         """(N', ...) -> (B, T, ...) with zeros at the padding."""
@@ -176,6 +178,10 @@ class Packing:
         if self.grid_source is None:
             return grid
         return _as_words(grid).index_select(0, self.attention_index).view(grid.dtype)
+
+
+def _tensor(array: Optional[np.ndarray], device: torch.device) -> Optional[torch.Tensor]:
+    return None if array is None else torch.from_numpy(np.ascontiguousarray(array, dtype=np.int64)).to(device)
 
 
 def _as_words(rows: torch.Tensor) -> torch.Tensor:

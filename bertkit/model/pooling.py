@@ -114,6 +114,22 @@ def pool(tokens: torch.Tensor, mask: torch.Tensor, pooling: str, *, pooled_outpu
     raise ValueError(f"pooling {pooling!r} is not one of {', '.join(POOLINGS[:-1])} (or 'none' for token vectors)")
 
 
+# The poolings `pool_rows` computes from the packed rows of the real tokens, without their (B, T, C) grid.
+ROW_POOLINGS = ("mean", "mean-sqrt-len")
+
+
+def pool_rows(rows: torch.Tensor, texts: torch.Tensor, batch: int, pooling: str) -> torch.Tensor:
+    """The real tokens' (N, C) rows, texts (N,) the batch row of each -> (B, C) fp32, as `pool` over the padded
+    grid: a segment sum (index_add_) instead of a masked sum over T, so the padding is never read. The sums add
+    the same terms as the masked ones in another order (a difference of float32 roundoff, ~1e-7 relative)."""
+    if pooling not in ROW_POOLINGS:
+        raise ValueError(f"pool_rows computes {', '.join(ROW_POOLINGS)}, not {pooling!r}")
+    sums = torch.zeros(batch, rows.shape[1], dtype=torch.float32, device=rows.device)
+    sums.index_add_(0, texts, rows.float())                                                        # (B, C)
+    counts = torch.bincount(texts, minlength=batch).to(torch.float32).clamp(min=1.0)[:, None]      # (B, 1)
+    return sums / (counts if pooling == "mean" else counts.sqrt())
+
+
 def normalize(vectors: torch.Tensor) -> torch.Tensor:
     """L2-normalize rows; a zero row stays zero instead of becoming NaN."""
     return vectors / vectors.norm(dim=-1, keepdim=True).clamp(min=1e-12)

@@ -16,7 +16,8 @@ import torch
 from torch import nn
 
 from bertkit.model.encoder import Encoder, EncoderOutput
-from bertkit.model.pooling import check_options, layer_indices, needs_all_layers, normalize, parse_layers, pool, select_layers
+from bertkit.model.pooling import ROW_POOLINGS, check_options, layer_indices, needs_all_layers, normalize, parse_layers, \
+    pool, pool_rows, select_layers
 
 DENSE_ACTIVATIONS = {"tanh": torch.tanh, "identity": lambda x: x, "relu": torch.relu,
                      "gelu": nn.functional.gelu, "sigmoid": torch.sigmoid}
@@ -162,6 +163,9 @@ class SentenceEncoder(nn.Module):
                 token_type_ids: Optional[torch.Tensor] = None, packed: bool = False) -> torch.Tensor:
         """packed: run the encoder on the real tokens only where it can (Encoder's packed forward); the same
         vectors. The ONNX export traces the padded form (packed False)."""
+        if packed and self.can_pack and not self.all_layers and self.config.pooling in ROW_POOLINGS:
+            rows, packing = self.encoder.forward_packed(input_ids, attention_mask, token_type_ids)   # (N, C)
+            return self.after_pooling(pool_rows(rows, packing.texts(), packing.batch, self.config.pooling))
         if packed and self.can_pack:
             out = self.encoder(input_ids, attention_mask, token_type_ids, output_hidden_states=self.all_layers,
                                packed=True)
@@ -175,9 +179,13 @@ class SentenceEncoder(nn.Module):
         tokens = select_layers(out.hidden_states, config.layers) if self.all_layers else out.last_hidden_state
         first = out.hidden_states[1] if config.pooling == "first-last-avg" else None
         x = pool(tokens, attention_mask, config.pooling, pooled_output=out.pooled_output, first_layer=first)  # (B, C)
+        return self.after_pooling(x)
+
+    def after_pooling(self, x: torch.Tensor) -> torch.Tensor:
+        """(B, C) pooled vectors -> (B, D): dense layers, whitening, normalization."""
         for dense in self.dense:
             x = dense(x)                                                     # (B, C')
         x = x.float()           # whitening and normalization in fp32 whatever the encoder computes in
         if self.whitening is not None:
             x = self.whitening(x)                                            # (B, K)
-        return normalize(x) if config.normalize else x
+        return normalize(x) if self.config.normalize else x

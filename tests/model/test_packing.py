@@ -249,3 +249,39 @@ def test_attention_padding_slots_do_not_touch_the_numbers():
         finally:
             Packing._real = real_from_mask
     assert torch.equal(moved, reference)
+
+
+@pytest.mark.parametrize("dtype, tolerance", [(torch.float32, 1e-6), (torch.bfloat16, 1e-6)])
+@pytest.mark.parametrize("pooling", ["mean", "mean-sqrt-len"])
+def test_pooling_the_packed_rows_equals_the_masked_grid(pooling, dtype, tolerance):
+    """pool_rows over the real tokens' rows (a segment sum, no (B, T, C) grid) against `pool` over the padded grid,
+    on planted lengths (one of them the full width, one a single token) with NaN planted in the padding: the padding
+    is never read, and the sums differ by float32 roundoff only (both sum in fp32, bf16 inputs included)."""
+    from bertkit.model.pooling import pool, pool_rows
+    lengths = [5, 1, 9, 3, 9, 2]
+    mask = (torch.arange(9) < torch.tensor(lengths)[:, None]).long()                 # (B, T)
+    grid = torch.randn(len(lengths), 9, 24, generator=torch.Generator().manual_seed(3)).to(dtype)
+    packing = Packing.from_mask(mask, mask.shape, torch.device("cpu"), bucket=True)
+    rows = packing.pack(grid)[:packing.tokens]                                       # (N, C)
+    expected = pool(grid, mask, pooling)
+    got = pool_rows(rows, packing.texts(), len(lengths), pooling)
+    assert got.dtype == torch.float32 and got.shape == expected.shape
+    assert (got - expected).abs().max() <= tolerance * expected.abs().max()
+    poisoned = grid.masked_fill(~mask.bool()[:, :, None], float("nan"))                # padding is never read
+    assert torch.isfinite(pool_rows(packing.pack(poisoned)[:packing.tokens], packing.texts(), len(lengths),
+                                    pooling)).all()
+
+
+def test_mean_vectors_pool_the_packed_rows_without_unpacking(monkeypatch):
+    """Sentence vectors with mean pooling over the last layer (the server's and bf16 Model.encode's path) never
+    build the (B, T, C) grid, and equal the padded forward's vectors."""
+    torch.manual_seed(0)
+    encoder = Encoder(FAMILIES["bert"]).eval()
+    ids, mask, types = _batch(encoder.config, "right")
+    for normalize in (False, True):
+        sentence = SentenceEncoder(encoder, SentenceConfig(pooling="mean", normalize=normalize))
+        padded = embed_batch(sentence, ids, mask, types, packed=False)
+        with monkeypatch.context() as patched:
+            patched.setattr(Packing, "unpack", lambda self, rows: pytest.fail("unpacked the rows"))
+            packed = embed_batch(sentence, ids, mask, types, packed=True)
+        np.testing.assert_allclose(packed, padded, rtol=0, atol=1e-6)
