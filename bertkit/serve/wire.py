@@ -1,8 +1,8 @@
 """The bytes between the server and its model process: a small JSON header and raw numpy buffers, no pickle.
 
-One message is `<u32 header length><JSON header><data>`: token ids travel as int32 arrays, results as the
-arrays the runner returned (float32 vectors, logits) in their own dtype, so a vector that crosses the pipe is
-bit for bit the one the model made. Only the dtypes in DTYPES are read back; anything else is a WireError.
+One message is `<u32 header length><JSON header><data>`: token ids travel as int32 arrays (one per pass, cut by
+the header's lengths), results as the arrays the runner returned (float32 vectors, logits; one block when they
+share a shape) in their own dtype, so a vector that crosses the pipe is bit for bit the one the model made. Only the dtypes in DTYPES are read back; anything else is a WireError.
 Requests: kind "embed" (EmbedItem), "predict" and "qa" (TokenSequence). Replies: results, or an error line.
 """
 from __future__ import annotations
@@ -68,16 +68,21 @@ def _spec(array: np.ndarray) -> list:
 
 
 # --- requests: server -> model process --------------------------------------------------------------------
+# A request's token ids travel as two int32 arrays for the whole pass (every item's ids, then every item's
+# segment ids), cut per item by the header's lengths: one copy and one list conversion per pass, not per text
+# (a 15-text pass decoded in ~0.3 ms with two arrays per text).
 def encode_request(kind: str, payloads: list) -> bytes:
-    items, arrays = [], []
+    items, ids, types = [], [], []
     for payload in payloads:
         sequence = payload.sequence if kind == "embed" else payload
         item: dict = {"n": len(sequence.input_ids), "pair": bool(sequence.pair)}
         if kind == "embed":
             item.update(pooling=payload.pooling, normalize=bool(payload.normalize))
         items.append(item)
-        arrays += [np.asarray(sequence.input_ids, dtype=np.int32), np.asarray(sequence.token_type_ids, dtype=np.int32)]
-    return _message({"kind": kind, "items": items}, arrays)
+        ids += sequence.input_ids
+        types += sequence.token_type_ids
+    return _message({"kind": kind, "items": items}, [np.asarray(ids, dtype=np.int32).reshape(-1),
+                                                     np.asarray(types, dtype=np.int32).reshape(-1)])
 
 
 def decode_request(message: bytes) -> tuple[str, list]:
@@ -85,13 +90,15 @@ def decode_request(message: bytes) -> tuple[str, list]:
     kind, items = header.get("kind"), header.get("items")
     if kind not in ("embed", "predict", "qa") or not isinstance(items, list):
         raise WireError("bad request header")
-    reader, payloads = _Reader(data), []
-    for item in items:
-        n = item.get("n") if isinstance(item, dict) else None
-        if not isinstance(n, int) or n < 0:
-            raise WireError("bad request item")
-        ids, types = (reader.take(["int32", [n]]).tolist() for _ in range(2))
-        sequence = TokenSequence(ids, types, bool(item.get("pair")))
+    lengths = [item.get("n") if isinstance(item, dict) else None for item in items]
+    if not all(isinstance(n, int) and n >= 0 for n in lengths):
+        raise WireError("bad request item")
+    reader, total = _Reader(data), sum(lengths)
+    ids, types = (reader.take(["int32", [total]]).tolist() for _ in range(2))
+    payloads, start = [], 0
+    for item, n in zip(items, lengths):
+        sequence = TokenSequence(ids[start:start + n], types[start:start + n], bool(item.get("pair")))
+        start += n
         payloads.append(EmbedItem(sequence, str(item.get("pooling")), bool(item.get("normalize")))
                         if kind == "embed" else sequence)
     return kind, payloads
@@ -99,6 +106,11 @@ def decode_request(message: bytes) -> tuple[str, list]:
 
 # --- replies: model process -> server ---------------------------------------------------------------------
 def encode_reply(results: list, wall_seconds: float, cpu_seconds: float) -> bytes:
+    """Results that are all arrays of one dtype and shape (a pass's vectors) go as one (B, ...) block."""
+    if results and all(isinstance(r, np.ndarray) for r in results) and \
+            len({(r.dtype, r.shape) for r in results}) == 1:
+        block = np.stack(results)
+        return _message({"block": _spec(block), "wall": wall_seconds, "cpu": cpu_seconds}, [block])
     rows, arrays = [], []
     for result in results:
         if isinstance(result, NonFiniteResult):
@@ -121,6 +133,11 @@ def decode_reply(message: bytes) -> tuple[list | None, str | None, float, float]
     header, data = _split(message)
     if "error" in header:
         return None, str(header["error"]), 0.0, 0.0
+    if "block" in header:
+        block = _Reader(data).take(header["block"])
+        if block.ndim < 1:
+            raise WireError("bad reply block")
+        return list(block), None, float(header.get("wall") or 0.0), float(header.get("cpu") or 0.0)
     rows, reader, results = header.get("rows"), _Reader(data), []
     if not isinstance(rows, list):
         raise WireError("bad reply header")

@@ -225,3 +225,24 @@ def test_the_wire_refuses_what_it_does_not_write():
         decode_request(message({"kind": "shell", "items": []}))
     with pytest.raises(WireError):
         decode_request(b"\xff\xff\xff\xff{}")
+    with pytest.raises(WireError):       # items claim more tokens than the pass's id array holds
+        decode_request(message({"kind": "embed", "items": [{"n": 4}]}, b"\0" * 8))
+    with pytest.raises(WireError):       # a block of a dtype the wire never writes
+        decode_reply(message({"block": ["object", [2, 3]]}, b"\0" * 48))
+    with pytest.raises(WireError):       # a block must have rows
+        decode_reply(message({"block": ["float32", []]}, b"\0" * 4))
+
+
+def test_a_pass_crosses_the_wire_as_one_id_array_and_one_vector_block():
+    """A request's ids travel as one array per pass and a pass's vectors as one (B, D) block: the message holds
+    each token once (4 bytes each, twice: ids and segments) and each vector's bytes once, in order."""
+    items = [EmbedItem(TokenSequence(list(range(2, 2 + n)), [0] * n), "mean", True) for n in (3, 1, 7)]
+    request = encode_request("embed", items)
+    header_size = int.from_bytes(request[:4], "little")
+    assert len(request) - 4 - header_size == 2 * 4 * 11
+    assert decode_request(request) == ("embed", items)
+    vectors = np.random.default_rng(1).standard_normal((3, 384)).astype(np.float32)
+    reply = encode_reply(list(vectors), 0.5, 0.25)
+    assert json.loads(reply[4:4 + int.from_bytes(reply[:4], "little")])["block"] == ["float32", [3, 384]]
+    results, error, _, _ = decode_reply(reply)
+    assert error is None and [r.tobytes() for r in results] == [v.tobytes() for v in vectors]
