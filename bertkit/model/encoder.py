@@ -139,7 +139,7 @@ class SelfAttention(nn.Module):
         qkv = packing.to_attention(self.qkv(x))                     # (N', 3HD) -> (R, 3HD)
         y = qkv.new_empty(qkv.shape[0], H * D)                      # (R, HD)
         dropout_p = self.dropout_p if self.training else 0.0
-        for start, rows, width, mask in packing.chunks:
+        for (start, rows, width, _), mask in zip(packing.chunks, packing.key_biases(qkv.dtype)):
             stop = start + rows * width
             q, k, v = qkv[start:stop].view(rows, width, 3, H, D).permute(2, 0, 3, 1, 4)     # (rows, H, width, D)
             out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p)

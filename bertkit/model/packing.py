@@ -15,7 +15,7 @@ row, R = rows of all attention grids together.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import NamedTuple, Optional
 
 import numpy as np
@@ -84,6 +84,7 @@ class Packing:
     grid_source: Optional[torch.Tensor]      # (R,) int64 the real row each grid row copies (padding: row 0);
                                              # None: the grids are the N rows themselves, in order
     tokens: int = -1                         # N, the real tokens (the first N rows); -1: all N' rows
+    _biases: Optional[tuple[torch.dtype, list]] = field(default=None, repr=False)   # key_biases' cache
 
     def __post_init__(self) -> None:
         if self.tokens < 0:
@@ -135,6 +136,16 @@ class Packing:
             index = None                                           # pack: the flat batch as it is
         return cls(B, T, _tensor(index, device), _tensor(positions, device), chunks,
                    _tensor(attention_index, device), _tensor(grid_source, device), tokens)
+
+    def key_biases(self, dtype: torch.dtype) -> list[Optional[torch.Tensor]]:
+        """Each grid's key mask in SDPA's additive form, (rows, 1, 1, width) of `dtype`: 0 for a real key, -inf
+        for padding (None: none padded). SDPA turns a bool mask into exactly this (a `where` in the query's
+        dtype) on every call; made once per pass here, every layer reuses it."""
+        if self._biases is None or self._biases[0] != dtype:
+            self._biases = (dtype, [None if c.key_mask is None else
+                                    torch.zeros(c.key_mask.shape, dtype=dtype, device=c.key_mask.device)
+                                    .masked_fill_(~c.key_mask, float("-inf")) for c in self.chunks])
+        return self._biases[1]
 
     @property
     def grid_rows(self) -> int:

@@ -2,6 +2,7 @@
 import numpy as np
 import pytest
 import torch
+import torch.nn.functional as F
 
 import bertkit
 from bertkit.features import embed_batch
@@ -285,3 +286,23 @@ def test_mean_vectors_pool_the_packed_rows_without_unpacking(monkeypatch):
             patched.setattr(Packing, "unpack", lambda self, rows: pytest.fail("unpacked the rows"))
             packed = embed_batch(sentence, ids, mask, types, packed=True)
         np.testing.assert_allclose(packed, padded, rtol=0, atol=1e-6)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_key_biases_are_what_sdpa_makes_of_the_bool_masks(dtype):
+    """The packed forward hands SDPA each grid's mask as a 0 / -inf bias made once per pass (Packing.key_biases),
+    not the bool mask SDPA would convert in every layer: the same bits out."""
+    lengths = [3, 16, 9, 20]
+    mask = (torch.arange(20) < torch.tensor(lengths)[:, None]).long()
+    packing = Packing.from_mask(mask, mask.shape, torch.device("cpu"))
+    biases = packing.key_biases(dtype)
+    assert packing.key_biases(dtype) is biases                                    # made once per pass
+    generator = torch.Generator().manual_seed(2)
+    for chunk, bias in zip(packing.chunks, biases):
+        assert (bias is None) == (chunk.key_mask is None)
+        if bias is None:
+            continue
+        q, k, v = (torch.randn(chunk.rows, 4, chunk.width, 8, generator=generator).to(dtype) for _ in range(3))
+        with torch.no_grad():
+            assert torch.equal(F.scaled_dot_product_attention(q, k, v, attn_mask=chunk.key_mask),
+                               F.scaled_dot_product_attention(q, k, v, attn_mask=bias))
