@@ -38,6 +38,11 @@ class EncoderOutput(NamedTuple):
     cache: Optional[KeyValueCache] = None                # with use_cache: past + this call's keys/values
 
 
+class PackedOutput(NamedTuple):
+    rows: torch.Tensor                                   # (N, C) the real tokens' last hidden states
+    packing: Packing                                     # where each row sits in the (B, T) batch
+
+
 ACTIVATIONS = {
     "gelu": F.gelu,                                        # exact erf form, as in BERT
     "gelu_tanh": lambda x: F.gelu(x, approximate="tanh"),  # GPT-2 / ALBERT "gelu_new"
@@ -323,7 +328,7 @@ class Encoder(nn.Module):
                              KeyValueCache(tuple(keys), tuple(values)) if use_cache else None)
 
     def forward_packed(self, input_ids: torch.Tensor, attention_mask: Optional[torch.Tensor],
-                       token_type_ids: Optional[torch.Tensor] = None) -> "PackedOutput":
+                       token_type_ids: Optional[torch.Tensor] = None) -> PackedOutput:
         """The packed forward's last layer as the real tokens' (N, C) rows (text by text, in row-major order),
         not unpacked into (B, T, C): what a sentence pooling over the real tokens reads (model/sentence.py).
         The same numbers as forward(packed=True); no pooler, hidden states or attentions."""
@@ -337,11 +342,6 @@ class Encoder(nn.Module):
         if self.final_norm is not None:
             x = self.final_norm(x)
         return PackedOutput(x[:packing.tokens], packing)                                  # (N, C)
-
-
-class PackedOutput(NamedTuple):
-    rows: torch.Tensor                                   # (N, C) the real tokens' last hidden states
-    packing: Packing                                     # where each row sits in the (B, T) batch
 
 
 def _padding_mask(attention_mask: Optional[torch.Tensor], causal: bool) -> Optional[torch.Tensor]:
