@@ -22,6 +22,7 @@ from typing import Optional
 
 import numpy as np
 import torch
+from torch.autograd.function import once_differentiable
 
 from bertkit.model.dropout import drop_threshold, keep_scale
 
@@ -34,7 +35,7 @@ CHUNK_ELEMENTS = 1 << 20
 def attention_with_dropout(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: Optional[torch.Tensor],
                            causal: bool, p: float) -> torch.Tensor:
     """q (B, H, T, D), k and v (B, H, Tk, D); mask: bool (True = may attend) or additive, broadcastable to
-    (B, H, T, Tk); 0 < p < 1. -> (B, H, T, D), the dropped-out attention output."""
+    (B, H, T, Tk), taken as a constant (no gradient); 0 < p < 1. -> (B, H, T, D), the attention output."""
     if torch.is_autocast_enabled("cpu"):                        # the explicit path's matmuls ran in this dtype
         dtype = torch.get_autocast_dtype("cpu")
         q, k, v = q.to(dtype), k.to(dtype), v.to(dtype)
@@ -117,6 +118,7 @@ class _ChunkedAttention(torch.autograd.Function):
         return y
 
     @staticmethod
+    @once_differentiable
     def backward(ctx, dy):
         qs, k, v, mask = ctx.saved_tensors
         B, H, T, _ = qs.shape
