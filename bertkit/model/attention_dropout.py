@@ -89,7 +89,8 @@ def _probabilities(qs, k, mask, soft_dtype):
             scores.masked_fill_(~mask, torch.finfo(scores.dtype).min)
         else:
             scores = scores + mask
-    return torch.softmax(scores, dim=-1, dtype=torch.promote_types(scores.dtype, soft_dtype))
+    # cast, then softmax, as autocast does: softmax(dtype=float32) of bf16 scores was 3x slower at length 128
+    return scores.to(torch.promote_types(scores.dtype, soft_dtype)).softmax(dim=-1)
 
 
 def _drop(x: torch.Tensor, keep: torch.Tensor) -> torch.Tensor:
