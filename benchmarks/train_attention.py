@@ -6,7 +6,8 @@
             backward (what SelfAttention takes in CPU training with attention dropout)
   flash     SDPA's flash kernel with attention dropout set to 0: a floor, not the same model
 
-A step: forward, cross-entropy of a 5-way head over [CLS], backward, AdamW. Each variant runs in its own
+Shapes: batch x length; "p" pads the rows to lengths drawn uniformly from [T/2, T] (a key mask, as real batches
+have). A step: forward, cross-entropy of a 5-way head over [CLS], backward, AdamW. Each variant runs in its own
 process (peak RSS is the process's), the variants interleaved round by round; ms per step is the median of a
 process's timed steps, and the table gives the median over rounds.
 
@@ -31,14 +32,16 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from machine import cpu_description  # noqa: E402
 
 VARIANTS = ("explicit", "chunked", "flash")
-SHAPES = ((16, 512), (32, 128), (32, 48))
+SHAPES = ("16x512", "32x128", "32x48", "16x512p", "32x128p")    # p: padded, row lengths uniform in [T/2, T]
 
 
-def worker(variant: str, batch: int, length: int, threads: int, steps: int) -> dict:
+def worker(variant: str, shape: str, threads: int, steps: int) -> dict:
     import bertkit.model.encoder as encoder_module
     from bertkit.api import minilm_path
     from bertkit.checkpoints.io import load_checkpoint
 
+    batch, length = (int(n) for n in shape.rstrip("p").split("x"))
+    padded = shape.endswith("p")
     torch.set_num_threads(threads)
     encoder = load_checkpoint(str(minilm_path())).encoder
     if variant == "explicit":
@@ -52,7 +55,10 @@ def worker(variant: str, batch: int, length: int, threads: int, steps: int) -> d
     optimizer = torch.optim.AdamW(list(encoder.parameters()) + list(head.parameters()), lr=1e-5)
     rng = torch.Generator().manual_seed(0)
     ids = torch.randint(1000, 20000, (batch, length), generator=rng)
-    mask = torch.ones(batch, length, dtype=torch.long)
+    lengths = (torch.randint(length // 2, length + 1, (batch,), generator=rng) if padded
+               else torch.full((batch,), length))
+    lengths[0] = length                                                    # the batch is T long
+    mask = (torch.arange(length) < lengths[:, None]).long()                # (B, T): 1 for real tokens
     labels = torch.randint(0, 5, (batch,), generator=rng)
     times = []
     for _ in range(steps):
@@ -73,15 +79,14 @@ def main() -> int:
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--steps", type=int, default=5, help="per process; the first two are warm-up")
-    parser.add_argument("--shapes", default=",".join(f"{b}x{t}" for b, t in SHAPES))
+    parser.add_argument("--shapes", default=",".join(SHAPES))
     parser.add_argument("--variants", default=",".join(VARIANTS))
-    parser.add_argument("--worker", nargs=3, metavar=("VARIANT", "B", "T"), help=argparse.SUPPRESS)
+    parser.add_argument("--worker", nargs=2, metavar=("VARIANT", "SHAPE"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
-        variant, batch, length = args.worker
-        print(json.dumps(worker(variant, int(batch), int(length), args.threads, args.steps)))
+        print(json.dumps(worker(*args.worker, args.threads, args.steps)))
         return 0
-    shapes = [tuple(int(n) for n in shape.split("x")) for shape in args.shapes.split(",")]
+    shapes = args.shapes.split(",")
     variants = args.variants.split(",")
     print(f"# {cpu_description()}; {args.threads} thread(s); load before: {os.getloadavg()}")
     results = {(v, s): [] for v in variants for s in shapes}
@@ -90,7 +95,7 @@ def main() -> int:
         for shape in shapes:
             for variant in variants:
                 out = subprocess.run([sys.executable, __file__, "--threads", str(args.threads), "--steps",
-                                      str(args.steps), "--worker", variant, str(shape[0]), str(shape[1])],
+                                      str(args.steps), "--worker", variant, shape],
                                      env=env, check=True, capture_output=True, text=True).stdout
                 results[variant, shape].append(json.loads(out.splitlines()[-1]))
     print(f"# load after: {os.getloadavg()}")
@@ -101,8 +106,8 @@ def main() -> int:
         ms = {v: statistics.median(r["ms"] for r in results[v, shape]) for v in variants}
         rss = {v: max(r["rss_gib"] for r in results[v, shape]) for v in variants}
         ratio = f"{ms['explicit'] / ms['chunked']:.2f}x" if {"explicit", "chunked"} <= set(variants) else "-"
-        print(f"| {shape[0]} x {shape[1]} | " + " | ".join(f"{ms[v]:,.0f} ms, {rss[v]:.2f} GiB" for v in variants)
-              + f" | {ratio} |")
+        cells = " | ".join(f"{ms[v]:,.0f} ms, {rss[v]:.2f} GiB" for v in variants)
+        print(f"| {shape.replace('x', ' x ').replace('p', ', padded')} | {cells} | {ratio} |")
     return 0
 
 

@@ -80,17 +80,22 @@ def _part(mask: torch.Tensor, rows: slice, heads: slice) -> torch.Tensor:
     return mask[rows if mask.shape[0] > 1 else slice(None), heads if mask.shape[1] > 1 else slice(None)]
 
 
-def _probabilities(qs, k, mask, soft_dtype):
-    """qs (b, h, T, D) already scaled -> fp32 (or fp64) softmax probabilities (b, h, T, Tk), as the explicit
-    path computes them."""
+def _bias(mask: Optional[torch.Tensor], dtype: torch.dtype, soft_dtype: torch.dtype) -> Optional[torch.Tensor]:
+    """A bool mask -> the additive bias (0 or dtype's minimum, in the softmax dtype) that gives the explicit
+    path's masked_fill: scores + min rounds to min exactly while |score| < half an ulp of min (1e31 in fp32).
+    Adding it also casts bf16 scores to fp32 in the same pass; masked_fill_ took ~3x as long as the add."""
+    if mask is None or mask.dtype != torch.bool:
+        return mask
+    return torch.zeros(mask.shape, dtype=soft_dtype).masked_fill_(~mask, torch.finfo(dtype).min)
+
+
+def _probabilities(qs, k, bias, soft_dtype):
+    """qs (b, h, T, D) already scaled -> softmax probabilities (b, h, T, Tk) in soft_dtype, as the explicit path
+    computes them: scores in the matmul dtype, then cast (as autocast does; softmax(dtype=float32) of bf16 rows
+    of 128 was 3x slower) and masked."""
     scores = qs @ k.transpose(-2, -1)                           # (b, h, T, Tk) in the matmul dtype
-    if mask is not None:
-        if mask.dtype == torch.bool:
-            scores.masked_fill_(~mask, torch.finfo(scores.dtype).min)
-        else:
-            scores = scores + mask
-    # cast, then softmax, as autocast does: softmax(dtype=float32) of bf16 scores was 3x slower at length 128
-    return scores.to(torch.promote_types(scores.dtype, soft_dtype)).softmax(dim=-1)
+    scores = scores.to(soft_dtype) if bias is None else torch.add(scores, bias).to(soft_dtype)
+    return scores.softmax(dim=-1)
 
 
 def _drop(x: torch.Tensor, keep: torch.Tensor) -> torch.Tensor:
@@ -108,37 +113,42 @@ class _ChunkedAttention(torch.autograd.Function):
         qs = (q * scale).contiguous()                           # (B, H, T, D): the explicit path's rounding
         k, v = k.contiguous(), v.contiguous()                   # strided views of the QKV projection otherwise
         y = q.new_empty(q.shape)                               # contiguous (B, H, T, D)
+        soft_dtype = torch.promote_types(q.dtype, torch.float32)   # softmax and dropout: fp32 under autocast
+        bias = _bias(mask, q.dtype, soft_dtype)
         drops = _DropStream(seed, p)
         for rows, heads in _chunks(B, H, T, k.shape[-2]):
-            m = _part(mask, rows, heads) if mask is not None else None
-            probs = _probabilities(qs[rows, heads], k[rows, heads], m, torch.float32)    # (b, h, T, Tk)
+            m = _part(bias, rows, heads) if bias is not None else None
+            probs = _probabilities(qs[rows, heads], k[rows, heads], m, soft_dtype)       # (b, h, T, Tk)
             probs = _drop(probs.mul_(kept), drops.next(probs.shape)).to(v.dtype)
             torch.matmul(probs, v[rows, heads], out=y[rows, heads])
-        ctx.save_for_backward(qs, k, v, mask)
+        # a row with every key masked: uniform weights, but no gradient to its scores (masked_fill's backward)
+        empty = None if mask is None or mask.dtype != torch.bool or mask.any(-1).all() else mask.any(-1, True)
+        ctx.save_for_backward(qs, k, v, bias, empty)
         ctx.p, ctx.seed = p, seed
         return y
 
     @staticmethod
     @once_differentiable
     def backward(ctx, dy):
-        qs, k, v, mask = ctx.saved_tensors
+        qs, k, v, bias, empty = ctx.saved_tensors
         B, H, T, _ = qs.shape
+        soft_dtype = torch.promote_types(qs.dtype, torch.float32)
         scale, kept = 1.0 / math.sqrt(qs.shape[-1]), keep_scale(ctx.p)
         dy = dy.to(v.dtype)
         dq, dk, dv = qs.new_empty(qs.shape), k.new_empty(k.shape), v.new_empty(v.shape)
         drops = _DropStream(ctx.seed, ctx.p)
         for rows, heads in _chunks(B, H, T, k.shape[-2]):
-            m = _part(mask, rows, heads) if mask is not None else None
+            m = _part(bias, rows, heads) if bias is not None else None
             qc, kc, vc, dyc = qs[rows, heads], k[rows, heads], v[rows, heads], dy[rows, heads]
-            probs = _probabilities(qc, kc, m, torch.float32)                              # (b, h, T, Tk)
+            probs = _probabilities(qc, kc, m, soft_dtype)                                 # (b, h, T, Tk)
             keep = drops.next(probs.shape)
             used = _drop(probs * kept, keep).to(v.dtype)                                    # what met V
             torch.matmul(used.transpose(-2, -1), dyc, out=dv[rows, heads])                # (b, h, Tk, D)
             d_used = (dyc @ vc.transpose(-2, -1)).to(probs.dtype)                         # (b, h, T, Tk)
             d_probs = _drop(d_used.mul_(kept), keep)
             d_scores = torch._softmax_backward_data(d_probs, probs, -1, probs.dtype).to(qs.dtype)
-            if m is not None and m.dtype == torch.bool:
-                d_scores.masked_fill_(~m, 0.0)                  # masked_fill's gradient (all-masked rows)
+            if empty is not None:                               # elsewhere a masked key's probability is 0
+                d_scores.mul_(_part(empty, rows, heads))
             torch.matmul(d_scores.transpose(-2, -1), qc, out=dk[rows, heads])             # (b, h, Tk, D)
             torch.matmul(d_scores, kc, out=dq[rows, heads])                               # (b, h, T, D)
         return dq.mul_(scale), dk, dv, None, None, None

@@ -1,7 +1,6 @@
 """model/attention_dropout.py against the explicit path it replaces in CPU training (encoder._attention_with_weights
 with model/dropout.py's dropout): at the same torch seed both draw the same dropout mask, so forward and input
 gradients must agree; plus the dropout's statistics and the masking rules on planted inputs."""
-import math
 
 import pytest
 import torch
