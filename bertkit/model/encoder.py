@@ -81,7 +81,8 @@ class Embeddings(nn.Module):
 
 
 class SelfAttention(nn.Module):
-    """Multi-head self-attention with one fused QKV projection and scaled_dot_product_attention.
+    """Multi-head self-attention with one fused QKV projection and scaled_dot_product_attention (in CPU training
+    with attention dropout, model/attention_dropout.py: the same numbers without (B, H, T, T) tensors kept).
 
     kept_heads: after head pruning, the original indices of the heads this layer still has; the inner
     width is then len(kept_heads) * D instead of C.
