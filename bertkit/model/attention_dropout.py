@@ -10,7 +10,8 @@ Here the work goes over chunks of whole (T, T) score maps (a few batch rows, or 
 enough to stay in cache. Forward keeps only each chunk's output; backward recomputes the chunk's scores,
 probabilities and dropout mask (flash attention's recomputation, Dao et al. 2022), so autograd holds q, k,
 v and a seed, not O(T^2) tensors. It computes what the explicit path computes, in the same dtypes: under bf16
-autocast the scores and both matmuls in bf16, softmax and dropout in fp32; masked keys filled with the dtype's
+autocast the scores, both matmuls and the softmax's output in bf16 (CPU autocast leaves softmax in bf16; the
+kernel computes in fp32), the dropout's multiply in fp32, rounded back; masked keys filled with the dtype's
 minimum (a row with every key masked gets uniform weights, not NaN). The dropout mask is model/dropout.py's:
 the chunks draw the 16-bit slices of one SFC64 stream in memory order from the same one seed, so at the same
 torch seed the mask is bit for bit the one `dropout(weights, p)` would have drawn.
@@ -80,22 +81,27 @@ def _part(mask: torch.Tensor, rows: slice, heads: slice) -> torch.Tensor:
     return mask[rows if mask.shape[0] > 1 else slice(None), heads if mask.shape[1] > 1 else slice(None)]
 
 
-def _bias(mask: Optional[torch.Tensor], dtype: torch.dtype, soft_dtype: torch.dtype) -> Optional[torch.Tensor]:
-    """A bool mask -> the additive bias (0 or dtype's minimum, in the softmax dtype) that gives the explicit
-    path's masked_fill: scores + min rounds to min exactly while |score| < half an ulp of min (1e31 in fp32).
-    Adding it also casts bf16 scores to fp32 in the same pass; masked_fill_ took ~3x as long as the add."""
+def _bias(mask: Optional[torch.Tensor], dtype: torch.dtype) -> Optional[torch.Tensor]:
+    """A bool mask -> the additive bias (0 or dtype's minimum) that gives the explicit path's masked_fill:
+    score + min rounds to min exactly while |score| < half an ulp of min. The add took half masked_fill_'s time."""
     if mask is None or mask.dtype != torch.bool:
         return mask
-    return torch.zeros(mask.shape, dtype=soft_dtype).masked_fill_(~mask, torch.finfo(dtype).min)
+    return torch.zeros(mask.shape, dtype=dtype).masked_fill_(~mask, torch.finfo(dtype).min)
 
 
-def _probabilities(qs, k, bias, soft_dtype):
-    """qs (b, h, T, D) already scaled -> softmax probabilities (b, h, T, Tk) in soft_dtype, as the explicit path
-    computes them: scores in the matmul dtype, then cast (as autocast does; softmax(dtype=float32) of bf16 rows
-    of 128 was 3x slower) and masked."""
+def _probabilities(qs, k, bias):
+    """qs (b, h, T, D) already scaled -> softmax probabilities (b, h, T, Tk), as the explicit path computes them:
+    in the scores' dtype (bf16 under autocast: torch's CPU autocast leaves softmax in bf16, computed in fp32 inside
+    the kernel), or in fp32 where an additive fp32 mask promotes them."""
     scores = qs @ k.transpose(-2, -1)                           # (b, h, T, Tk) in the matmul dtype
-    scores = scores.to(soft_dtype) if bias is None else torch.add(scores, bias).to(soft_dtype)
-    return scores.softmax(dim=-1)
+    return (scores if bias is None else scores + bias).softmax(dim=-1)
+
+
+def _dropped(x: torch.Tensor, keep: torch.Tensor, scale: float) -> torch.Tensor:
+    """model/dropout.py's (x * mask).to(x.dtype): x * scale where kept, 0 elsewhere, multiplied in fp32 (x's own
+    dtype if wider), rounded back to x's dtype."""
+    work = x.to(torch.promote_types(x.dtype, torch.float32), copy=True).mul_(scale)
+    return _drop(work, keep).to(x.dtype)
 
 
 def _drop(x: torch.Tensor, keep: torch.Tensor) -> torch.Tensor:
@@ -113,13 +119,12 @@ class _ChunkedAttention(torch.autograd.Function):
         qs = (q * scale).contiguous()                           # (B, H, T, D): the explicit path's rounding
         k, v = k.contiguous(), v.contiguous()                   # strided views of the QKV projection otherwise
         y = q.new_empty(q.shape)                               # contiguous (B, H, T, D)
-        soft_dtype = torch.promote_types(q.dtype, torch.float32)   # softmax and dropout: fp32 under autocast
-        bias = _bias(mask, q.dtype, soft_dtype)
+        bias = _bias(mask, q.dtype)
         drops = _DropStream(seed, p)
         for rows, heads in _chunks(B, H, T, k.shape[-2]):
             m = _part(bias, rows, heads) if bias is not None else None
-            probs = _probabilities(qs[rows, heads], k[rows, heads], m, soft_dtype)       # (b, h, T, Tk)
-            probs = _drop(probs.mul_(kept), drops.next(probs.shape)).to(v.dtype)
+            probs = _probabilities(qs[rows, heads], k[rows, heads], m)                   # (b, h, T, Tk)
+            probs = _dropped(probs, drops.next(probs.shape), kept).to(v.dtype)
             torch.matmul(probs, v[rows, heads], out=y[rows, heads])
         # a row with every key masked: uniform weights, but no gradient to its scores (masked_fill's backward)
         empty = None if mask is None or mask.dtype != torch.bool or mask.any(-1).all() else mask.any(-1, True)
@@ -132,7 +137,6 @@ class _ChunkedAttention(torch.autograd.Function):
     def backward(ctx, dy):
         qs, k, v, bias, empty = ctx.saved_tensors
         B, H, T, _ = qs.shape
-        soft_dtype = torch.promote_types(qs.dtype, torch.float32)
         scale, kept = 1.0 / math.sqrt(qs.shape[-1]), keep_scale(ctx.p)
         dy = dy.to(v.dtype)
         dq, dk, dv = qs.new_empty(qs.shape), k.new_empty(k.shape), v.new_empty(v.shape)
@@ -140,12 +144,12 @@ class _ChunkedAttention(torch.autograd.Function):
         for rows, heads in _chunks(B, H, T, k.shape[-2]):
             m = _part(bias, rows, heads) if bias is not None else None
             qc, kc, vc, dyc = qs[rows, heads], k[rows, heads], v[rows, heads], dy[rows, heads]
-            probs = _probabilities(qc, kc, m, soft_dtype)                                 # (b, h, T, Tk)
+            probs = _probabilities(qc, kc, m)                                             # (b, h, T, Tk)
             keep = drops.next(probs.shape)
-            used = _drop(probs * kept, keep).to(v.dtype)                                    # what met V
+            used = _dropped(probs, keep, kept).to(v.dtype)                                  # what met V
             torch.matmul(used.transpose(-2, -1), dyc, out=dv[rows, heads])                # (b, h, Tk, D)
             d_used = (dyc @ vc.transpose(-2, -1)).to(probs.dtype)                         # (b, h, T, Tk)
-            d_probs = _drop(d_used.mul_(kept), keep)
+            d_probs = _dropped(d_used, keep, kept)                                        # dropout's backward
             d_scores = torch._softmax_backward_data(d_probs, probs, -1, probs.dtype).to(qs.dtype)
             if empty is not None:                               # elsewhere a masked key's probability is 0
                 d_scores.mul_(_part(empty, rows, heads))

@@ -56,14 +56,14 @@ def test_equals_the_explicit_path_with_the_same_mask(chunk_elements, dtype, tole
 
 
 def test_bf16_autocast_within_rounding_of_the_explicit_path(chunk_elements):
-    """Same dtypes as the explicit path (bf16 matmuls, fp32 softmax and dropout); oneDNN may pick other bf16
-    kernels for the chunks' contiguous operands than for the strided whole, so a few bf16 roundings apart: here
-    1.5 (output) and 2 (gradient) roundings (2**-8) of the largest magnitude; the bound is 4."""
+    """Same dtypes as the explicit path (bf16 matmuls and softmax output, the dropout's multiply in fp32): equal
+    bit for bit on this machine; the bound, one bf16 rounding (2**-8) of the largest magnitude, leaves room for
+    oneDNN picking another bf16 kernel for the chunks' contiguous operands than for the strided whole elsewhere."""
     y_old, grad_old = run(explicit, key_mask(2, 40), False, torch.bfloat16, T=40, D=16, autocast=True)
     y_new, grad_new = run(attention_with_dropout, key_mask(2, 40), False, torch.bfloat16, T=40, D=16, autocast=True)
     assert y_new.dtype == grad_new.dtype == torch.bfloat16
     for new, old in ((y_new, y_old), (grad_new, grad_old)):
-        assert (new.float() - old.float()).abs().max() <= 4 * 2 ** -8 * old.float().abs().max()
+        assert (new.float() - old.float()).abs().max() <= 2 ** -8 * old.float().abs().max()
 
 
 def planted(B, H, T, mask=None, causal=False, p=0.1):
