@@ -1,13 +1,13 @@
 """softmax(QK^T / sqrt(D) + mask) -> dropout -> @V for CPU training, in cache-sized chunks.
 
 torch's CPU flash kernel has no dropout, so training with attention dropout (every BERT config has 0.1) used
-to run the explicit path: (B, H, T, T) scores, fp32 probabilities, an fp32 dropout mask, the dropped
+to run the explicit path: (B, H, T, T) scores, probabilities, an fp32 dropout mask, the fp32 dropped
 probabilities and their bf16 copy, all kept by autograd. At 16 x 512 (MiniLM, bf16 autocast) two thirds of a
 training step was memory traffic over those tensors (torch.profiler: casts, multiplies, dropout), and they
 were most of the 4.8 GiB peak.
 
-Here the work goes over chunks of whole (T, T) score maps (a few batch rows, or a few heads of one row) small
-enough to stay in cache. Forward keeps only each chunk's output; backward recomputes the chunk's scores,
+Here the work goes over chunks of whole (T, T) score maps (a few batch rows, or a few heads of one row)
+of ~2**20 scores (the fastest size measured). Forward keeps only each chunk's output; backward recomputes the chunk's scores,
 probabilities and dropout mask (flash attention's recomputation, Dao et al. 2022), so autograd holds q, k,
 v and a seed, not O(T^2) tensors. It computes what the explicit path computes, in the same dtypes: under bf16
 autocast the scores, both matmuls and the softmax's output in bf16 (CPU autocast leaves softmax in bf16; the
