@@ -6,10 +6,10 @@ probabilities and their bf16 copy, all kept by autograd. At 16 x 512 (MiniLM, bf
 training step was memory traffic over those tensors (torch.profiler: casts, multiplies, dropout), and they
 were most of the 4.8 GiB peak.
 
-Here the work goes over chunks of whole (T, T) score maps (a few batch rows, or a few heads of one row)
-of ~2**20 scores (the fastest size measured). Forward keeps only each chunk's output; backward recomputes the chunk's scores,
-probabilities and dropout mask (flash attention's recomputation, Dao et al. 2022), so autograd holds q, k,
-v and a seed, not O(T^2) tensors. It computes what the explicit path computes, in the same dtypes: under bf16
+Here the work goes over chunks of whole (T, T) score maps (a few batch rows, or a few heads of one row) of
+~2**20 scores (the fastest size measured). Forward keeps only each chunk's output; backward recomputes the
+chunk's scores, probabilities and dropout mask (flash attention's recomputation, Dao et al. 2022), so autograd
+holds q, k, v and a seed, not O(T^2) tensors. It computes what the explicit path computes, in the same dtypes: under bf16
 autocast the scores, both matmuls and the softmax's output in bf16 (CPU autocast leaves softmax in bf16; the
 kernel computes in fp32), the dropout's multiply in fp32, rounded back; masked keys filled with the dtype's
 minimum (a row with every key masked gets uniform weights, not NaN). The dropout mask is model/dropout.py's:
