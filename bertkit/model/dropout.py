@@ -31,14 +31,23 @@ def dropout(x: torch.Tensor, p: float, training: bool = True) -> torch.Tensor:
     return _PackedDropout.apply(x, p)
 
 
+def drop_threshold(p: float) -> int:
+    """An element is dropped when its 16-bit slice, read as int16, is below this."""
+    return round(p * _LEVELS) - (_LEVELS >> 1)
+
+
+def keep_scale(p: float) -> float:
+    """1 / P(keep), rounded to float32 as the float32 mask holds it."""
+    return float(torch.tensor(_LEVELS / (_LEVELS - round(p * _LEVELS)), dtype=torch.float32))
+
+
 def keep_mask(shape: torch.Size, p: float) -> torch.Tensor:
     """-> float32 tensor of `shape`: 0 where dropped, 1 / P(keep) where kept."""
     n = math.prod(shape)
     seed = int(torch.randint(0, 1 << 62, ()))               # from torch's generator: manual_seed repeats runs
     words = torch.from_numpy(np.random.SFC64(seed).random_raw((n + 3) // 4))
-    dropped = round(p * _LEVELS)
-    keep = words.view(torch.int16)[:n] >= dropped - (_LEVELS >> 1)
-    return keep.view(shape).to(torch.float32).mul_(_LEVELS / (_LEVELS - dropped))
+    keep = words.view(torch.int16)[:n] >= drop_threshold(p)
+    return keep.view(shape).to(torch.float32).mul_(keep_scale(p))
 
 
 class _PackedDropout(torch.autograd.Function):

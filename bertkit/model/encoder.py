@@ -15,6 +15,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from bertkit.model.attention_dropout import attention_with_dropout
 from bertkit.model.config import EncoderConfig
 from bertkit.model.dropout import Dropout, dropout
 from bertkit.model.packing import Packing
@@ -85,7 +86,8 @@ class Embeddings(nn.Module):
 
 
 class SelfAttention(nn.Module):
-    """Multi-head self-attention with one fused QKV projection and scaled_dot_product_attention.
+    """Multi-head self-attention with one fused QKV projection and scaled_dot_product_attention (in CPU training
+    with attention dropout, model/attention_dropout.py: the same numbers without (B, H, T, T) tensors kept).
 
     kept_heads: after head pruning, the original indices of the heads this layer still has; the inner
     width is then len(kept_heads) * D instead of C.
@@ -127,10 +129,11 @@ class SelfAttention(nn.Module):
             # New queries sit at the end of the cached sequence: each sees the past and itself.
             mask = torch.ones(T, k.shape[2], dtype=torch.bool, device=x.device).tril(k.shape[2] - T)
         dropout_p = self.dropout_p if self.training else 0.0
-        if need_weights or (dropout_p > 0 and x.device.type == "cpu"):
-            # on CPU, SDPA with dropout falls back to its math path with a slow per-element dropout anyway
+        if need_weights:
             y, weights = _attention_with_weights(q, k, v, mask, causal, dropout_p)
-            weights = weights if need_weights else None
+        elif dropout_p > 0 and x.device.type == "cpu":
+            # SDPA's CPU flash kernel has no dropout (its math fallback is slow and keeps (B, H, T, T) tensors)
+            y, weights = attention_with_dropout(q, k, v, mask, causal, dropout_p), None
         else:
             y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p,
                                                is_causal=causal and mask is None)
