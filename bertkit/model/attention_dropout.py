@@ -31,6 +31,11 @@ from bertkit.model.dropout import drop_threshold, keep_scale
 # fp32 probabilities: four 512 x 512 maps, 455 maps of 48 x 48) was fastest at length 512 and within noise of
 # the best at 128 and 48. Smaller chunks pay per-op overhead; larger ones fall out of cache. Never below one map.
 CHUNK_ELEMENTS = 1 << 20
+# Keys from which the chunks pay (below, SelfAttention takes the explicit path): one MiniLM training step, bf16
+# autocast, explicit / chunked at 2 threads (benchmarks/train_attention.py, quiet): length 48 0.97x, 128 0.93x
+# (numpy's multiply and compare run on one thread), 192 1.03x, 256 1.06x, 512 1.56x; at one thread 128 1.02x,
+# 256 1.18x, 512 1.74x. Both paths compute the same numbers, so the switch changes only time and memory.
+CHUNKED_MIN_KEYS = 192
 
 
 def attention_with_dropout(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: Optional[torch.Tensor],

@@ -15,7 +15,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from bertkit.model.attention_dropout import attention_with_dropout
+from bertkit.model.attention_dropout import CHUNKED_MIN_KEYS, attention_with_dropout
 from bertkit.model.config import EncoderConfig
 from bertkit.model.dropout import Dropout, dropout
 from bertkit.model.packing import Packing
@@ -87,7 +87,8 @@ class Embeddings(nn.Module):
 
 class SelfAttention(nn.Module):
     """Multi-head self-attention with one fused QKV projection and scaled_dot_product_attention (in CPU training
-    with attention dropout, model/attention_dropout.py: the same numbers without (B, H, T, T) tensors kept).
+    with attention dropout, the explicit softmax below CHUNKED_MIN_KEYS keys and model/attention_dropout.py from
+    there: the same numbers without (B, H, T, T) tensors kept).
 
     kept_heads: after head pruning, the original indices of the heads this layer still has; the inner
     width is then len(kept_heads) * D instead of C.
@@ -129,10 +130,12 @@ class SelfAttention(nn.Module):
             # New queries sit at the end of the cached sequence: each sees the past and itself.
             mask = torch.ones(T, k.shape[2], dtype=torch.bool, device=x.device).tril(k.shape[2] - T)
         dropout_p = self.dropout_p if self.training else 0.0
-        if need_weights:
+        cpu_dropout = dropout_p > 0 and x.device.type == "cpu"     # SDPA's CPU flash kernel has no dropout
+        if need_weights or (cpu_dropout and k.shape[2] < CHUNKED_MIN_KEYS):
             y, weights = _attention_with_weights(q, k, v, mask, causal, dropout_p)
-        elif dropout_p > 0 and x.device.type == "cpu":
-            # SDPA's CPU flash kernel has no dropout (its math fallback is slow and keeps (B, H, T, T) tensors)
+            weights = weights if need_weights else None
+        elif cpu_dropout:
+            # long rows: the same numbers in cache-sized chunks, recomputed in backward (model/attention_dropout.py)
             y, weights = attention_with_dropout(q, k, v, mask, causal, dropout_p), None
         else:
             y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p,

@@ -114,6 +114,7 @@ def test_row_with_every_key_masked_stays_finite():
 
 
 def train_losses(monkeypatch, path, causal, steps=8):
+    monkeypatch.setattr(encoder_module, "CHUNKED_MIN_KEYS", 1)     # these rows are short: take the chunks anyway
     if path == "explicit":
         monkeypatch.setattr(encoder_module, "attention_with_dropout", explicit)
     torch.manual_seed(0)
@@ -147,6 +148,7 @@ def test_training_run_matches_the_explicit_path(monkeypatch, causal):
 def test_training_on_cpu_takes_the_chunked_path_and_eval_takes_sdpa(monkeypatch):
     calls = []
     monkeypatch.setattr(encoder_module, "attention_with_dropout", lambda *a: calls.append(1) or explicit(*a))
+    monkeypatch.setattr(encoder_module, "CHUNKED_MIN_KEYS", 1)
     encoder = Encoder(EncoderConfig(vocab_size=50, hidden_size=32, num_layers=2, num_heads=4, intermediate_size=64,
                                     max_position_embeddings=32))
     ids = torch.randint(5, 50, (2, 6))
@@ -155,3 +157,18 @@ def test_training_on_cpu_takes_the_chunked_path_and_eval_takes_sdpa(monkeypatch)
     encoder.eval()(ids)
     encoder.train()(ids, output_attentions=True)               # need_weights keeps the explicit path
     assert len(calls) == 2
+
+
+def test_short_rows_keep_the_explicit_path_and_long_rows_take_the_chunks(monkeypatch):
+    """CPU training switches to the chunks at CHUNKED_MIN_KEYS keys (below, the explicit path is as fast)."""
+    chunked, explicit_calls = [], []
+    monkeypatch.setattr(encoder_module, "attention_with_dropout", lambda *a: chunked.append(1) or explicit(*a))
+    monkeypatch.setattr(encoder_module, "_attention_with_weights",
+                        lambda *a: explicit_calls.append(1) or _attention_with_weights(*a))
+    monkeypatch.setattr(encoder_module, "CHUNKED_MIN_KEYS", 8)
+    encoder = Encoder(EncoderConfig(vocab_size=50, hidden_size=32, num_layers=2, num_heads=4, intermediate_size=64,
+                                    max_position_embeddings=32)).train()
+    encoder(torch.randint(5, 50, (2, 7)))
+    assert (len(chunked), len(explicit_calls)) == (0, 2)
+    encoder(torch.randint(5, 50, (2, 8)))
+    assert (len(chunked), len(explicit_calls)) == (2, 2)
