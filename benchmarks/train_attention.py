@@ -3,8 +3,10 @@
   explicit  softmax, model/dropout.py's dropout on the (B, H, T, T) probabilities, @V (the path before
             model/attention_dropout.py; encoder._attention_with_weights, which need_weights still takes)
   chunked   model/attention_dropout.py: the same numbers, in cache-sized chunks, probabilities recomputed in
-            backward (what SelfAttention takes in CPU training with attention dropout)
+            backward, at every length (SelfAttention takes it from CHUNKED_MIN_KEYS keys)
   flash     SDPA's flash kernel with attention dropout set to 0: a floor, not the same model
+  default   what SelfAttention takes (explicit below CHUNKED_MIN_KEYS keys, chunked from there)
+  fp32      the default path without autocast: the fine-tune recipe's choice where bf16 matmuls are not fast
 
 Shapes: batch x length; "p" pads the rows to lengths drawn uniformly from [T/2, T] (a key mask, as real batches
 have). A step: forward, cross-entropy of a 5-way head over [CLS], backward, AdamW. Each variant runs in its own
@@ -31,7 +33,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from machine import cpu_description  # noqa: E402
 
-VARIANTS = ("explicit", "chunked", "flash")
+VARIANTS = ("explicit", "chunked", "flash", "default", "fp32")
 SHAPES = ("16x512", "32x128", "32x48", "16x512p", "32x128p")    # p: padded, row lengths uniform in [T/2, T]
 
 
@@ -47,6 +49,8 @@ def worker(variant: str, shape: str, threads: int, steps: int) -> dict:
     if variant == "explicit":
         encoder_module.attention_with_dropout = lambda q, k, v, mask, causal, p: encoder_module._attention_with_weights(
             q, k, v, mask, causal, p)[0]
+    if variant == "chunked":
+        encoder_module.CHUNKED_MIN_KEYS = 0
     for module in encoder.modules():
         if isinstance(module, encoder_module.SelfAttention) and variant == "flash":
             module.dropout_p = 0.0
@@ -63,7 +67,7 @@ def worker(variant: str, shape: str, threads: int, steps: int) -> dict:
     times = []
     for _ in range(steps):
         start = time.perf_counter()
-        with torch.autocast("cpu", dtype=torch.bfloat16):
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=variant != "fp32"):
             out = encoder(ids, attention_mask=mask)
             loss = torch.nn.functional.cross_entropy(head(out.last_hidden_state[:, 0]).float(), labels)
         loss.backward()
@@ -100,12 +104,13 @@ def main() -> int:
                 results[variant, shape].append(json.loads(out.splitlines()[-1]))
     print(f"# load after: {os.getloadavg()}")
     print("| batch x length | " + " | ".join(f"{v} ms, peak RSS" for v in variants)
-          + " | explicit / chunked |")
-    print("|---|" + "---|" * (len(variants) + 1))
+          + " | explicit / chunked | fp32 / default |")
+    print("|---|" + "---|" * (len(variants) + 2))
     for shape in shapes:
         ms = {v: statistics.median(r["ms"] for r in results[v, shape]) for v in variants}
         rss = {v: max(r["rss_gib"] for r in results[v, shape]) for v in variants}
         ratio = f"{ms['explicit'] / ms['chunked']:.2f}x" if {"explicit", "chunked"} <= set(variants) else "-"
+        ratio += " | " + (f"{ms['fp32'] / ms['default']:.2f}x" if {"fp32", "default"} <= set(variants) else "-")
         cells = " | ".join(f"{ms[v]:,.0f} ms, {rss[v]:.2f} GiB" for v in variants)
         print(f"| {shape.replace('x', ' x ').replace('p', ', padded')} | {cells} | {ratio} |")
     return 0
