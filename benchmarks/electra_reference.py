@@ -258,8 +258,10 @@ class HFSide:
 # --- one side -------------------------------------------------------------------------------------------
 
 def mean_of(rows: list[dict], key: str) -> float:
-    values = [r[key] for r in rows if r.get(key) is not None and not math.isnan(r[key])]
-    return sum(values) / len(values) if values else float("nan")
+    """The mean of `key` over the rows, each weighted by its "weight" (held-out batches: their real tokens)."""
+    pairs = [(r[key], r.get("weight", 1.0)) for r in rows if r.get(key) is not None and not math.isnan(r[key])]
+    total = sum(w for _, w in pairs)
+    return sum(v * w for v, w in pairs) / total if pairs else float("nan")
 
 
 def summarize(rows: list[dict]) -> dict[str, float]:
@@ -286,7 +288,8 @@ def run_side(args) -> dict:
             for batch in held_batches:
                 _, logits, replaced, mlm_accuracy = side.loss(batch, rng)
                 row = token_metrics(logits, replaced, batch["attention_mask"])
-                rows.append({**row, "mlm_accuracy": mlm_accuracy, "entropy": entropy(row["replaced_rate"])})
+                rows.append({**row, "mlm_accuracy": mlm_accuracy, "entropy": entropy(row["replaced_rate"]),
+                             "weight": float(batch["attention_mask"].sum())})
         net.train()
         return summarize(rows)
 
@@ -310,6 +313,12 @@ def run_side(args) -> dict:
                 print(json.dumps({"side": args.side, **record}), flush=True)
             if step >= args.steps:
                 break
+    if args.save and args.side == "bertkit":      # the discriminator folder, as `bertkit pretrain` saves it
+        from bertkit.checkpoints import save_checkpoint
+
+        folder = Path(args.save)
+        save_checkpoint(folder, model.discriminator, tokenizer(args), model.heads()["discriminator"],
+                        {"task": "pretraining", "objective": "electra", "step": step})
     return {"side": args.side, "steps": step, "median_step_ms": 1000 * statistics.median(step_s), "log": log}
 
 
@@ -387,6 +396,7 @@ def main() -> int:
     parser.add_argument("--discriminator-weight", type=float, default=50.0)
     parser.add_argument("--seed", type=int, default=0, help="initial weights, dropout and sampling (not the data)")
     parser.add_argument("--temperature", type=float, default=1.0, help="sampling temperature (bertkit / hf sides)")
+    parser.add_argument("--save", help="bertkit side: save its discriminator folder here (for `bertkit finetune`)")
     parser.add_argument("--json", help="write every side's log here")
     parser.add_argument("--report", nargs="+", metavar="JSON", help="print one table of earlier --json files, run "
                         "nothing")
