@@ -14,26 +14,12 @@ import torch.nn.functional as F
 from torch import nn
 
 from bertkit.checkpoints.electra import folder_config, state_to_hf
-from bertkit.model import Encoder, EncoderConfig
-from bertkit.model.electra import ElectraPretrainingModel, generator_config, replace_masked
-from bertkit.pretrain.masking import IGNORE_INDEX
+from bertkit.model.electra import replace_masked
 from bertkit.pretrain.objectives.electra import electra_loss
+from electra_tiny import T, VOCAB, as_batch, model_inputs, pretraining_model
 
-VOCAB, MASK, T, FIRST = 60, 4, 16, 5
+FIRST = 5
 WEIGHT = 50.0
-
-
-def discriminator_config():
-    return EncoderConfig(vocab_size=VOCAB, hidden_size=64, num_layers=2, num_heads=4, intermediate_size=128,
-                         max_position_embeddings=32, embedding_size=32, use_pooler=False, family="electra",
-                         hidden_dropout=0.0, attention_dropout=0.0)
-
-
-def pretraining_model(seed=0, generator_head=None):
-    torch.manual_seed(seed)
-    disc = discriminator_config()
-    return ElectraPretrainingModel(Encoder(disc), Encoder(generator_config(disc, width=0.25)),
-                                   generator_head=generator_head)
 
 
 def topic_batch(rows, generator, topics=4, per_topic=4, rate=0.3, padded=0):
@@ -48,14 +34,7 @@ def topic_batch(rows, generator, topics=4, per_topic=4, rate=0.3, padded=0):
         attention[-padded:, -4:] = 0
         original[-padded:, -4:] = 0
     masked = (torch.rand(rows, T, generator=generator) < rate) & attention.bool()
-    return {"input_ids": original.masked_fill(masked, MASK), "labels": original.masked_fill(~masked, IGNORE_INDEX),
-            "attention_mask": attention, "token_type_ids": torch.zeros_like(original)}
-
-
-def model_inputs(batch):
-    masked = batch["labels"] != IGNORE_INDEX
-    original = torch.where(masked, batch["labels"], batch["input_ids"])
-    return batch["input_ids"], original, masked, batch["attention_mask"], batch["token_type_ids"]
+    return as_batch(original, masked, attention)
 
 
 class InTextGenerator(nn.Module):
