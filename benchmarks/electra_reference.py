@@ -67,7 +67,6 @@ def token_metrics(logits, replaced, attention) -> dict[str, float]:
     accuracy = float((predicted == target).float().mean())
     return {"rtd_loss": float(F.binary_cross_entropy_with_logits(logits, target.float())),
             "rtd_accuracy": accuracy, "replaced_rate": rate, "acc_minus_prior": accuracy - (1 - rate),
-            "entropy_minus_loss": None,
             "replaced_accuracy": float(predicted[target].float().mean()) if bool(target.any()) else float("nan"),
             "original_accuracy": float((~predicted[~target]).float().mean()), "auc": auc(logits, target)}
 
@@ -172,40 +171,31 @@ class BertkitSide:
         self.schedule.step += 1
 
 
-def hf_models(model):
-    """transformers' ElectraForMaskedLM (generator) and ElectraForPreTraining (discriminator) holding the weights
-    of bertkit's `model`, tied as ELECTRA ties them."""
+def hf_models(model, folder: Path):
+    """transformers' ElectraForMaskedLM (generator) and ElectraForPreTraining (discriminator) loaded from the folders
+    bertkit saves for `model` (as `bertkit pretrain --objective electra` does), tied as ELECTRA ties them."""
     import transformers
 
-    from bertkit.checkpoints.electra import folder_config, state_to_hf
-
-    def build(cls, encoder, heads, keys):
-        hf_config = {k: v for k, v in folder_config(encoder.config, keys).items() if k != "architectures"}
-        hf_config.update(hidden_dropout_prob=encoder.config.hidden_dropout,
-                         attention_probs_dropout_prob=encoder.config.attention_dropout)
-        net = cls(transformers.ElectraConfig(**hf_config))
-        missing, unexpected = net.load_state_dict(state_to_hf(encoder, heads), strict=False)
-        if unexpected or [m for m in missing if "position_ids" not in m and "token_type_ids" not in m]:
-            raise SystemExit(f"{cls.__name__}: missing {missing}, unexpected {unexpected}")
-        return net
+    from bertkit.checkpoints import save_checkpoint
 
     heads = model.heads()
-    discriminator = build(transformers.ElectraForPreTraining, model.discriminator, heads["discriminator"],
-                          ("discriminator",))
-    generator = build(transformers.ElectraForMaskedLM, model.generator, heads["generator"], ("mlm",))
+    save_checkpoint(folder / "discriminator", model.discriminator, None, heads["discriminator"])
+    save_checkpoint(folder / "generator", model.generator, None, heads["generator"])
+    discriminator = transformers.ElectraForPreTraining.from_pretrained(folder / "discriminator")
+    generator = transformers.ElectraForMaskedLM.from_pretrained(folder / "generator")
     generator.electra.embeddings = discriminator.electra.embeddings          # one embeddings module
     generator.generator_lm_head.weight = discriminator.electra.embeddings.word_embeddings.weight
     return generator, discriminator
 
 
 class HFSide:
-    def __init__(self, model, config, temperature=1.0):
+    def __init__(self, model, config, temperature: float, folder: Path):
         import torch
         import transformers
         from torch import nn
 
         self.torch = torch
-        self.generator, self.discriminator = hf_models(model)
+        self.generator, self.discriminator = hf_models(model, folder)
         self.weight, t = config.electra.discriminator_weight, config.train
         self.net = nn.ModuleDict({"generator": self.generator, "discriminator": self.discriminator})
         decay, no_decay, seen = [], [], set()
@@ -276,7 +266,8 @@ def run_side(args) -> dict:
 
     torch.set_num_threads(args.threads)
     config, batches, held_batches, model = data_and_model(args)
-    side = (BertkitSide if args.side == "bertkit" else HFSide)(model, config, args.temperature)
+    side = (BertkitSide(model, config, args.temperature) if args.side == "bertkit" else
+            HFSide(model, config, args.temperature, Path(args.work) / f"hf-init-seed{args.seed}"))
     net = model if args.side == "bertkit" else side.net
     from bertkit.runtime import seed_everything
     seed_everything(config.train.seed)          # as train/loop.py does before its first step

@@ -13,7 +13,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from bertkit.checkpoints.electra import folder_config, state_to_hf
+from bertkit.checkpoints import save_checkpoint
 from bertkit.model.electra import replace_masked
 from bertkit.pretrain.objectives.electra import electra_loss
 from electra_tiny import T, VOCAB, as_batch, model_inputs, pretraining_model
@@ -47,22 +47,16 @@ class InTextGenerator(nn.Module):
         return logits + 0.0 * hidden.sum()
 
 
-def transformers_models(model):
-    """transformers' generator and discriminator with `model`'s weights, tied as ELECTRA ties them: one
-    embeddings module (token / position / segment tables and their LayerNorm), the generator's output layer the
-    shared token table."""
+def transformers_models(model, folder):
+    """transformers' generator and discriminator loaded from the folders bertkit saves for `model` (as the CLI's
+    ELECTRA run does), then tied as ELECTRA ties them: one embeddings module (token / position / segment tables and
+    their LayerNorm), the generator's output layer the shared token table."""
     transformers = pytest.importorskip("transformers")
-
-    def build(cls, encoder, heads, keys):
-        config = {k: v for k, v in folder_config(encoder.config, keys).items() if k != "architectures"}
-        net = cls(transformers.ElectraConfig(**config))
-        missing, unexpected = net.load_state_dict(state_to_hf(encoder, heads), strict=False)
-        assert not unexpected and all("position_ids" in m or "token_type_ids" in m for m in missing)
-        return net
-
     heads = model.heads()
-    disc = build(transformers.ElectraForPreTraining, model.discriminator, heads["discriminator"], ("discriminator",))
-    gen = build(transformers.ElectraForMaskedLM, model.generator, heads["generator"], ("mlm",))
+    save_checkpoint(folder / "discriminator", model.discriminator, None, heads["discriminator"])
+    save_checkpoint(folder / "generator", model.generator, None, heads["generator"])
+    disc = transformers.ElectraForPreTraining.from_pretrained(folder / "discriminator")
+    gen = transformers.ElectraForMaskedLM.from_pretrained(folder / "generator")
     gen.electra.embeddings = disc.electra.embeddings
     gen.generator_lm_head.weight = disc.electra.embeddings.word_embeddings.weight
     return gen, disc
@@ -82,12 +76,12 @@ def transformers_loss(gen, disc, batch, rng):
     return mlm + WEIGHT * out.loss, float(mlm.detach()), float(out.loss.detach())
 
 
-def test_joint_training_follows_transformers_step_by_step():
+def test_joint_training_follows_transformers_step_by_step(tmp_path):
     """40 AdamW steps of generator + discriminator from the same weights on the same batches: bertkit's loss (MLM
     and RTD) equals transformers' at every step. A missing gradient path (shared embeddings, the tied output layer),
     a mis-weighted loss or mis-aligned targets would part the two curves within a few steps."""
     model = pretraining_model(seed=3)
-    gen, disc = transformers_models(model)
+    gen, disc = transformers_models(model, tmp_path)
     reference = nn.ModuleDict({"generator": gen, "discriminator": disc})
     ours_opt = torch.optim.AdamW(model.parameters(), lr=1e-3, eps=1e-6, weight_decay=0.01)
     theirs_opt = torch.optim.AdamW(reference.parameters(), lr=1e-3, eps=1e-6, weight_decay=0.01)
