@@ -25,7 +25,6 @@ from machine import cpu_description  # noqa: E402
 
 from bertkit.train.fit import RUN_DIR  # noqa: E402
 
-DATA = Path("../shared/data")
 LANGUAGES = {"en": ("tiny", "en_corpus.txt.gz", "bbc"), "zh": ("tiny-zh", "zh_corpus.txt.gz", "chnsenticorp_like")}
 OBJECTIVES = ("electra", "mlm")
 
@@ -57,6 +56,9 @@ def main() -> int:
                         help="cap each fine-tuning's wall-clock (--time-budget); default: the recipe's epochs")
     parser.add_argument("--languages", nargs="+", default=list(LANGUAGES), choices=list(LANGUAGES))
     parser.add_argument("--work", default="/tmp/electra_bench")
+    parser.add_argument("--data-dir", type=Path, default=Path("../shared/data"))
+    parser.add_argument("--no-baseline", action="store_true", help="skip the TF-IDF rows (their figures do not "
+                        "change between runs: BENCHMARKS.md)")
     args = parser.parse_args()
     work = Path(args.work)
     work.mkdir(parents=True, exist_ok=True)
@@ -68,7 +70,7 @@ def main() -> int:
         for objective in OBJECTIVES:
             name = f"{lang}-{objective}"
             logs[name] = work / f"pretrain-{name}.log"
-            jobs[name] = start(["pretrain", "--config", preset, "--corpus", str(DATA / corpus), "--objective",
+            jobs[name] = start(["pretrain", "--config", preset, "--corpus", str(args.data_dir / corpus), "--objective",
                                 objective, "--output", str(work / name), "--time-budget", f"{args.minutes * 60:.0f}s",
                                 "--train.progress_bar=false", "--train.eval_every=0", "--train.save_every=0"],
                                logs[name])
@@ -79,7 +81,7 @@ def main() -> int:
     jobs, logs = {}, {}
     for lang in args.languages:
         task = LANGUAGES[lang][2]
-        split = {s: str(DATA / f"{task}_{s}.jsonl.gz") for s in ("train", "dev", "test")}
+        split = {s: str(args.data_dir / f"{task}_{s}.jsonl.gz") for s in ("train", "dev", "test")}
         for objective in OBJECTIVES:
             name = f"{lang}-{objective}"
             logs[name] = work / f"finetune-{name}.log"
@@ -87,6 +89,8 @@ def main() -> int:
             jobs[name] = start(["finetune", "--model", str(work / name), "--train", split["train"], "--dev",
                                 split["dev"], "--output", str(work / f"{name}-{task}"), "--no-baseline", *budget],
                                logs[name])
+        if args.no_baseline:
+            continue
         logs[f"{lang}-tfidf"] = work / f"baseline-{lang}.log"
         jobs[f"{lang}-tfidf"] = start(["baseline", "--train", split["train"], "--dev", split["dev"], "--test",
                                        split["test"], "--output", str(work / f"{lang}-tfidf-{task}")],
@@ -98,8 +102,8 @@ def main() -> int:
     results = {}
     for lang in args.languages:
         task = LANGUAGES[lang][2]
-        test = str(DATA / f"{task}_test.jsonl.gz")
-        for model in (*OBJECTIVES, "tfidf"):
+        test = str(args.data_dir / f"{task}_test.jsonl.gz")
+        for model in (*OBJECTIVES, *(() if args.no_baseline else ("tfidf",))):
             folder = work / f"{lang}-{model}-{task}"
             out = subprocess.run([sys.executable, "-m", "bertkit", "evaluate", "--model", str(folder), "--input", test],
                                  check=True, capture_output=True, text=True, env=one_thread()).stdout

@@ -50,6 +50,8 @@ class TrainConfig:
     resume: bool = False                    # continue an interrupted run from its last saved training state
     metric_for_best: Optional[str] = None   # an evaluate() key
     greater_is_better: Optional[bool] = None  # None: False for names containing "loss", else True
+    tie_breaker: Optional[str] = None       # an evaluate() key, lower is better (a dev loss), that decides between
+                                            # evaluations equal in metric_for_best (a small dev set ties often)
     early_stopping_patience: Optional[int] = None  # evaluations without improvement
     early_stopping_start: float = 0.0       # fraction of the run before which it never stops early (Keras'
                                             # start_from_epoch): a model still on its first plateau is not done
@@ -73,7 +75,7 @@ class JobData:
 
 
 # set by fit for each run (the run folder, the job's metric, the saved model's score): no flags for them
-FIT_SET = frozenset({"train.output_dir", "train.metric_for_best", "train.best_to_beat"})
+FIT_SET = frozenset({"train.output_dir", "train.metric_for_best", "train.best_to_beat", "train.tie_breaker"})
 
 _TRAIN_KEYS = ("lr", "epochs", "seed", "warmup_ratio", "weight_decay", "schedule", "clip_norm", "grad_accum",
                "eval_every", "early_stopping_patience", "max_steps", "time_budget", "layerwise_lr_decay", "head_lr",

@@ -21,8 +21,8 @@ ALIASES = {"vocab-size": "vocab.vocab_size", "max-steps": "train.max_steps", "ti
 MASKED_LM = {"data.objective": "objective", "data.masking": "masking", "data.lexicon": "lexicon"}
 # Set by fit (the run folder, the metric that picks a model), by the global --progress / --no-progress, or by the
 # job from the tokenizer (the encoder's vocabulary size and padding id): no flags (a TOML key or override still parses)
-NOT_FLAGS = {"train.output_dir", "train.metric_for_best", "train.best_to_beat", "train.progress_bar",
-             "encoder.vocab_size", "encoder.pad_token_id"}
+NOT_FLAGS = {"train.output_dir", "train.metric_for_best", "train.best_to_beat", "train.tie_breaker",
+             "train.progress_bar", "encoder.vocab_size", "encoder.pad_token_id"}
 
 
 def _bert_config() -> type:

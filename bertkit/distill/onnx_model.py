@@ -16,7 +16,7 @@ from bertkit.errors import BertkitError
 from bertkit.features import EncodeReport, check_texts
 from bertkit.finetune.linear.layer import scores_metrics
 from bertkit.finetune.linear.training import targets
-from bertkit.finetune.predictions import sequence_predictions
+from bertkit.finetune.predictions import sequence_predictions, softmax
 from bertkit.tokenizer import Tokenizer
 from bertkit.tokenizer.padding import pad_to_tensors
 
@@ -126,7 +126,8 @@ class OnnxModel:
     def evaluate_examples(self, examples: Sequence, batch_size: int = 64) -> dict:
         """The metrics `bertkit evaluate` prints for the source folder (classification, regression)."""
         texts = self._texts_of_rows(examples, ("classification", "regression"), "evaluating")
-        return scores_metrics(self.task, self.logits(texts, batch_size),
+        logits = self.logits(texts, batch_size)
+        return scores_metrics(self.task, logits if self.task == "regression" else softmax(logits),
                               targets(self.task, examples, self.label_names), len(self.label_names))
 
     def predict(self, texts: Sequence[str], batch_size: int = 32) -> list[dict]:

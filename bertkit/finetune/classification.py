@@ -16,7 +16,8 @@ import torch.nn.functional as F
 from bertkit.data.readers import TextExample
 from bertkit.errors import BertkitError
 from bertkit.finetune.inference import forward_features, stack
-from bertkit.finetune.metrics import classification_metrics, multilabel_metrics, regression_metrics
+from bertkit.finetune.metrics import (classification_metrics, mean_cross_entropy, multilabel_metrics,
+                                      regression_metrics)
 from bertkit.finetune.predictions import multi_label_decisions, sequence_predictions
 
 
@@ -128,7 +129,8 @@ class SequenceTask:
             return regression_metrics(labels, logits[:, 0])
         if self.task == "multi-label":
             return multilabel_metrics(np.array(labels), multi_label_decisions(logits))
-        return classification_metrics(labels, logits.argmax(-1), self.num_labels)
+        return {**classification_metrics(labels, logits.argmax(-1), self.num_labels),
+                "loss": mean_cross_entropy(logits, labels)}
 
     def predict(self, model, features: Sequence[SequenceFeature], examples=None, batch_size: int = 64) -> list[dict]:
         logits = stack(forward_features(model, features, self.tokenizer.pad_id, batch_size))

@@ -157,7 +157,7 @@ def _build(config: FinetuneConfig, built: dict) -> Job:
     trained = AuxMlmModel(model, mlm_head) if mlm_head is not None else model
     built.update(config=config, label_names=label_names, dev_features=dev_features, tokenizer=checkpoint.tokenizer,
                  train_examples=train_examples, dev_examples=dev_examples)
-    return Job(trained, loss_fn, batches, save, evaluate, metric, to_beat,
+    return Job(trained, loss_fn, batches, save, evaluate, metric, to_beat, tie_breaker="loss",
                on_epoch_start=_gradual_unfreezing if config.gradual_unfreezing else None, is_head=_is_head,
                record={"dev_data": dev_data, "train_examples": len(train_examples),
                        "train_features": len(train_features), "recipe": recipe.to_dict()},

@@ -27,9 +27,19 @@ def checkpoint_of(model: Any):
 OWN_MODEL_TASKS = tuple(name for name in SAVED_TASKS if TASKS[name].build is None)
 
 
+def device_of(checkpoint) -> Optional[str]:
+    """Where a loaded checkpoint's encoder is (None: it has no parameters)."""
+    parameter = next(checkpoint.encoder.parameters(), None)
+    return str(parameter.device) if parameter is not None else None
+
+
 def finetuned_model(model: Any, task: Optional[str] = None, device: Optional[str] = None):
-    """(FinetuneModel, task object) for a fine-tuned folder; `task` (e.g. from --task) must match its head."""
+    """(FinetuneModel, task object) for a fine-tuned folder; `task` (e.g. from --task) must match its head.
+    device: where to run it; None: a folder path runs on the GPU when there is one, a model already loaded
+    (`bertkit.load(dir, device=...)`) stays where it was loaded."""
     checkpoint = checkpoint_of(model)
+    if device is None and not isinstance(model, (str, Path)):
+        device = device_of(checkpoint)
     saved_task = (checkpoint.meta or {}).get("task")
     where = getattr(checkpoint, "path", None) or "the model"
     if saved_task in OWN_MODEL_TASKS:

@@ -20,7 +20,7 @@ from bertkit.data.squad import QAExample
 from bertkit.errors import BertkitError, CheckpointError
 from bertkit.finetune.classification import examples_from_inputs
 from bertkit.finetune.linear.predictor import linear_predictor_of
-from bertkit.finetune.loaded import OWN_MODEL_TASKS, checkpoint_of as _checkpoint_of, finetuned_model
+from bertkit.finetune.loaded import OWN_MODEL_TASKS, checkpoint_of as _checkpoint_of, device_of, finetuned_model
 from bertkit.finetune.loop_job import saved_task as _saved_task
 from bertkit.finetune.model import FinetuneModel
 from bertkit.finetune.ner import split_words
@@ -52,11 +52,6 @@ def _generate_job_folder(checkpoint) -> Optional[tuple[str, Path]]:
     return saved_task, Path(folder)
 
 
-def _device_of(checkpoint) -> Optional[str]:
-    parameter = next(checkpoint.encoder.parameters(), None)
-    return str(parameter.device) if parameter is not None else None
-
-
 def predict(model: Any, inputs: Sequence[Union[str, tuple, dict]], batch_size: int = 32) -> list[dict]:
     """Predictions for texts or (text, text_pair) pairs; NER: entities with character offsets into each text;
     QA: (question, context) pairs or {"question", "context"} dicts -> answer spans with character offsets."""
@@ -68,7 +63,7 @@ def predict(model: Any, inputs: Sequence[Union[str, tuple, dict]], batch_size: i
         return linear.predict(inputs, batch_size)
     generate_job = _generate_job_folder(_checkpoint_of(model))
     if generate_job is not None:
-        return _predict_generate_job(*generate_job, _device_of(_checkpoint_of(model)), inputs, batch_size)
+        return _predict_generate_job(*generate_job, device_of(_checkpoint_of(model)), inputs, batch_size)
     net, task = finetuned_model(model)
     if net.task == "ner":
         return _predict_ner_texts(net, task, [str(x) for x in inputs], batch_size)

@@ -57,6 +57,8 @@ class Job:
     metric: Optional[str] = None             # the evaluate() key that picks the best model; None: evaluations are
                                              # only logged and the last model is saved
     best_to_beat: Optional[float] = None     # `metric` of the model already in output, on the same dev data
+    tie_breaker: Optional[str] = None        # an evaluate() key, lower is better (a dev loss), that picks between
+                                             # evaluations equal in `metric`; where a result lacks it, the earlier stays
     on_epoch_start: Optional[Callable[[Any, int], None]] = None
     is_head: Optional[Callable[[str], bool]] = None
     record: dict = field(default_factory=dict)           # more keys for output/metrics.json
@@ -137,7 +139,8 @@ def fit(config: Any, build: Callable[[], Job | JobResult], output: str | Path | 
     picks = has_dev and job.metric is not None          # the best evaluation picks the model, else the last one
     train_config = replace(config.train, **job.loop, output_dir=str(run_dir),
                            metric_for_best=job.metric if picks else None,
-                           best_to_beat=job.best_to_beat if picks else None)
+                           best_to_beat=job.best_to_beat if picks else None,
+                           tie_breaker=job.tie_breaker if picks else None)
     main = distributed_env()[0] == 0
     if main:
         record_run(config, run_dir, job.run_files)

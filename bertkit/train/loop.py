@@ -154,7 +154,8 @@ def train(model: nn.Module, loss_fn: LossFn, batches: BatchSource, config: Train
         if key is not None:
             if key not in metrics:
                 raise BertkitError(f"metric_for_best {key!r} is not among the evaluation metrics {sorted(metrics)}")
-            if _improves(metrics[key], run["best"], greater):
+            if _improves(metrics[key], run["best"], greater) or (
+                    metrics[key] == run["best"] and _wins_tie(metrics, run["best_eval"], config.tie_breaker)):
                 run.update(best=metrics[key], best_eval=metrics, bad_evals=0)
                 if main and on_best is not None:
                     on_best(model, metrics)
@@ -244,6 +245,12 @@ def train(model: nn.Module, loss_fn: LossFn, batches: BatchSource, config: Train
 
 def _improves(value: Optional[float], best: Optional[float], greater: Optional[bool]) -> bool:
     return value is not None and (best is None or (value > best if greater else value < best))
+
+
+def _wins_tie(metrics: dict[str, float], best: dict[str, float], key: Optional[str]) -> bool:
+    """An evaluation equal to the best in metric_for_best replaces it when its `key` (a loss) is lower; a best
+    without that key (the model already saved, known by its score alone) keeps its place."""
+    return key is not None and key in metrics and key in best and metrics[key] < best[key]
 
 
 def _total_steps(config: TrainConfig, batches: BatchSource) -> Optional[int]:

@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 
 from bertkit.finetune.entity_metrics import Entity, entities, entity_scores
-from bertkit.finetune.metrics import (accuracy, macro_f1, matthews_corrcoef, multilabel_metrics, pearson,
-                                      spearman)
+from bertkit.finetune.metrics import (accuracy, macro_f1, matthews_corrcoef, mean_cross_entropy, multilabel_metrics,
+                                      pearson, spearman)
 from bertkit.finetune.squad_metrics import exact_match, f1, normalize_answer, squad_scores
 
 GOLD = [0, 1, 2, 2, 1, 0, 2, 1]
@@ -19,6 +19,16 @@ def test_classification_metrics_by_hand():
     assert macro_f1(GOLD, PRED) == pytest.approx((1 + 2 / 3 + 2 / 3) / 3)
     assert matthews_corrcoef([0, 0, 1, 1], [0, 0, 1, 1]) == 1.0
     assert matthews_corrcoef([0, 1, 0, 1], [1, 1, 1, 1]) == 0.0
+
+
+def test_mean_cross_entropy_by_hand_and_against_sklearn():
+    assert mean_cross_entropy(np.zeros((3, 4)), [0, 1, 3]) == pytest.approx(np.log(4))   # uniform over 4 classes
+    assert mean_cross_entropy([[1000.0, 0.0]], [0]) == pytest.approx(0.0)                  # no overflow
+    metrics = pytest.importorskip("sklearn.metrics")
+    rng = np.random.default_rng(0)
+    logits, gold = rng.normal(size=(50, 3)) * 3, rng.integers(0, 3, 50)
+    probabilities = np.exp(logits) / np.exp(logits).sum(1, keepdims=True)
+    assert mean_cross_entropy(logits, gold) == pytest.approx(metrics.log_loss(gold, probabilities, labels=[0, 1, 2]))
 
 
 def test_against_sklearn_and_scipy():

@@ -150,3 +150,23 @@ def test_predict_refuses_empty_texts_as_the_server_does(finetune_model_dir, tmp_
     err = capsys.readouterr().err
     assert code == 2 and "in.jsonl:2: " in err and "empty or whitespace-only text" in err, err
     assert not (tmp_path / "out.jsonl").exists()
+
+
+def test_a_loaded_model_predicts_where_it_was_loaded(finetune_model_dir, tmp_path, monkeypatch):
+    """bertkit.load(dir, device="cpu").predict ran on the GPU when there was one (seen on an H100: the CPU and CUDA
+    scores were bit-equal because both ran on CUDA): the head was moved to the automatic device. A loaded model
+    stays on its device; a folder path still goes to the automatic one. Here the automatic device is made 'meta',
+    where nothing can be computed, so a model moved there fails."""
+    from bertkit.finetune import loaded
+
+    model = bertkit.load(finetune_model_dir)
+    head = SequenceClassificationHead(model.config, 2)
+    folder = save_checkpoint(tmp_path / "cls", model.encoder, model.tokenizer, {"classifier": head},
+                             {"task": "classification", "labels": ["a", "b"]})
+    expected = bertkit.load(folder, device="cpu").predict(["the good movie", "a film"])
+    real = loaded.pick_device
+    monkeypatch.setattr(loaded, "pick_device", lambda name=None: real("meta" if name in (None, "auto") else name))
+    classifier = bertkit.load(folder, device="cpu")
+    assert classifier.predict(["the good movie", "a film"]) == expected
+    assert str(next(finetuned_model(classifier)[0].parameters()).device) == "cpu"
+    assert str(next(finetuned_model(str(folder))[0].parameters()).device) == "meta"     # a path: the automatic one

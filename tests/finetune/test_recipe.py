@@ -115,6 +115,6 @@ def test_time_cap_only_when_the_recipe_chose_the_epochs():
     assert choose_recipe(classification(6000), MINILM, Requested(time_budget="5m")).time_budget == "5m"
 
 
-def test_early_stopping_waits_for_half_the_run_unless_the_user_set_it():
-    assert choose_recipe(classification(6000), MINILM).early_stopping_start == 0.5
+def test_early_stopping_waits_for_three_quarters_of_the_run_unless_the_user_set_it():
+    assert choose_recipe(classification(6000), MINILM).early_stopping_start == 0.75
     assert choose_recipe(classification(6000), MINILM, Requested(early_stopping_patience=3)).early_stopping_start == 0

@@ -70,6 +70,11 @@ def test_default_recipe_learns_a_long_tailed_planted_signal(finetune_model_dir, 
     assert recorded["epochs"] == 20 and weights["bob"] > weights["london"] > weights["good"]   # 5, 20, 160 rows
     effective = json.loads((result.output / "run" / "config.effective.json").read_text())
     assert (effective["train"]["lr"], effective["train"]["head_lr"], effective["data"]["batch_size"]) == (4.2e-3, 5e-3, 16)
+    # the kept model: the best dev accuracy, and among evaluations equal in it the lowest dev loss
+    log = [json.loads(line) for line in (result.output / "run" / "log.jsonl").read_text().splitlines()]
+    evals = [row["eval"] for row in log if "eval" in row]
+    top = max(e["accuracy"] for e in evals)
+    assert result.metrics["loss"] == min(e["loss"] for e in evals if e["accuracy"] == top), evals
 
 
 @pytest.mark.slow

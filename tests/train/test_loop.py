@@ -84,6 +84,28 @@ def test_best_callback_and_early_stopping():
     assert result.best_metric == 0.7
 
 
+@pytest.mark.parametrize("tie_breaker, kept", [("loss", [0.9, 0.7]), (None, [0.9])])
+def test_a_tie_in_the_metric_goes_to_the_lower_tie_breaker(tie_breaker, kept):
+    # a 210-text dev set scores two epochs the same (BBC: 0.9905 twice); the lower dev loss then decides
+    evals = iter([{"accuracy": 0.5, "loss": 0.9}, {"accuracy": 0.5, "loss": 0.7}, {"accuracy": 0.5, "loss": 0.8},
+                  {"accuracy": 0.4, "loss": 0.1}])
+    best = []
+    config = TrainConfig(epochs=4, metric_for_best="accuracy", tie_breaker=tie_breaker, progress_bar=False)
+    result = train(fresh_model(), toy_loss, toy_batches(), config, evaluate=lambda m: next(evals),
+                   on_best=lambda m, metrics: best.append(metrics["loss"]))
+    assert best == kept and result.best_eval["loss"] == kept[-1]
+
+
+def test_a_tie_with_the_model_already_saved_keeps_that_model():
+    # the saved model is known by its score alone, so an equal score never replaces it
+    best = []
+    config = TrainConfig(epochs=2, metric_for_best="accuracy", tie_breaker="loss", best_to_beat=0.5,
+                         progress_bar=False)
+    train(fresh_model(), toy_loss, toy_batches(), config, evaluate=lambda m: {"accuracy": 0.5, "loss": 0.1},
+          on_best=lambda m, metrics: best.append(metrics))
+    assert best == []
+
+
 def test_grad_accum_and_epoch_callback():
     seen = []
     config = TrainConfig(epochs=2, grad_accum=4, progress_bar=False)

