@@ -8,13 +8,17 @@ from typing import Optional
 
 
 class JsonlLog:
-    """Appends records to `<folder>/log.jsonl`; a resumed run keeps appending to the same file."""
+    """Appends records to `<folder>/log.jsonl`; a resumed run keeps appending to the same file. A new run
+    (`fresh`) into a folder that has a log from an earlier run moves that log aside to the first free
+    `log.<n>.jsonl` and starts its own, so log.jsonl and loss.png describe one run and no earlier record is lost."""
 
-    def __init__(self, folder: Optional[Path], enabled: bool = True):
+    def __init__(self, folder: Optional[Path], enabled: bool = True, fresh: bool = False):
         self.path = folder / "log.jsonl" if folder is not None and enabled else None
         self._file = None
         if self.path is not None:
             self.path.parent.mkdir(parents=True, exist_ok=True)
+            if fresh and self.path.exists() and self.path.stat().st_size:
+                self.path.rename(earlier_log_path(self.path))
             self._file = self.path.open("a", encoding="utf-8")
 
     def write(self, record: dict) -> None:
@@ -26,6 +30,14 @@ class JsonlLog:
         if self._file is not None:
             self._file.close()
             self._file = None
+
+
+def earlier_log_path(path: Path) -> Path:
+    """The first free `log.<n>.jsonl` beside `path` (n = 1, 2, ...)."""
+    n = 1
+    while path.with_name(f"{path.stem}.{n}{path.suffix}").exists():
+        n += 1
+    return path.with_name(f"{path.stem}.{n}{path.suffix}")
 
 
 def read_log(path: Path) -> list[dict]:

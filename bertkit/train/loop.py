@@ -129,7 +129,7 @@ def train(model: nn.Module, loss_fn: LossFn, batches: BatchSource, config: Train
     elif ckpt is not None:
         checkpoint()                                      # the step-0 state a NaN can roll back to
 
-    log = JsonlLog(out, enabled=main)
+    log = JsonlLog(out, enabled=main, fresh=not config.resume)    # a new run into an old folder: a new log
     bar = tqdm(total=total, initial=schedule.step, disable=not (main and show_progress(config.progress_bar)),
                unit="step", dynamic_ncols=True, file=sys.stderr)
     result = TrainResult(steps=schedule.step, epochs=run["epoch"], elapsed_s=schedule.elapsed_s, stop_reason="")

@@ -48,6 +48,37 @@ def test_kill_and_resume_continues_the_same_curve(tmp_path):
     assert resumed.losses == pytest.approx(full.losses[20:], abs=1e-5)
 
 
+def test_a_new_run_into_an_old_folder_starts_its_own_log_and_keeps_the_old_one(tmp_path):
+    def steps_logged(path):
+        return [json.loads(line)["step"] for line in path.read_text().splitlines() if '"lr"' in line]
+
+    def config(steps, **more):
+        return TrainConfig(lr=3e-3, max_steps=steps, save_every=5, output_dir=str(tmp_path), progress_bar=False,
+                           **more)
+
+    train(fresh_model(), toy_loss, toy_batches(), config(6))
+    first = (tmp_path / "log.jsonl").read_text()
+    train(fresh_model(), toy_loss, toy_batches(), config(4))
+    assert (tmp_path / "log.1.jsonl").read_text() == first                 # the earlier run's record, untouched
+    assert steps_logged(tmp_path / "log.jsonl") == [1, 2, 3, 4]             # this run's steps only, once each
+    train(fresh_model(), toy_loss, toy_batches(), config(3))
+    assert steps_logged(tmp_path / "log.2.jsonl") == [1, 2, 3, 4] and steps_logged(tmp_path / "log.jsonl") == [1, 2, 3]
+
+    calls = {"n": 0}
+
+    def dying_loss(model, batch):
+        calls["n"] += 1
+        if calls["n"] == 8:
+            raise KeyboardInterrupt   # killed during step 8; the last training state is step 5
+        return toy_loss(model, batch)
+
+    with pytest.raises(KeyboardInterrupt):
+        train(fresh_model(), dying_loss, toy_batches(), config(10))
+    train(fresh_model(), toy_loss, toy_batches(), config(10, resume=True))  # a resumed run keeps its log
+    assert steps_logged(tmp_path / "log.jsonl") == [1, 2, 3, 4, 5, 6, 7] + [6, 7, 8, 9, 10]
+    assert not (tmp_path / "log.4.jsonl").exists()
+
+
 def test_resume_without_state_is_a_clear_error(tmp_path):
     config = TrainConfig(max_steps=2, output_dir=str(tmp_path), resume=True, progress_bar=False)
     with pytest.raises(BertkitError, match="no training state"):
