@@ -43,6 +43,7 @@ from bertkit.train.loop import say
 from bertkit.train.saved_score import dev_fingerprint, saved_score
 
 FinetuneResult = JobResult      # what every fine-tuning job returns (train/fit.py)
+CLOCK_LEAD_NOTE = 0.05          # say so when the time cap drove the lr schedule by more than 5% of the run
 
 
 def run_finetune(config: FinetuneConfig) -> FinetuneResult:
@@ -54,6 +55,11 @@ def run_finetune(config: FinetuneConfig) -> FinetuneResult:
     built: dict = {}
     result = fit(config, lambda: _build(config, built))
     metrics, kept, config = result.metrics, result.kept_earlier_model, built["config"]
+    if result.loop is not None and result.loop.clock_lead >= CLOCK_LEAD_NOTE:
+        say(f"the lr schedule followed the {config.train.time_budget} time cap, not the planned steps (the clock ran "
+            f"up to {result.loop.clock_lead:.0%} of the run ahead of them): this machine "
+            "was slower than the cap needs, so the same command on a quieter or faster one trains on another "
+            "schedule and gives another model; --time-budget off makes the schedule follow the steps")
     if config.baseline and config.task in LINEAR_TASKS and built["dev_features"] is not None and not kept:
         label_names, dev_features, tokenizer = built["label_names"], built["dev_features"], built["tokenizer"]
         predicted = None if config.task == "regression" else best_dev_predictions(

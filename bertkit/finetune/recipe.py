@@ -33,7 +33,9 @@ TF-IDF's 0.864 (the model, not the recipe, is the limit there).
   evaluations without improvement but never before EARLY_STOPPING_START of the run (while the linear lr is still
   above a quarter of its peak: a dip at the start is not convergence), and a wall-clock cap (TIME_CAP) when the
   recipe chose the epochs: on a slow machine the lr schedule follows the clock (the loop's time budget) and the run
-  ends by then.
+  ends by then. Such a run says so at the end (the job, when the clock led the steps by 5% of the run or more) and
+  records the lead in metrics.json: the same command on a quieter machine trains on another schedule (chnsenticorp_like:
+  0.8704 on a loaded machine, 0.8646 quiet, BENCHMARKS.md "The recipe's learning rate, again").
 - class weights when the label distribution is skewed (largest / smallest class >= SKEW_RATIO): cross-entropy
   weighted by (n / (K n_c)) ** CLASS_WEIGHT_POWER. Proxy, dev after 4 epochs: weighted 0.708 / macro-F1 0.496,
   unweighted 0.693 / 0.391.

@@ -173,6 +173,8 @@ def fit(config: Any, build: Callable[[], Job | JobResult], output: str | Path | 
         record = {"dev": metrics, "metric_for_best": job.metric,
                   "train_seconds": result.elapsed_s, "wall_seconds": wall, "epochs": epochs, "steps": result.steps,
                   "stop_reason": stop_reason, **job.record}
+        if result.clock_lead > 0:
+            record["schedule_clock_lead"] = round(result.clock_lead, 4)
         if kept:
             best_of = max if greater_is_better(train_config) is not False else min
             ours = best_of((e[job.metric] for e in evaluations if job.metric in e), default=None)

@@ -47,6 +47,8 @@ class TrainResult:
     best_metric: Optional[float] = None
     best_eval: dict[str, float] = field(default_factory=dict)
     rollbacks: int = 0
+    clock_lead: float = 0.0                 # with a time budget and a step count: how far the budget's share of the
+                                            # run got ahead of the steps' share, at most (> 0: the clock drove the lr)
 
 
 def greater_is_better(config: TrainConfig) -> Optional[bool]:
@@ -204,6 +206,9 @@ def train(model: nn.Module, loss_fn: LossFn, batches: BatchSource, config: Train
             step_s, started = now - started, now
             schedule.step += 1
             schedule.elapsed_s = dist_.broadcast_float(schedule.elapsed_s + step_s, device)
+            if schedule.time_budget_s and schedule.total_steps:
+                result.clock_lead = max(result.clock_lead, schedule.elapsed_s / schedule.time_budget_s
+                                        - schedule.step / schedule.total_steps)
             result.losses.append(values["loss"])
             bar.update(1)
             if main and (schedule.step % config.log_every == 0 or schedule.step == 1):

@@ -75,6 +75,23 @@ def test_default_recipe_learns_a_long_tailed_planted_signal(finetune_model_dir, 
     evals = [row["eval"] for row in log if "eval" in row]
     top = max(e["accuracy"] for e in evals)
     assert result.metrics["loss"] == min(e["loss"] for e in evals if e["accuracy"] == top), evals
+    # the steps, not the 30-minute cap, drove this run's schedule: nothing said, nothing recorded
+    assert "followed the" not in printed
+    assert "schedule_clock_lead" not in json.loads((result.output / "metrics.json").read_text())
+
+
+def test_a_run_whose_schedule_the_time_cap_drove_says_so(finetune_model_dir, tmp_path, capsys):
+    train = write_jsonl(tmp_path / "train.jsonl", planted_rows(TAIL_COUNTS, 0))
+    dev = write_jsonl(tmp_path / "dev.jsonl", planted_rows((8,) * 6, 1))
+    # 100,000 planned steps cannot fit in one second: the clock leads the steps by ~100% of the run
+    result = run_finetune(job_config(FinetuneConfig, model=str(finetune_model_dir), train=str(train), dev=str(dev),
+                                     output=str(tmp_path / "m"), max_steps=100_000, time_budget="1s",
+                                     progress_bar=False, baseline=False))
+    assert result.stop_reason == "time_budget" and result.steps < 50_000
+    assert json.loads((result.output / "metrics.json").read_text())["schedule_clock_lead"] > 0.5
+    printed = capsys.readouterr().err
+    assert "the lr schedule followed the 1s time cap, not the planned steps" in printed
+    assert "--time-budget off makes the schedule follow the steps" in printed
 
 
 @pytest.mark.slow

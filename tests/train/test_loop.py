@@ -150,6 +150,23 @@ def test_time_budget_stops_the_run_and_drives_the_schedule():
     assert result.stop_reason == "time_budget" and result.steps >= 1 and result.elapsed_s >= 0.3
 
 
+def test_the_loop_says_how_far_the_clock_drove_the_schedule_ahead_of_the_steps():
+    import time
+
+    def slow_loss(model, batch):
+        time.sleep(0.02)                               # at least 20 ms a step: at most 15 steps in 0.3 s
+        return toy_loss(model, batch)
+
+    behind = train(fresh_model(), slow_loss, toy_batches(), TrainConfig(max_steps=1000, time_budget="0.3s",
+                                                                         progress_bar=False))
+    assert behind.stop_reason == "time_budget" and behind.steps <= 15
+    assert behind.clock_lead >= 1 - behind.steps / 1000 - 1e-9      # the clock finished the run; the steps did not
+    ahead = train(fresh_model(), toy_loss, toy_batches(), TrainConfig(max_steps=10, time_budget="1h",
+                                                                       progress_bar=False))
+    assert ahead.stop_reason == "max_steps" and ahead.clock_lead == 0.0   # the steps led throughout
+    assert train(fresh_model(), toy_loss, toy_batches(), TrainConfig(max_steps=5, progress_bar=False)).clock_lead == 0
+
+
 @pytest.mark.parametrize("cpu_bf16", [False, True])
 def test_cpu_bf16_autocasts_the_loss_only_when_asked(tmp_path, cpu_bf16):
     seen = []
