@@ -86,7 +86,7 @@ def test_a_run_whose_schedule_the_time_cap_drove_says_so(finetune_model_dir, tmp
     # 100,000 planned steps cannot fit in one second: the clock leads the steps by ~100% of the run
     result = run_finetune(job_config(FinetuneConfig, model=str(finetune_model_dir), train=str(train), dev=str(dev),
                                      output=str(tmp_path / "m"), max_steps=100_000, time_budget="1s",
-                                     progress_bar=False, baseline=False))
+                                     early_stopping_patience=0, progress_bar=False, baseline=False))
     assert result.stop_reason == "time_budget" and result.steps < 50_000
     assert json.loads((result.output / "metrics.json").read_text())["schedule_clock_lead"] > 0.5
     printed = capsys.readouterr().err
