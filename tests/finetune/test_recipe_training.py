@@ -75,9 +75,10 @@ def test_default_recipe_learns_a_long_tailed_planted_signal(finetune_model_dir, 
     evals = [row["eval"] for row in log if "eval" in row]
     top = max(e["accuracy"] for e in evals)
     assert result.metrics["loss"] == min(e["loss"] for e in evals if e["accuracy"] == top), evals
-    # the steps, not the 30-minute cap, drove this run's schedule: nothing said, nothing recorded
+    # the steps, not the 30-minute cap, drove this run's schedule: nothing said (a first step slowed by start-up
+    # may put the clock a hair ahead; the line needs 5% of the run)
     assert "followed the" not in printed
-    assert "schedule_clock_lead" not in json.loads((result.output / "metrics.json").read_text())
+    assert json.loads((result.output / "metrics.json").read_text()).get("schedule_clock_lead", 0.0) < 0.05
 
 
 def test_a_run_whose_schedule_the_time_cap_drove_says_so(finetune_model_dir, tmp_path, capsys):
