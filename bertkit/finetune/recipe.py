@@ -142,9 +142,13 @@ class Requested:
     max_steps: Optional[int] = None                 # set: the run's length is N steps, no default time cap
 
 
+def reference_lr(task: str) -> float:
+    """The rate at the reference width (384) for `task`: the sequence tasks' REFERENCE_LR, NER / QA's share of it."""
+    return REFERENCE_LR * (1.0 if task in SEQUENCE_TASKS else TOKEN_TASK_LR_SHARE)
+
+
 def default_lr(hidden_size: int, task: str = "classification") -> float:
-    share = 1.0 if task in SEQUENCE_TASKS else TOKEN_TASK_LR_SHARE
-    lr = share * REFERENCE_LR * (REFERENCE_HIDDEN / hidden_size) ** LR_EXPONENT
+    lr = reference_lr(task) * (REFERENCE_HIDDEN / hidden_size) ** LR_EXPONENT
     lr = float(f"{lr:.2g}")
     return min(max(lr, LR_RANGE[0]), LR_RANGE[1])
 
@@ -188,9 +192,8 @@ def choose_recipe(data: DataProfile, model: ModelProfile, asked: Requested = Req
         reasons[name] = why
         return value
 
-    base = REFERENCE_LR * (1.0 if data.task in SEQUENCE_TASKS else TOKEN_TASK_LR_SHARE)
     lr = pick("lr", default_lr(model.hidden_size, data.task),
-              f"{base:.2g} x (384 / hidden {model.hidden_size}) ** 1.5")
+              f"{reference_lr(data.task):.2g} x (384 / hidden {model.hidden_size}) ** 1.5")
     head_lr = None
     if model.new_head:
         head_lr = pick("head_lr", float(f"{max(lr, min(lr * HEAD_LR_FACTOR, HEAD_LR_MAX)):.2g}"),

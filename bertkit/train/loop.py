@@ -206,9 +206,7 @@ def train(model: nn.Module, loss_fn: LossFn, batches: BatchSource, config: Train
             step_s, started = now - started, now
             schedule.step += 1
             schedule.elapsed_s = dist_.broadcast_float(schedule.elapsed_s + step_s, device)
-            if schedule.time_budget_s and schedule.total_steps:
-                result.clock_lead = max(result.clock_lead, schedule.elapsed_s / schedule.time_budget_s
-                                        - schedule.step / schedule.total_steps)
+            result.clock_lead = max(result.clock_lead, schedule.clock_lead())
             result.losses.append(values["loss"])
             bar.update(1)
             if main and (schedule.step % config.log_every == 0 or schedule.step == 1):

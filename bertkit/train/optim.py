@@ -132,6 +132,13 @@ class Schedule:
             parts.append(self.elapsed_s / self.time_budget_s)
         return max(parts) if parts else 0.0
 
+    def clock_lead(self) -> float:
+        """How far the time budget's share of the run is ahead of the steps' share (negative: behind; 0 without
+        both): where it is positive, progress() and so the lr follow the clock."""
+        if not (self.time_budget_s and self.total_steps):
+            return 0.0
+        return self.elapsed_s / self.time_budget_s - self.step / self.total_steps
+
     def warmup_fraction(self) -> float:
         if self.warmup_steps is None:
             return self.warmup_ratio
