@@ -10,7 +10,8 @@ No Chinese encoder is reachable offline, so the Chinese model is built the way a
      no dev or test text);
   4. `bertkit finetune` with no flag beyond model and data (the default recipe), then `bertkit evaluate` on test.
 Each learning rate in --lrs is one such chain; the chains run at the same time. --minutes gives the two MLM
-stages' training time (the schedule is fitted to it). On a CUDA machine every step runs there (bf16 autocast);
+stages' training time (the schedule is fitted to it); 0 skips a stage (`--extended ADAPTED --minutes 0 4` goes on
+with the task-adaptive stage of a model already adapted). On a CUDA machine every step runs there (bf16 autocast);
 on a CPU this is hours, as BENCHMARKS.md's earlier issue-19 sections measured. Prints one markdown row per chain
 and writes results.json in --work.
 """
@@ -52,6 +53,8 @@ def chain(lr: str, args, base: Path, reviews: Path, split: dict[str, str]) -> di
     model = base
     for stage, corpus, minutes in (("dapt", args.data_dir / "zh_corpus.txt.gz", args.minutes[0]),
                                    ("tapt", reviews, args.minutes[1])):
+        if minutes <= 0:
+            continue
         started = time.time()
         out = last_json_text(bertkit("pretrain", "--model", str(model), "--corpus", str(corpus), "--output",
                                      str(work / stage), "--time-budget", f"{minutes * 60:.0f}s", *common,
@@ -107,7 +110,8 @@ def main() -> int:
     print("| lr | batch | DAPT steps / MLM acc | TAPT steps / MLM acc | dev acc | test acc / macro-F1 |")
     print("|---|---:|---|---|---:|---:|")
     for r in rows:
-        stages = [f"{r[s]['steps']} / {r[s].get('eval_mlm_accuracy', float('nan')):.3f}" for s in ("dapt", "tapt")]
+        stages = [f"{r[s]['steps']} / {r[s].get('eval_mlm_accuracy', float('nan')):.3f}" if s in r else "-"
+                  for s in ("dapt", "tapt")]
         dev = r.get("finetune", {}).get("dev_accuracy")
         test = r.get("test")
         dev_cell = "-" if dev is None else f"{dev:.4f}"
