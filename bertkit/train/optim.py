@@ -124,20 +124,20 @@ class Schedule:
     lr_scale: float = 1.0
     last_lr: float = field(default=0.0)
 
+    def shares(self) -> tuple[Optional[float], Optional[float]]:
+        """(steps done / planned, time spent / budget); None where the run has no such limit."""
+        return (self.step / self.total_steps if self.total_steps else None,
+                self.elapsed_s / self.time_budget_s if self.time_budget_s else None)
+
     def progress(self) -> float:
-        parts = []
-        if self.total_steps:
-            parts.append(self.step / self.total_steps)
-        if self.time_budget_s:
-            parts.append(self.elapsed_s / self.time_budget_s)
+        parts = [share for share in self.shares() if share is not None]
         return max(parts) if parts else 0.0
 
     def clock_lead(self) -> float:
         """How far the time budget's share of the run is ahead of the steps' share (negative: behind; 0 without
         both): where it is positive, progress() and so the lr follow the clock."""
-        if not (self.time_budget_s and self.total_steps):
-            return 0.0
-        return self.elapsed_s / self.time_budget_s - self.step / self.total_steps
+        steps, clock = self.shares()
+        return 0.0 if steps is None or clock is None else clock - steps
 
     def warmup_fraction(self) -> float:
         if self.warmup_steps is None:
