@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -27,7 +26,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from datasets import DEFAULT_DATA_DIR, load, write_splits  # noqa: E402
 from machine import cpu_description  # noqa: E402
-from run_bertkit import checkout_env  # noqa: E402
+from run_bertkit import bertkit  # noqa: E402
 
 import numpy as np  # noqa: E402
 from sklearn.linear_model import LogisticRegression  # noqa: E402
@@ -56,31 +55,18 @@ def run_cli_with_mean_head(argv: list[str]) -> int:
     return cli_main(argv)
 
 
-def frozen_probe(model: str, files: dict, max_length: int) -> list[dict]:
-    def read(path):
-        rows = [json.loads(line) for line in Path(path).read_text(encoding="utf-8").splitlines() if line.strip()]
-        return [r["text"] for r in rows], [r["label"] for r in rows]
-
-    (train_x, train_y), (test_x, test_y) = read(files["train"]), read(files["test"])
+def frozen_probe(model: str, splits, max_length: int) -> list[dict]:
     encoder = bertkit_load(model)
+    train_y, test_y = [r["label"] for r in splits.train], [r["label"] for r in splits.test]
     rows = []
     for pooling in ("mean", "cls", "pooler"):
-        train = np.asarray(encoder.encode(train_x, pooling=pooling, max_length=max_length, normalize=False))
-        test = np.asarray(encoder.encode(test_x, pooling=pooling, max_length=max_length, normalize=False))
+        train, test = (np.asarray(encoder.encode([r["text"] for r in part], pooling=pooling, max_length=max_length,
+                                                 normalize=False)) for part in (splits.train, splits.test))
         mean, scale = train.mean(0), train.std(0) + 1e-6
         for c in (0.1, 1.0, 10.0):
             probe = LogisticRegression(C=c, max_iter=3000).fit((train - mean) / scale, train_y)
             rows.append({"pooling": pooling, "C": c, "test_accuracy": probe.score((test - mean) / scale, test_y)})
     return rows
-
-
-def bertkit(pooling: str, args: list[str]) -> str:
-    command = [sys.executable, "-m", "bertkit", *args] if pooling == "pooler" else \
-        [sys.executable, __file__, "--cli", *args]
-    done = subprocess.run(command, stdout=subprocess.PIPE, text=True, env=checkout_env())
-    if done.returncode != 0:
-        raise RuntimeError(f"{' '.join(command)} failed ({done.returncode})")
-    return done.stdout
 
 
 def main() -> int:
@@ -96,21 +82,24 @@ def main() -> int:
     parser.add_argument("--frozen", action="store_true", help="linear probes on the frozen vectors instead")
     parser.add_argument("--max-length", type=int, default=256, help="tokens per text for --frozen")
     args = parser.parse_args()
-    work = Path(args.work)
-    files = write_splits(load(args.set, args.data_dir), work / "data")
+    splits = load(args.set, args.data_dir)
     if args.frozen:
-        for row in frozen_probe(args.model or str(minilm_path()), files, args.max_length):
+        for row in frozen_probe(args.model or str(minilm_path()), splits, args.max_length):
             print(json.dumps({"set": args.set, "cpu": cpu_description(), "max_length": args.max_length, **row}))
         return 0
+    work = Path(args.work)
+    files = write_splits(splits, work / "data")
+    entry = ("-m", "bertkit") if args.pooling == "pooler" else (__file__, "--cli")
     output = work / (f"{args.set}_{args.pooling}" + ("" if args.seed is None else f"_seed{args.seed}"))
     train = ["finetune", "--task", "classification", "--model", args.model or str(minilm_path()),
              "--train", str(files["train"]), "--dev", str(files["dev"]), "--output", str(output)]
     if args.seed is not None:
         train += ["--seed", str(args.seed)]
     start = time.time()
-    fitted = json.loads(bertkit(args.pooling, train))
+    fitted = json.loads(bertkit(*train, entry=entry))
     wall = time.time() - start
-    test = json.loads(bertkit(args.pooling, ["evaluate", "--model", str(output), "--input", str(files["test"])]))
+    test = json.loads(bertkit("evaluate", "--model", str(output), "--input", str(files["test"]),
+                              entry=entry))
     print(json.dumps({"set": args.set, "pooling": args.pooling, "seed": args.seed, "cpu": cpu_description(),
                       "dev": fitted["dev"], "steps": fitted["steps"], "train_wall_s": round(wall, 1),
                       "test": {k: test[k] for k in ("accuracy", "macro_f1")}}))

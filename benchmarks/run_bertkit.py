@@ -22,9 +22,11 @@ def checkout_env(threads: Optional[int] = None) -> dict[str, str]:
     return env
 
 
-def bertkit(*args: str, log: Optional[Path] = None, threads: Optional[int] = None) -> str:
+def bertkit(*args: str, log: Optional[Path] = None, threads: Optional[int] = None,
+            entry: tuple[str, ...] = ("-m", "bertkit")) -> str:
+    """`entry`: what python runs before the CLI's arguments (a script that patches the CLI and runs it, for one)."""
     env = checkout_env(threads)
-    command = [sys.executable, "-m", "bertkit", *args]
+    command = [sys.executable, *entry, *args]
     if log is None:
         done = subprocess.run(command, capture_output=True, text=True, env=env)
         if done.returncode != 0:
