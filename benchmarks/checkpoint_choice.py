@@ -63,6 +63,8 @@ def main() -> int:
     parser.add_argument("--work", type=Path, default=Path("/tmp/checkpoint-choice"))
     parser.add_argument("--seed", type=int, default=None, help="default: the fine-tune's own")
     parser.add_argument("--lr", type=float, default=None, help="default: the recipe's (its head lr follows: 20x)")
+    parser.add_argument("--max-length", type=int, default=None, help="default: the recipe's (99th percentile of the "
+                        "training lengths, at most 512)")
     parser.add_argument("--baseline", action="store_true", help="fit the TF-IDF baseline beside it, as finetune does")
     parser.add_argument("--starts", type=float, nargs="+", default=[0.5, 0.75],
                         help="early stopping never before this fraction of the run: one replay each")
@@ -86,7 +88,7 @@ def main() -> int:
     classification.SequenceTask.evaluate = with_test     # this measurement only: no rule reads test_*
     values = dict(model=args.model or str(minilm_path()), train=split["train"], dev=split["dev"],
                   output=str(args.work / args.set), baseline=args.baseline, early_stopping_patience=0)
-    for name in ("seed", "lr"):
+    for name in ("seed", "lr", "max_length"):
         if getattr(args, name) is not None:
             values[name] = getattr(args, name)
     run_finetune(job_config(FinetuneConfig, **values))

@@ -1,0 +1,110 @@
+"""Issue 19: how much can pooling add over a fine-tuned model and TF-IDF? The hybrid's dev-fitted pooling against
+the best pooling weight read off TEST (an upper bound for any log-linear pooling of the two parts; analysis only,
+nothing ships it), and against a third part (a linear probe on the frozen base model's vectors) pooled the same way.
+
+    bertkit finetune --task classification --model BASE --train T --dev D --output FT          # the default fine-tune
+    bertkit finetune --task classification --model FT --train T --dev D --output HYB --method hybrid
+    bertkit finetune --task classification --model BASE --train T --dev D --output PROBE --method linear-probe
+    python benchmarks/hybrid_headroom.py --set chnsenticorp_like --runs FT=HYB [FT2=HYB2 ...] [--probe PROBE]
+
+Every part's probabilities come from the saved folders (`bertkit.load`): the fine-tune's head, the hybrid's TF-IDF
+part and its pooled output, the probe's. The two-part row refits the hybrid's pooling on dev with the library's own
+`fit_dev_pooling` and must reproduce the folder's test accuracy (printed beside it as a check).
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from machine import cpu_description  # noqa: E402
+
+import bertkit  # noqa: E402
+from bertkit.data.readers import read_text_examples  # noqa: E402
+from bertkit.finetune.linear.hybrid import POOL_SHARES, POOL_TEMPERATURES, _log_loss, fit_dev_pooling  # noqa: E402
+from bertkit.finetune.linear.model import PROBABILITY_FLOOR  # noqa: E402
+
+SPLITS = ("dev", "test")
+
+
+def probabilities(folder: str, examples, names: list[str]) -> np.ndarray:
+    """(N, K) class probabilities of a model folder, columns in `names` order."""
+    rows = bertkit.load(folder).predict([e.text for e in examples])
+    return np.array([[r["scores"][n] for n in names] for r in rows])
+
+
+def accuracy(scores: np.ndarray, gold: np.ndarray) -> float:
+    return float((scores.argmax(-1) == gold).mean())
+
+
+def log(p: np.ndarray) -> np.ndarray:
+    return np.log(np.maximum(p, PROBABILITY_FLOOR))
+
+
+def three_part(dev: list[np.ndarray], dev_y: np.ndarray) -> tuple[float, float, float]:
+    """(w_tfidf, w_probe, t) with the least dev log-loss of t (w_tfidf log p_tfidf + w_probe log p_probe +
+    (1 - w_tfidf - w_probe) log p_finetuned), on the library's grids."""
+    tfidf, model, probe = (log(p) for p in dev)
+    grid = [(a, b, t) for a in POOL_SHARES for b in POOL_SHARES if a + b <= 1 + 1e-9 for t in POOL_TEMPERATURES]
+    return min(grid, key=lambda g: _log_loss(g[2] * (g[0] * tfidf + g[1] * probe + (1 - g[0] - g[1]) * model), dev_y))
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--set", default="chnsenticorp_like")
+    parser.add_argument("--data-dir", type=Path, default=Path("../shared/data"))
+    parser.add_argument("--runs", nargs="+", required=True, metavar="FINETUNED=HYBRID",
+                        help="a fine-tuned folder and the `--method hybrid` folder built over it")
+    parser.add_argument("--probe", help="a `--method linear-probe` folder over the base model (optional)")
+    args = parser.parse_args()
+    print(f"# {cpu_description()}", flush=True)
+    examples = {s: read_text_examples(args.data_dir / f"{args.set}_{s}.jsonl.gz") for s in SPLITS}
+    probe = None
+    print("| run | TF-IDF | fine-tune | better of the two | hybrid (dev-fitted w; folder's) | gain | best w on test "
+          "(upper bound) | gain | + frozen probe (dev-fitted w_tfidf / w_probe) | gain |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    gains = {"hybrid": [], "oracle": [], "three": []}
+    for run in args.runs:
+        finetuned, hybrid_dir = run.split("=", 1)
+        hybrid = bertkit.load(hybrid_dir)
+        model = hybrid.linear.model
+        names = model.label_names
+        gold = {s: np.array([names.index(e.label) for e in examples[s]]) for s in SPLITS}
+        tfidf = {s: model.parts[0].scores(examples[s]) for s in SPLITS}
+        tuned = {s: probabilities(finetuned, examples[s], names) for s in SPLITS}
+        saved = accuracy(hybrid.linear.scores(examples["test"]), gold["test"])
+        if args.probe and probe is None:
+            probe = {s: probabilities(args.probe, examples[s], names) for s in SPLITS}
+        share = fit_dev_pooling([tfidf["dev"], tuned["dev"]], gold["dev"], len(names)).regularization
+        pooled = accuracy(share * log(tfidf["test"]) + (1 - share) * log(tuned["test"]), gold["test"])
+        best = max((accuracy(w * log(tfidf["test"]) + (1 - w) * log(tuned["test"]), gold["test"]), w)
+                   for w in POOL_SHARES)
+        floor = max(accuracy(tfidf["test"], gold["test"]), accuracy(tuned["test"], gold["test"]))
+        cells = [f"{accuracy(tfidf['test'], gold['test']):.4f}", f"{accuracy(tuned['test'], gold['test']):.4f}",
+                 f"{floor:.4f}", f"{pooled:.4f} (w {share:g}; {saved:.4f})", f"{100 * (pooled - floor):+.2f}",
+                 f"{best[0]:.4f} (w {best[1]:g})", f"{100 * (best[0] - floor):+.2f}"]
+        gains["hybrid"].append(pooled - floor)
+        gains["oracle"].append(best[0] - floor)
+        if probe is not None:
+            a, b, _ = three_part([tfidf["dev"], tuned["dev"], probe["dev"]], gold["dev"])
+            three = accuracy(a * log(tfidf["test"]) + b * log(probe["test"]) + (1 - a - b) * log(tuned["test"]),
+                             gold["test"])
+            gains["three"].append(three - floor)
+            cells += [f"{three:.4f} ({a:g} / {b:g})", f"{100 * (three - floor):+.2f}"]
+        else:
+            cells += ["", ""]
+        print(f"| {Path(finetuned).name} | " + " | ".join(cells) + " |", flush=True)
+    if probe is not None:
+        print(f"# probe alone: test {accuracy(probe['test'], gold['test']):.4f}")
+    for name, values in gains.items():
+        if values:
+            print(f"# mean gain over the better of the two, {name}: {100 * float(np.mean(values)):+.2f} points "
+                  f"over {len(values)} runs")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
