@@ -17,7 +17,8 @@
    a noisy (shared) machine disturbs all three alike.
 4. --baseline-tree DIR (an A/B): a second server runs DIR's bertkit (another checkout, e.g. `git worktree add`
    of main) beside this tree's; every scenario runs on both in the same round, the side that goes first
-   alternating by round, against the same in-process figure.
+   alternating by round, against the same in-process figure. --baseline-server-args gives that server its own
+   flags (the same tree with another setting, e.g. "--workers 2").
 The clients share this machine's CPU with the server; on a small machine that is a real handicap, which
 is why the client is kept lean and its CPU share is reported.
 Only 127.0.0.1 is ever contacted. Texts are non-empty corpus lines (definitions, examples, paragraphs).
@@ -167,6 +168,8 @@ def main() -> None:
                         help="torch threads for both the in-process run and the server (default: torch's)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--server-args", default="", help="extra `bertkit serve` flags, space-separated")
+    parser.add_argument("--baseline-server-args", default=None, help="A/B: the baseline server's flags instead of "
+                        "--server-args (e.g. the same tree with other settings)")
     parser.add_argument("--json", default=None, help="also write the results here")
     parser.add_argument("--baseline-tree", default=None,
                         help="A/B: also serve from this checkout's bertkit and interleave the two servers")
@@ -194,13 +197,15 @@ def main() -> None:
                           "python": platform.python_version(), "torch": torch.__version__},
               "model": Path(model_dir).name, "precision": getattr(model, "precision", "fp32"), "data": Path(args.data).name, "texts": len(texts),
               "mean_tokens": round(tokens / len(texts), 1), "rounds": []}
-    servers = {"this tree": (free_port(), None)}
+    servers = {"this tree": (free_port(), None, server_args)}
     if args.baseline_tree:
-        servers[f"baseline {args.baseline_tree}"] = (free_port(), args.baseline_tree)
+        extra = server_args if args.baseline_server_args is None else \
+            args.baseline_server_args.split() + (["--precision", args.precision] if args.precision else [])
+        servers[f"baseline {args.baseline_tree} {' '.join(extra)}".rstrip()] = (free_port(), args.baseline_tree, extra)
     processes = {}
     try:
-        for label, (port, tree) in servers.items():
-            processes[label] = start_server(model_dir, port, server_args, tree)
+        for label, (port, tree, extra) in servers.items():
+            processes[label] = start_server(model_dir, port, extra, tree)
             for name, batch in (("batched", args.batch), ("batch-of-one", 1)):          # warm-up
                 run_load(port, texts[:args.clients * 2], args.clients, batch, 10, None, repeat=False)
         for round_number in range(args.rounds):
