@@ -187,7 +187,8 @@ def main() -> None:
     model_dir = args.model or str(minilm_path())
     texts = load_texts(args.data, args.texts, args.seed)
     model = bertkit.load(model_dir, device="cpu", **({"precision": args.precision} if args.precision else {}))
-    server_args = args.server_args.split() + (["--precision", args.precision] if args.precision else [])
+    precision_args = ["--precision", args.precision] if args.precision else []
+    server_args = args.server_args.split() + precision_args
     print(f"# {cpu_description()}; "
           f"precision {getattr(model, 'precision', 'fp32')}; load {os.getloadavg()}", flush=True)
     tokens = sum(len(ids) for ids in model.tokenizer.encode_batch(texts, max_length=512,
@@ -199,9 +200,9 @@ def main() -> None:
               "mean_tokens": round(tokens / len(texts), 1), "rounds": []}
     servers = {"this tree": (free_port(), None, server_args)}
     if args.baseline_tree:
-        extra = server_args if args.baseline_server_args is None else \
-            args.baseline_server_args.split() + (["--precision", args.precision] if args.precision else [])
-        servers[f"baseline {args.baseline_tree} {' '.join(extra)}".rstrip()] = (free_port(), args.baseline_tree, extra)
+        own = args.baseline_server_args
+        extra = server_args if own is None else own.split() + precision_args
+        servers[f"baseline {args.baseline_tree}" + (f" {own}" if own else "")] = (free_port(), args.baseline_tree, extra)
     processes = {}
     try:
         for label, (port, tree, extra) in servers.items():
