@@ -24,7 +24,7 @@ from machine import cpu_description  # noqa: E402
 
 import bertkit  # noqa: E402
 from bertkit.data.readers import read_text_examples  # noqa: E402
-from bertkit.finetune.linear.hybrid import POOL_SHARES, POOL_TEMPERATURES, _log_loss, fit_dev_pooling  # noqa: E402
+from bertkit.finetune.linear.hybrid import POOL_SHARES, POOL_TEMPERATURES, log_loss, fit_dev_pooling  # noqa: E402
 from bertkit.finetune.linear.model import PROBABILITY_FLOOR  # noqa: E402
 
 SPLITS = ("dev", "test")
@@ -44,12 +44,19 @@ def log(p: np.ndarray) -> np.ndarray:
     return np.log(np.maximum(p, PROBABILITY_FLOOR))
 
 
-def three_part(dev: list[np.ndarray], dev_y: np.ndarray) -> tuple[float, float, float]:
-    """(w_tfidf, w_probe, t) with the least dev log-loss of t (w_tfidf log p_tfidf + w_probe log p_probe +
-    (1 - w_tfidf - w_probe) log p_finetuned), on the library's grids."""
-    tfidf, model, probe = (log(p) for p in dev)
+def pool(parts: list[np.ndarray], shares: list[float]) -> np.ndarray:
+    """Log-linear pooling: sum of share x log p over [TF-IDF, fine-tuned, (probe)]; the fine-tuned part gets the rest
+    of the weight (1 - the others' shares), as the hybrid gives it."""
+    rest = 1.0 - sum(shares)
+    return sum(w * log(p) for w, p in zip([shares[0], rest, *shares[1:]], parts))
+
+
+def three_part(dev: list[np.ndarray], dev_y: np.ndarray) -> tuple[float, float]:
+    """(w_tfidf, w_probe) of the grid triple (w_tfidf, w_probe, t) with the least dev log-loss of t x pool(...), on
+    the library's grids (t scales confidence, not the argmax)."""
     grid = [(a, b, t) for a in POOL_SHARES for b in POOL_SHARES if a + b <= 1 + 1e-9 for t in POOL_TEMPERATURES]
-    return min(grid, key=lambda g: _log_loss(g[2] * (g[0] * tfidf + g[1] * probe + (1 - g[0] - g[1]) * model), dev_y))
+    a, b, _ = min(grid, key=lambda g: log_loss(g[2] * pool(dev, [g[0], g[1]]), dev_y))
+    return a, b
 
 
 def main() -> int:
@@ -79,19 +86,18 @@ def main() -> int:
         if args.probe and probe is None:
             probe = {s: probabilities(args.probe, examples[s], names) for s in SPLITS}
         share = fit_dev_pooling([tfidf["dev"], tuned["dev"]], gold["dev"], len(names)).regularization
-        pooled = accuracy(share * log(tfidf["test"]) + (1 - share) * log(tuned["test"]), gold["test"])
-        best = max((accuracy(w * log(tfidf["test"]) + (1 - w) * log(tuned["test"]), gold["test"]), w)
-                   for w in POOL_SHARES)
-        floor = max(accuracy(tfidf["test"], gold["test"]), accuracy(tuned["test"], gold["test"]))
-        cells = [f"{accuracy(tfidf['test'], gold['test']):.4f}", f"{accuracy(tuned['test'], gold['test']):.4f}",
-                 f"{floor:.4f}", f"{pooled:.4f} (w {share:g}; {saved:.4f})", f"{100 * (pooled - floor):+.2f}",
-                 f"{best[0]:.4f} (w {best[1]:g})", f"{100 * (best[0] - floor):+.2f}"]
+        two = [tfidf["test"], tuned["test"]]
+        pooled = accuracy(pool(two, [share]), gold["test"])
+        best = max((accuracy(pool(two, [w]), gold["test"]), w) for w in POOL_SHARES)
+        alone = accuracy(tfidf["test"], gold["test"]), accuracy(tuned["test"], gold["test"])
+        floor = max(alone)
+        cells = [f"{alone[0]:.4f}", f"{alone[1]:.4f}", f"{floor:.4f}", f"{pooled:.4f} (w {share:g}; {saved:.4f})",
+                 f"{100 * (pooled - floor):+.2f}", f"{best[0]:.4f} (w {best[1]:g})", f"{100 * (best[0] - floor):+.2f}"]
         gains["hybrid"].append(pooled - floor)
         gains["oracle"].append(best[0] - floor)
         if probe is not None:
-            a, b, _ = three_part([tfidf["dev"], tuned["dev"], probe["dev"]], gold["dev"])
-            three = accuracy(a * log(tfidf["test"]) + b * log(probe["test"]) + (1 - a - b) * log(tuned["test"]),
-                             gold["test"])
+            a, b = three_part([tfidf["dev"], tuned["dev"], probe["dev"]], gold["dev"])
+            three = accuracy(pool([*two, probe["test"]], [a, b]), gold["test"])
             gains["three"].append(three - floor)
             cells += [f"{three:.4f} ({a:g} / {b:g})", f"{100 * (three - floor):+.2f}"]
         else:

@@ -96,7 +96,7 @@ def fit_dev_pooling(dev_outputs: Sequence[np.ndarray], dev_y: np.ndarray, num_la
 
     def fit_rows(rows) -> tuple[float, float]:      # (w, t) with the least log-loss on `rows`
         return min(((w, t) for w in POOL_SHARES for t in POOL_TEMPERATURES),
-                   key=lambda wt: _log_loss(wt[1] * (wt[0] * tfidf_log[rows] + (1 - wt[0]) * model_log[rows]),
+                   key=lambda wt: log_loss(wt[1] * (wt[0] * tfidf_log[rows] + (1 - wt[0]) * model_log[rows]),
                                             dev_y[rows]))
 
     everything = np.arange(len(dev_y))
@@ -128,7 +128,8 @@ def _dev_folds(y: np.ndarray, seed: int) -> list:
     return list(KFold(min(FOLDS, len(y)), shuffle=True, random_state=seed).split(rows))
 
 
-def _log_loss(logits: np.ndarray, y: np.ndarray) -> float:
+def log_loss(logits: np.ndarray, y: np.ndarray) -> float:
+    """Mean cross-entropy of softmax(logits) (N, K) against class indices y (N,)."""
     shifted = logits - logits.max(axis=1, keepdims=True)
     log_z = np.log(np.exp(shifted).sum(axis=1))
     return float((log_z - shifted[np.arange(len(y)), y]).mean())
