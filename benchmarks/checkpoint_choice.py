@@ -9,13 +9,22 @@ replayed on the logged evaluations. The test split is scored at every evaluation
 reads it. Rules: `first-best` (the first evaluation with the highest dev accuracy), `ties-to-loss` (the highest dev
 accuracy, ties broken by the lower dev loss), `last-best` (the last evaluation with the highest dev accuracy),
 `min-loss` (the lowest dev loss).
+
+`--ema 0.99 [...]` also keeps an exponential moving average of the weights (ema = decay x ema + (1 - decay) x
+weights after every optimizer step, started at the first step) and scores it on dev and test at every evaluation,
+beside the raw weights of the same run; the rules are replayed on those scores too. The training itself is unchanged
+(the loop keeps and saves the raw weights); only the evaluations take longer.
 """
 from __future__ import annotations
 
 import argparse
 import json
 import sys
+from contextlib import contextmanager
 from pathlib import Path
+
+import torch
+from torch.optim.optimizer import register_optimizer_step_post_hook
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from machine import cpu_description  # noqa: E402
@@ -68,12 +77,17 @@ def main() -> int:
     parser.add_argument("--baseline", action="store_true", help="fit the TF-IDF baseline beside it, as finetune does")
     parser.add_argument("--starts", type=float, nargs="+", default=[0.5, 0.75],
                         help="early stopping never before this fraction of the run: one replay each")
+    parser.add_argument("--ema", type=float, nargs="+", default=[], metavar="DECAY",
+                        help="also score moving averages of the weights with these decays per step")
     parser.add_argument("--from-run", type=Path, metavar="DIR", help="no training: report the evaluations of the "
                         "fine-tune this benchmark ran into DIR (<work>/<set>) before")
     args = parser.parse_args()
     if args.from_run:
         report(evals_of(args.from_run), args.starts)
         return 0
+    averages = {decay: WeightAverage(decay) for decay in args.ema}
+    for average in averages.values():
+        register_optimizer_step_post_hook(average.update)
     print(f"# {cpu_description()}", flush=True)
     split = {s: str(args.data_dir / f"{args.set}_{s}.jsonl.gz") for s in ("train", "dev", "test")}
     test_examples = read_text_examples(split["test"])
@@ -82,8 +96,15 @@ def main() -> int:
 
     def with_test(self, model, features, examples, batch_size=64):
         metrics = evaluate(self, model, features, examples, batch_size)
-        test = evaluate(self, model, self.encode(test_examples, quiet=True), test_examples, batch_size)
-        return {**metrics, **{f"test_{k}": v for k, v in test.items() if k in ("accuracy", "macro_f1", "loss")}}
+        test_features = self.encode(test_examples, quiet=True)
+        out = {**metrics, **test_scores(evaluate(self, model, test_features, test_examples, batch_size), "")}
+        for decay, average in averages.items():
+            with average.swapped_in():
+                dev = evaluate(self, model, features, examples, batch_size)
+                test = evaluate(self, model, test_features, test_examples, batch_size)
+            prefix = f"ema{decay:g}_"
+            out.update({f"{prefix}accuracy": dev["accuracy"], f"{prefix}loss": dev["loss"], **test_scores(test, prefix)})
+        return out
 
     classification.SequenceTask.evaluate = with_test     # this measurement only: no rule reads test_*
     values = dict(model=args.model or str(minilm_path()), train=split["train"], dev=split["dev"],
@@ -97,6 +118,39 @@ def main() -> int:
     (args.work / f"{args.set}-evals.json").write_text(json.dumps(evals, indent=1))
     report(evals, args.starts)
     return 0
+
+
+class WeightAverage:
+    """An exponential moving average of the parameters an optimizer steps (this measurement only)."""
+
+    def __init__(self, decay: float):
+        self.decay, self.shadow = decay, {}
+
+    @torch.no_grad()
+    def update(self, optimizer, *_) -> None:
+        for group in optimizer.param_groups:
+            for p in group["params"]:
+                if p not in self.shadow:
+                    self.shadow[p] = p.detach().clone()
+                else:
+                    self.shadow[p].lerp_(p.detach(), 1.0 - self.decay)
+
+    @contextmanager
+    @torch.no_grad()
+    def swapped_in(self):
+        """The averaged values in the parameters for the duration, the trained ones back after."""
+        saved = {p: p.detach().clone() for p in self.shadow}
+        for p, value in self.shadow.items():
+            p.copy_(value)
+        try:
+            yield
+        finally:
+            for p, value in saved.items():
+                p.copy_(value)
+
+
+def test_scores(metrics: dict, prefix: str) -> dict:
+    return {f"{prefix}test_{k}": metrics[k] for k in ("accuracy", "macro_f1", "loss")}
 
 
 def evals_of(output: Path) -> list[dict]:
@@ -119,6 +173,16 @@ def evals_of(output: Path) -> list[dict]:
 
 
 def report(evals: list[dict], starts: list[float]) -> None:
+    prefixes = sorted({k[:-len("_test_accuracy")] + "_" for k in evals[0] if k.startswith("ema")
+                       and k.endswith("_test_accuracy")})
+    report_weights(evals, starts, "raw weights")
+    for prefix in prefixes:
+        renamed = [{**e, **{k[len(prefix):]: v for k, v in e.items() if k.startswith(prefix)}} for e in evals]
+        report_weights(renamed, starts, f"moving average, decay {prefix[3:-1]}")
+
+
+def report_weights(evals: list[dict], starts: list[float], title: str) -> None:
+    print(f"# {title}")
     print("| evaluation | step | share of the run | dev accuracy | dev loss | test accuracy | test macro-F1 |")
     print("|---:|---:|---:|---:|---:|---:|---:|")
     for i, e in enumerate(evals, 1):
