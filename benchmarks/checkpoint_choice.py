@@ -103,7 +103,8 @@ def main() -> int:
                 dev = evaluate(self, model, features, examples, batch_size)
                 test = evaluate(self, model, test_features, test_examples, batch_size)
             prefix = f"ema{decay:g}_"
-            out.update({f"{prefix}accuracy": dev["accuracy"], f"{prefix}loss": dev["loss"], **test_scores(test, prefix)})
+            out.update({f"{prefix}accuracy": dev["accuracy"], f"{prefix}loss": dev["loss"],
+                        **test_scores(test, prefix)})
         return out
 
     classification.SequenceTask.evaluate = with_test     # this measurement only: no rule reads test_*
