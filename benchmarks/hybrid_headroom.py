@@ -25,7 +25,7 @@ from machine import cpu_description  # noqa: E402
 import bertkit  # noqa: E402
 from bertkit.data.readers import read_text_examples  # noqa: E402
 from bertkit.finetune.linear.hybrid import POOL_SHARES, POOL_TEMPERATURES, log_loss, fit_dev_pooling  # noqa: E402
-from bertkit.finetune.linear.model import PROBABILITY_FLOOR  # noqa: E402
+from bertkit.finetune.linear.model import log_probabilities  # noqa: E402
 
 SPLITS = ("dev", "test")
 
@@ -40,15 +40,11 @@ def accuracy(scores: np.ndarray, gold: np.ndarray) -> float:
     return float((scores.argmax(-1) == gold).mean())
 
 
-def log(p: np.ndarray) -> np.ndarray:
-    return np.log(np.maximum(p, PROBABILITY_FLOOR))
-
-
 def pool(parts: list[np.ndarray], shares: list[float]) -> np.ndarray:
     """Log-linear pooling: sum of share x log p over [TF-IDF, fine-tuned, (probe)]; the fine-tuned part gets the rest
     of the weight (1 - the others' shares), as the hybrid gives it."""
     rest = 1.0 - sum(shares)
-    return sum(w * log(p) for w, p in zip([shares[0], rest, *shares[1:]], parts))
+    return sum(w * log_probabilities(p) for w, p in zip([shares[0], rest, *shares[1:]], parts))
 
 
 def three_part(dev: list[np.ndarray], dev_y: np.ndarray) -> tuple[float, float]:

@@ -33,7 +33,7 @@ from typing import Sequence
 import numpy as np
 
 from bertkit.finetune.linear.layer import Fitted, LinearLayer, fit_classifier, fit_regressor
-from bertkit.finetune.linear.model import LinearModel, stack_inputs
+from bertkit.finetune.linear.model import LinearModel, log_probabilities, stack_inputs
 from bertkit.finetune.metrics import classification_metrics
 from bertkit.finetune.linear.training import PartFit, Targets
 
@@ -92,12 +92,12 @@ def hybrid_model(task: str, label_names: list[str], pairs: bool, parts: Sequence
 def fit_dev_pooling(dev_outputs: Sequence[np.ndarray], dev_y: np.ndarray, num_labels: int, seed: int = 0) -> Fitted:
     """Log-linear pooling of two parts' (N_dev, K) probabilities [TF-IDF, fine-tuned], fitted on dev (above).
     The layer is the stacker over stack_inputs: weight t * [w I; (1 - w) I], bias 0."""
-    tfidf_log, model_log = (np.log(np.maximum(p, 1e-12)) for p in dev_outputs)
+    tfidf_log, model_log = (log_probabilities(p) for p in dev_outputs)
 
     def fit_rows(rows) -> tuple[float, float]:      # (w, t) with the least log-loss on `rows`
         return min(((w, t) for w in POOL_SHARES for t in POOL_TEMPERATURES),
                    key=lambda wt: log_loss(wt[1] * (wt[0] * tfidf_log[rows] + (1 - wt[0]) * model_log[rows]),
-                                            dev_y[rows]))
+                                           dev_y[rows]))
 
     everything = np.arange(len(dev_y))
     share, temperature = fit_rows(everything)

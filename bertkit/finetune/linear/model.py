@@ -70,8 +70,13 @@ class LinearModel:
         return class_predictions(scores, self.label_names)
 
 
+def log_probabilities(p: np.ndarray) -> np.ndarray:
+    """log p with p floored at PROBABILITY_FLOOR: what a stacker or a pooling reads of a part."""
+    return np.log(np.maximum(p, PROBABILITY_FLOOR))
+
+
 def stack_inputs(outputs: Sequence[np.ndarray], output: str) -> np.ndarray:
     """The stacker's features: the parts' log-probabilities (classification) or values (regression)."""
     if output == "softmax":
-        return np.hstack([np.log(np.maximum(o, PROBABILITY_FLOOR)) for o in outputs])
+        return np.hstack([log_probabilities(o) for o in outputs])
     return np.hstack(list(outputs))
