@@ -1,6 +1,6 @@
 """The hook at the end of `finetune` (classification, pairs, regression; every --method): fit the TF-IDF
-baseline on the same train / dev split, print both side by side, and say so when the model loses or
-collapses. The comparison goes into the run's metrics.json (`baseline`) and run/log.jsonl, and the
+baseline on the same train / dev split, print both side by side (and, paired on the same dev texts, whether
+the difference is more than noise), and say so when the model loses or collapses. The comparison goes into the run's metrics.json (`baseline`) and run/log.jsonl, and the
 baseline model into OUTPUT/run/baseline (a model folder: `bertkit evaluate --model OUTPUT/run/baseline`).
 A baseline that cannot be fitted (scikit-learn missing, no repeated terms) is reported and skipped: it
 never fails the run it accompanies.
@@ -55,8 +55,9 @@ def report_beside(output: Path, name: str, splits: Splits, model_dev: dict, pred
     except BertkitError as err:
         say(f"TF-IDF baseline skipped: {err}")
         return None
+    baseline_predicted = None if predicted is None else result.model.scores(splits.dev).argmax(-1)
     comparison = compare(splits.task, name, model_dev, result.dev, result.seconds, predicted,
-                         None if predicted is None else splits.y.dev, splits.label_names, advice)
+                         None if predicted is None else splits.y.dev, splits.label_names, advice, baseline_predicted)
     for line in comparison.table():
         say(line)
     for warning in comparison.warnings:

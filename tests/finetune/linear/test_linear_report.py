@@ -9,7 +9,7 @@ import pytest
 from bertkit.job_config import job_config
 from bertkit.cli import main
 from bertkit.finetune import FinetuneConfig, run_finetune
-from bertkit.finetune.linear.report import collapse_note, compare
+from bertkit.finetune.linear.report import collapse_note, compare, mcnemar
 
 from linear_data import keyword_rows, write_jsonl
 
@@ -55,6 +55,38 @@ def test_a_losing_hybrid_is_not_told_to_try_the_hybrid():
     assert "--method hybrid" in probe.warnings[0] and "--epochs" not in probe.warnings[0]
 
 
+def test_mcnemar_is_the_exact_two_sided_binomial_test():
+    def right(only_model, only_baseline, both=20):
+        return [True] * only_model + [False] * only_baseline + [True] * both, \
+            [False] * only_model + [True] * only_baseline + [True] * both
+    assert mcnemar(*right(0, 10)) == {"model_only": 0, "baseline_only": 10, "p_value": 2 / 1024}
+    assert mcnemar(*right(3, 8))["p_value"] == 2 * (1 + 11 + 55 + 165) / 2 ** 11      # 0.2265625
+    assert mcnemar(*right(5, 5))["p_value"] == 1.0 and mcnemar(*right(0, 0))["p_value"] == 1.0
+    assert mcnemar(*right(8, 3)) == {"model_only": 8, "baseline_only": 3, "p_value": mcnemar(*right(3, 8))["p_value"]}
+    assert mcnemar(*right(600, 700, both=0))["p_value"] < 0.01       # large counts: exact integers, no overflow
+
+
+def test_a_one_text_loss_is_called_noise_and_a_large_one_is_not():
+    gold = [0, 1] * 50
+    baseline = list(gold)
+    baseline[:3] = [1 - g for g in gold[:3]]                             # the baseline misses rows 0-2
+    model = list(gold)
+    model[3:7] = [1 - g for g in gold[3:7]]                              # the model misses rows 3-6: one text behind
+    close = compare("classification", "fine-tuned", {"accuracy": 0.96, "macro_f1": 0.96}, BASELINE | {
+                    "accuracy": 0.97, "macro_f1": 0.97}, 2.0, model, gold, ["a", "b"], baseline_predicted=baseline)
+    assert close.paired == {"model_only": 3, "baseline_only": 4, "p_value": 1.0}
+    assert "3 the fine-tuned model, 4 the baseline (McNemar p = 1: within noise)" in close.table()[-1]
+    assert len(close.warnings) == 1 and "within noise on this dev set (McNemar p = 1)" in close.warnings[0]
+    assert close.record()["paired"] == close.paired
+    far = [1 - g for g in gold[:20]] + gold[20:]                         # the model misses 20 rows
+    behind = compare("classification", "fine-tuned", {"accuracy": 0.80, "macro_f1": 0.80}, BASELINE | {
+                     "accuracy": 0.97, "macro_f1": 0.97}, 2.0, far, gold, ["a", "b"], baseline_predicted=baseline)
+    assert behind.paired["p_value"] < 0.001 and "a real difference" in behind.table()[-1]
+    assert "noise" not in behind.warnings[0]
+    unpaired = compare("classification", "fine-tuned", {"accuracy": 0.96, "macro_f1": 0.96}, BASELINE, 2.0)
+    assert unpaired.paired is None and "paired" not in unpaired.record() and len(unpaired.table()) == 3
+
+
 @pytest.fixture
 def keyword_split(tmp_path):
     return {name: write_jsonl(tmp_path / f"{name}.jsonl", keyword_rows(n, seed))
@@ -71,6 +103,10 @@ def test_finetune_reports_the_baseline_beside_its_result(finetune_model_dir, key
     record = json.loads((output / "metrics.json").read_text(encoding="utf-8"))
     baseline = record["baseline"]
     assert baseline["dev"]["accuracy"] >= 0.85 and baseline["model_dev"] == result.metrics
+    paired, rows = baseline["paired"], 60                                 # the two models on the same dev rows
+    assert (paired["baseline_only"] - paired["model_only"]) / rows == pytest.approx(
+        baseline["dev"]["accuracy"] - result.metrics["accuracy"])
+    assert paired["p_value"] < 0.05 and "a real difference" in baseline["table"][-1]
     for line in baseline["table"]:                                     # printed as recorded
         assert line in err
     assert len(baseline["warnings"]) == 1 and f"warning: {baseline['warnings'][0]}" in err
