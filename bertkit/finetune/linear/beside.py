@@ -1,7 +1,8 @@
 """The hook at the end of `finetune` (classification, pairs, regression; every --method): fit the TF-IDF
 baseline on the same train / dev split, print both side by side (and, paired on the same dev texts, whether
-the difference is more than noise), and say so when the model loses or collapses. The comparison goes into the run's metrics.json (`baseline`) and run/log.jsonl, and the
-baseline model into OUTPUT/run/baseline (a model folder: `bertkit evaluate --model OUTPUT/run/baseline`).
+the difference is more than noise), and say so when the model loses or collapses. The comparison goes into
+the run's metrics.json (`baseline`) and run/log.jsonl, and the baseline model into OUTPUT/run/baseline (a
+model folder: `bertkit evaluate --model OUTPUT/run/baseline`).
 A baseline that cannot be fitted (scikit-learn missing, no repeated terms) is reported and skipped: it
 never fails the run it accompanies.
 """
