@@ -106,6 +106,9 @@ def register(subparsers) -> None:
     p.add_argument("--input", metavar="FILE", help="labeled .jsonl/.tsv/.csv, .conll, or SQuAD .json (required)")
     add_deprecated_flag(p, "--data", "--input")
     p.add_argument("--task", choices=SAVED_TASKS, help="fail unless the model was fine-tuned for this task")
+    p.add_argument("--against", metavar="MODEL", help="a second classifier scored on the same file: its metrics "
+                   "beside, and McNemar's exact test on the rows only one of the two predicts right (e.g. "
+                   "OUTPUT/run/baseline, the TF-IDF baseline finetune saves)")
     p.add_argument("--encoding", default="utf-8")
     p.add_argument("--batch-size", type=int, default=64)
     add_precision_flag(p)
@@ -197,14 +200,16 @@ def run_baseline_command(args: argparse.Namespace) -> int:
     return 0
 
 
-def _model_in_precision(args: argparse.Namespace):
-    """The folder path as is (fp32, or int8 for a quantized folder), or the model loaded in --precision; an
-    ONNX export (a .onnx file or its folder) loaded, as it has no config.json for the folder readers."""
+def _model_in_precision(args: argparse.Namespace, path: str | None = None):
+    """The folder path (default --model) as is (fp32, or int8 for a quantized folder), or the model loaded in
+    --precision; an ONNX export (a .onnx file or its folder) loaded, as it has no config.json for the folder
+    readers."""
     from bertkit import api
     from bertkit.distill.onnx_model import onnx_file_of
-    if args.precision is None and onnx_file_of(args.model) is None:
-        return args.model
-    model = api.load(args.model, precision=args.precision)
+    path = path or args.model
+    if args.precision is None and onnx_file_of(path) is None:
+        return path
+    model = api.load(path, precision=args.precision)
     say_precision(model, args.precision)
     return model
 
@@ -225,9 +230,28 @@ def run_evaluate_command(args: argparse.Namespace) -> int:
     if not args.input:
         raise BertkitError("evaluate needs --input FILE (the labeled file to score)")
     _check_precision_for_own_model(args)
-    metrics = evaluate_file(_model_in_precision(args), args.input, args.encoding, args.batch_size, args.task)
+    model = _model_in_precision(args)
+    metrics = evaluate_file(model, args.input, args.encoding, args.batch_size, args.task)
+    if args.against:
+        metrics = {**metrics, **_paired_evaluation(args, model)}
     print(json.dumps(metrics, indent=2, ensure_ascii=False))
     return 0
+
+
+def _paired_evaluation(args: argparse.Namespace, model) -> dict:
+    """evaluate --against: the second model's metrics on the same file, and the two paired (McNemar)."""
+    from bertkit.finetune.linear.report import mcnemar, paired_line
+    from bertkit.finetune.predict import classified_rows, evaluate_file
+
+    other = _model_in_precision(args, args.against)
+    gold, mine = classified_rows(model, args.input, args.encoding, args.batch_size, args.task)
+    _, theirs = classified_rows(other, args.input, args.encoding, args.batch_size)
+    paired = mcnemar([p == g for p, g in zip(mine, gold)], [p == g for p, g in zip(theirs, gold)])
+    print(f"bertkit: {paired_line(paired, args.model, args.against, f'{Path(args.input).name} rows')}",
+          file=sys.stderr)
+    return {"against": {"model": args.against, **evaluate_file(other, args.input, args.encoding, args.batch_size)},
+            "paired": {"model_only": paired["model_only"], "against_only": paired["baseline_only"],
+                       "p_value": paired["p_value"]}}
 
 
 def run_predict_command(args: argparse.Namespace) -> int:

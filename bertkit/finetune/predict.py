@@ -149,6 +149,40 @@ def evaluate_file(model: Any, data: str | Path, encoding: str = "utf-8", batch_s
     return task_object.evaluate(net, task_object.encode(examples), examples, batch_size)
 
 
+PAIRED_TASKS = ("classification", "pair-classification")      # evaluate --against: one label per row
+
+
+def classified_rows(model: Any, data: str | Path, encoding: str = "utf-8", batch_size: int = 64,
+                    task: Optional[str] = None) -> tuple[list[str], list[str]]:
+    """(gold, predicted) label names of a single-label classifier on a labeled file: a fine-tuned folder, a
+    TF-IDF / linear-probe / hybrid folder or an ONNX export (what `evaluate --against` pairs, after scoring each
+    model with evaluate_file: a second pass over the file, kept apart so every folder kind's metrics stay its own)."""
+    rows = _rows_predictor(model)
+    if rows is not None:
+        _check_linear_task(task, rows)
+        kind, names = rows.task or "classification", rows.label_names
+    elif _own_model_folder(model) is not None:
+        raise BertkitError(f"{model}: --against pairs fine-tuned, TF-IDF, hybrid, linear-probe or ONNX classifiers; "
+                           "this folder's job has a model of its own")
+    else:
+        net, task_object = finetuned_model(model, task)
+        kind, names = net.task, net.label_names
+    if kind not in PAIRED_TASKS:
+        raise BertkitError(f"{_label_of(model)} is a {kind} model: --against pairs single-label classifiers "
+                           f"({', '.join(PAIRED_TASKS)})")
+    examples = read_examples(kind, data, LabelMap(tuple(names)), True, ReadOptions(encoding))
+    if rows is not None:
+        predictions = rows.predict_examples(examples, batch_size)
+    else:
+        # quiet: evaluate_file has just encoded (and reported the truncation of) the same rows
+        predictions = task_object.predict(net, task_object.encode(examples, quiet=True), examples, batch_size)
+    return [ex.label for ex in examples], [prediction["label"] for prediction in predictions]
+
+
+def _label_of(model: Any) -> str:
+    return str(model) if isinstance(model, (str, Path)) else str(getattr(model, "path", "the model"))
+
+
 def predict_file(model: Any, input_path: str | Path, output_path: str | Path, encoding: str = "utf-8",
                  batch_size: int = 64, task: Optional[str] = None,
                  generation: Optional[Mapping[str, float]] = None) -> int:

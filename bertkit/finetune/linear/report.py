@@ -62,7 +62,7 @@ class Comparison:
         lines = [header] + [f"{name:<{width}}  " + "  ".join(f"{m.get(c, float('nan')):9.4f}" for c in self.columns)
                             for name, m in rows]
         if self.paired is not None:
-            lines.append(paired_line(self.name, self.paired))
+            lines.append(paired_line(self.paired, f"the {self.name} model", "the baseline"))
         return lines
 
     def record(self) -> dict:
@@ -80,10 +80,12 @@ def mcnemar(model_right: Sequence[bool], baseline_right: Sequence[bool]) -> dict
     return {"model_only": model_only, "baseline_only": baseline_only, "p_value": min(1.0, 2 * tail / 2 ** n)}
 
 
-def paired_line(name: str, paired: dict) -> str:
+def paired_line(paired: dict, first: str, second: str, rows: str = "dev texts") -> str:
+    """One line of mcnemar()'s result: how many `rows` only `first` (paired["model_only"]) and only `second`
+    (paired["baseline_only"]) predict right, the p-value, and whether that is more than noise."""
     verdict = "within noise" if paired["p_value"] >= NOISE_P else "a real difference"
-    return (f"dev texts only one saved model predicts right: {paired['model_only']} the {name} model, "
-            f"{paired['baseline_only']} the baseline (McNemar p = {paired['p_value']:.2g}: {verdict})")
+    return (f"{rows} only one saved model predicts right: {paired['model_only']} {first}, "
+            f"{paired['baseline_only']} {second} (McNemar p = {paired['p_value']:.2g}: {verdict})")
 
 
 def compare(task: str, name: str, model: dict, baseline: dict, baseline_seconds: float,

@@ -117,12 +117,37 @@ def test_finetune_reports_the_baseline_beside_its_result(finetune_model_dir, key
     assert events[-1]["event"] == "baseline" and events[-1]["dev"] == baseline["dev"]
     assert (output / "run" / "baseline" / "linear.safetensors").is_file()     # a model folder of its own
 
+    # evaluate --against pairs the same two saved models on the same dev file: the same counts as the table's
+    assert main(["evaluate", "--model", str(output), "--input", str(keyword_split["dev"]), "--against",
+                 str(output / "run" / "baseline")]) == 0
+    captured = capsys.readouterr()
+    scored = json.loads(captured.out)
+    assert scored["accuracy"] == pytest.approx(result.metrics["accuracy"])
+    assert scored["against"]["accuracy"] == pytest.approx(baseline["dev"]["accuracy"])
+    assert scored["paired"] == {"model_only": paired["model_only"], "against_only": paired["baseline_only"],
+                                "p_value": paired["p_value"]}
+    assert "dev.jsonl rows only one saved model predicts right" in captured.err and "a real difference" in captured.err
+
     skipped = tmp_path / "ft_no_baseline"
     assert main(["finetune", "--model", str(finetune_model_dir), "--train", str(keyword_split["train"]), "--dev",
                  str(keyword_split["dev"]), "--output", str(skipped), "--epochs", "1", "--lr", "1e-6",
                  "--max-length", "32", "--no-baseline", "--progress_bar=false"]) == 0
     assert "baseline" not in json.loads((skipped / "metrics.json").read_text(encoding="utf-8"))
     assert not (skipped / "run" / "baseline").exists() and "TF-IDF baseline" not in capsys.readouterr().err
+
+
+def test_against_refuses_a_model_that_is_not_a_classifier(keyword_split, tmp_path, capsys):
+    rows = [{"text": f"{'good ' * (i % 4)}item {i}", "label": float(i % 4)} for i in range(40)]
+    train, dev = write_jsonl(tmp_path / "r_train.jsonl", rows), write_jsonl(tmp_path / "r_dev.jsonl", rows[:20])
+    assert main(["baseline", "--task", "regression", "--train", str(train), "--dev", str(dev), "--output",
+                 str(tmp_path / "scores")]) == 0
+    assert main(["baseline", "--train", str(keyword_split["train"]), "--dev", str(keyword_split["dev"]), "--output",
+                 str(tmp_path / "labels")]) == 0
+    capsys.readouterr()
+    assert main(["evaluate", "--model", str(tmp_path / "labels"), "--input", str(keyword_split["dev"]),
+                 "--against", str(tmp_path / "scores")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "is a regression model: --against pairs single-label classifiers" in err[0]
 
 
 @pytest.mark.parametrize("command", ["baseline", "finetune"])
