@@ -15,15 +15,13 @@ weights after every optimizer step, started at the first step) and scores it on 
 beside the raw weights of the same run; the rules are replayed on those scores too. The training itself is unchanged
 (the loop keeps and saves the raw weights); only the evaluations take longer.
 
-`--option max_steps=505 layerwise_lr_decay=0.9 options.long_texts=truncate` adds fine-tune settings as the Python
-API spells them (a section's field by its dotted name): a variant of the recipe, still scored at every evaluation
-(`recipe_seeds.py` runs many such variants over many seeds).
+`--option train.max_steps=505 train.layerwise_lr_decay=0.9 options.long_texts=truncate` adds fine-tune settings as
+the command line's overrides spell them (`bertkit finetune --train.max_steps=505`): a variant of the recipe, still
+scored at every evaluation (`recipe_seeds.py` runs many such variants over many seeds).
 """
 from __future__ import annotations
 
 import argparse
-import ast
-import dataclasses
 import json
 import sys
 from contextlib import contextmanager
@@ -36,6 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from machine import cpu_description  # noqa: E402
 
 from bertkit.api import minilm_path  # noqa: E402
+from bertkit.config import apply_overrides  # noqa: E402
 from bertkit.data.readers import read_text_examples  # noqa: E402
 from bertkit.finetune import classification  # noqa: E402
 from bertkit.finetune.config import FinetuneConfig  # noqa: E402
@@ -85,9 +84,9 @@ def main() -> int:
                         help="early stopping never before this fraction of the run: one replay each")
     parser.add_argument("--ema", type=float, nargs="+", default=[], metavar="DECAY",
                         help="also score moving averages of the weights with these decays per step")
-    parser.add_argument("--option", nargs="+", default=[], metavar="NAME=VALUE",
-                        help="more fine-tune settings, as the Python API spells them (max_steps=505, "
-                             "layerwise_lr_decay=0.9, schedule=cosine, options.long_texts=truncate)")
+    parser.add_argument("--option", nargs="+", default=[], metavar="SECTION.KEY=VALUE",
+                        help="more fine-tune settings, as finetune's overrides (train.max_steps=505, "
+                             "train.layerwise_lr_decay=0.9, train.schedule=cosine, options.long_texts=truncate)")
     parser.add_argument("--from-run", type=Path, metavar="DIR", help="no training: report the evaluations of the "
                         "fine-tune this benchmark ran into DIR (<work>/<set>) before")
     args = parser.parse_args()
@@ -122,32 +121,12 @@ def main() -> int:
     for name in ("seed", "lr", "max_length"):
         if getattr(args, name) is not None:
             values[name] = getattr(args, name)
-    nested: dict[str, dict] = {}
-    for option in args.option:
-        name, _, text = option.partition("=")
-        section, _, leaf = name.rpartition(".")
-        value = setting_value(text)
-        if section:
-            nested.setdefault(section, {})[leaf] = value
-        else:
-            values[name] = value
-    config = job_config(FinetuneConfig, **values)
-    config = dataclasses.replace(config, **{section: dataclasses.replace(getattr(config, section), **leaves)
-                                            for section, leaves in nested.items()})
-    run_finetune(config)
+    run_finetune(apply_overrides(job_config(FinetuneConfig, **values), args.option))
 
     evals = evals_of(args.work / args.set)
     (args.work / f"{args.set}-evals.json").write_text(json.dumps(evals, indent=1))
     report(evals, args.starts)
     return 0
-
-
-def setting_value(text: str):
-    """A --option value: a Python literal (505, 0.9, None) or else the plain string (cosine)."""
-    try:
-        return ast.literal_eval(text)
-    except (ValueError, SyntaxError):
-        return text
 
 
 class WeightAverage:
@@ -189,7 +168,8 @@ def evals_of(output: Path) -> list[dict]:
     log = read_log(output / "run" / "log.jsonl")
     recipe = json.loads((output / "run" / "recipe.json").read_text())
     rows = json.loads((output / "metrics.json").read_text())["train_features"]
-    planned = recipe["epochs"] * -(-rows // recipe["batch_size"])
+    max_steps = json.loads((output / "run" / "config.effective.json").read_text())["train"]["max_steps"]
+    planned = max_steps or recipe["epochs"] * -(-rows // recipe["batch_size"])
     cap = recipe.get("time_budget")
     cap_s = parse_duration(cap) if cap else None
     evals, elapsed = [], 0.0
