@@ -85,8 +85,9 @@ class Model:
         """
         if self.tokenizer is None:
             raise BertkitError(f"{self.path}: the model folder has no vocab.txt or tokenizer.json to encode text")
-        options = EncodeOptions(batch_size=batch_size, max_length=max_length or self.max_length,
-                                long_texts=long_texts, stride=stride, progress=progress)  # type: ignore[arg-type]
+        options = EncodeOptions(batch_size=batch_size, long_texts=long_texts,  # type: ignore[arg-type]
+                                max_length=self.max_length if max_length is None else max_length, stride=stride,
+                                progress=progress)
         self.last_report = EncodeReport()
         was_training = self.encoder.training
         self.encoder.eval()

@@ -14,6 +14,7 @@ Everything is created with the process's umask, like any other file the user's p
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import secrets
@@ -23,7 +24,7 @@ import warnings
 from pathlib import Path
 from typing import Callable, Iterable
 
-from bertkit.errors import BertkitWarning
+from bertkit.errors import BertkitError, BertkitWarning
 
 # A temporary folder without a PID in its name (left by earlier versions of bertkit) counts as abandoned once
 # it is this old: no save takes an hour between creating its folder and renaming it.
@@ -60,6 +61,8 @@ def fsync_tree(path: Path) -> None:
 def write_file(path: str | os.PathLike, write: Callable[[Path], None]) -> None:
     """Call `write(tmp)` to fill a temporary sibling of `path`, then make it `path` atomically and durably."""
     path = Path(path)
+    if path.is_dir():
+        raise BertkitError(f"{path} is a folder; name a file to write")
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}-{secrets.token_hex(4)}")
     try:
@@ -85,8 +88,19 @@ def _new_file_mode(path: Path) -> int:
 def json_text(value, indent: int | None = 2) -> str:
     """The one JSON form bertkit writes: not ASCII-escaped (the file is UTF-8), indented unless `indent` is None,
     ending in a newline. Files inside a folder that is swapped in whole (save_folder) are written with it
-    directly; every other JSON file goes through write_json."""
-    return json.dumps(value, indent=indent, ensure_ascii=False) + "\n"
+    directly; every other JSON file goes through write_json. NaN and infinities (a diverged run's dev loss) are
+    written as null: JSON has no such numbers, and other tools refuse a file that holds them."""
+    return json.dumps(_finite(value), indent=indent, ensure_ascii=False, allow_nan=False) + "\n"
+
+
+def _finite(value):
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {key: _finite(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(item) for item in value]
+    return value
 
 
 def write_jsonl(path: str | os.PathLike, rows: Iterable[dict]) -> int:
@@ -144,6 +158,8 @@ def _abandoned(path: Path, pid: str | None) -> bool:
 def temp_folder(target: str | os.PathLike) -> Path:
     """A new, empty `.NAME.tmp-PID-XXXX` beside `target` (created with the umask's permissions)."""
     target = Path(target)
+    if target.exists() and not target.is_dir():     # a data file given as --output: never moved aside
+        raise BertkitError(f"{target} is a file, not a folder; name a new or existing folder for the output")
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = target.with_name(f".{target.name}.tmp-{os.getpid()}-{secrets.token_hex(4)}")
     tmp.mkdir()

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from bertkit.atomic_write import write_json
-from bertkit.errors import BertkitError, BertkitWarning
+from bertkit.errors import BertkitWarning, ConfigError
 from bertkit.job_config import OLD_PRECISION_SWITCHES, flat_keys
 
 if sys.version_info >= (3, 11):
@@ -28,10 +28,6 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 T = TypeVar("T")
-
-
-class ConfigError(BertkitError, ValueError):
-    """A config file or override that does not fit the dataclass it configures."""
 
 
 def _field_types(cls: type) -> dict[str, Any]:
@@ -120,7 +116,10 @@ def _from_dict(cls: type[T], data: dict[str, Any], where: str = "", base: Any = 
             changes[key] = _from_dict(type(current), value, name, current)
         else:
             changes[key] = _coerce(value, annotation, name)
-    return dataclasses.replace(base, **changes)
+    try:
+        return dataclasses.replace(base, **changes)
+    except ValueError as err:        # a value out of its range (the section's __post_init__)
+        raise ConfigError(f"{where or 'config'}: {err}") from None
 
 
 def _old_switches(cls: type, data: dict[str, Any], where: str) -> dict[str, Any]:

@@ -18,6 +18,10 @@ class InputFileError(BertkitError):
         super().__init__(f"{where}: {message}")
 
 
+class ConfigError(BertkitError, ValueError):
+    """A config file, override or setting that does not fit the dataclass it configures."""
+
+
 class CheckpointError(BertkitError):
     """A model folder that is missing, incomplete, corrupt or does not match what it is loaded into."""
 

@@ -12,12 +12,33 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import math
 import typing
 from dataclasses import dataclass
 from typing import Literal, Optional
 
+from bertkit.errors import ConfigError
+
 ScheduleName = Literal["linear", "cosine", "constant", "slanted_triangular"]
 Precision = Literal["auto", "fp32", "bf16"]
+
+
+def check_ranges(section: typing.Any, rules: dict[str, tuple[float, float, bool]]) -> None:
+    """ConfigError (one line, exit 2 from the CLI) for the first field out of its range, before anything is read,
+    built or written: rules are name -> (low, high, low_inclusive); None (the recipe's choice) always passes.
+    A negative batch size or lr would otherwise run (a loop that never ends, a model that overwrites a good one)."""
+    for name, (low, high, inclusive) in rules.items():
+        value = getattr(section, name)
+        if value is None or isinstance(value, bool):
+            continue
+        if not isinstance(value, (int, float)) or not math.isfinite(value) or value > high \
+                or value < low or (value == low and not inclusive):
+            bound = f"{'>=' if inclusive else '>'} {low:g}" + (f" and <= {high:g}" if high != math.inf else "")
+            raise ConfigError(f"{name} must be a number {bound}, got {value}")
+
+
+POSITIVE, AT_LEAST_ONE, NON_NEGATIVE = (0.0, math.inf, False), (1, math.inf, True), (0.0, math.inf, True)
+FRACTION = (0.0, 1.0, True)
 
 
 @dataclass
@@ -61,6 +82,16 @@ class TrainConfig:
     progress_bar: bool = True
     find_unused_parameters: bool = False    # DDP option for models with branches unused by the loss
 
+    def __post_init__(self) -> None:
+        check_ranges(self, {"lr": POSITIVE, "weight_decay": NON_NEGATIVE, "warmup_ratio": FRACTION,
+                            "warmup_steps": NON_NEGATIVE, "max_steps": AT_LEAST_ONE, "epochs": NON_NEGATIVE,
+                            "grad_accum": AT_LEAST_ONE, "clip_norm": NON_NEGATIVE, "eval_every": NON_NEGATIVE,
+                            "save_every": NON_NEGATIVE, "log_every": AT_LEAST_ONE, "layerwise_lr_decay": POSITIVE,
+                            "head_lr": POSITIVE, "adam_beta1": (0.0, 1.0, True), "adam_beta2": (0.0, 1.0, True),
+                            "adam_eps": POSITIVE, "early_stopping_patience": NON_NEGATIVE,
+                            "early_stopping_start": FRACTION, "max_rollbacks": NON_NEGATIVE,
+                            "rollback_lr_factor": (0.0, 1.0, False)})
+
 
 @dataclass
 class JobData:
@@ -72,6 +103,11 @@ class JobData:
     max_train_examples: Optional[int] = None   # first N rows only (quick runs, subsets)
     max_dev_examples: Optional[int] = None
     encoding: str = "utf-8"
+
+    def __post_init__(self) -> None:
+        check_ranges(self, {"batch_size": AT_LEAST_ONE, "eval_batch_size": AT_LEAST_ONE,
+                            "max_length": (3, math.inf, True),    # [CLS], one token, [SEP]
+                            "max_train_examples": AT_LEAST_ONE, "max_dev_examples": AT_LEAST_ONE})
 
 
 # set by fit for each run (the run folder, the job's metric, the saved model's score): no flags for them

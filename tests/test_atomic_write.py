@@ -152,3 +152,12 @@ def test_write_jsonl_that_fails_midway_keeps_the_previous_file(tmp_path):
         write_jsonl(path, rows())
     assert path.read_text(encoding="utf-8") == before          # not half of the new file
     assert [p.name for p in tmp_path.iterdir()] == ["predictions.jsonl"]   # no temporary file left
+
+
+def test_json_files_hold_null_where_a_run_gave_nan(tmp_path):
+    """A diverged run's dev loss is NaN; JSON has no NaN, and other tools refuse a file that holds one."""
+    atomic_write.write_json(tmp_path / "m.json", {"dev": {"loss": float("nan"), "accuracy": 0.5},
+                                                  "curve": [1.0, float("inf"), -float("inf")]})
+    text = (tmp_path / "m.json").read_text()
+    assert "NaN" not in text and "Infinity" not in text
+    assert json.loads(text) == {"dev": {"loss": None, "accuracy": 0.5}, "curve": [1.0, None, None]}

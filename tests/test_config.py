@@ -3,7 +3,8 @@ from typing import Literal, Optional
 
 import pytest
 
-from bertkit.config import ConfigError, apply_overrides, load_config, save_config
+from bertkit.config import apply_overrides, load_config, save_config
+from bertkit.errors import ConfigError
 from bertkit.model.config import EncoderConfig
 
 

@@ -10,7 +10,8 @@ ROOT = Path(__file__).resolve().parent.parent / "bertkit"
 
 # floor of each top-level module or package of bertkit/ (a module may import its own floor and below)
 FLOORS = {
-    "errors": 1, "atomic_write": 1, "lazy": 1, "job_config": 1, "runtime": 1, "config": 1, "options": 1, "progress": 1,
+    "errors": 1, "atomic_write": 1, "folder_names": 1, "lazy": 1, "job_config": 1, "runtime": 1, "config": 1,
+    "options": 1, "progress": 1,
     "data": 2, "tokenizer": 2,
     "model": 3,
     "checkpoints": 4, "train": 4, "features": 4,

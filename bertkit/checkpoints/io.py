@@ -67,6 +67,10 @@ def load_checkpoint(path: str | os.PathLike, device: str | torch.device = "cpu",
     if not folder.is_dir():
         raise CheckpointError(f"{folder} is a file; pass the model folder that holds config.json and the weights")
     meta = read_json(folder / META_FILE) if (folder / META_FILE).is_file() else {}
+    labels = meta.get("labels")
+    if labels is not None and (not isinstance(labels, list) or not all(isinstance(n, str) for n in labels)):
+        raise CheckpointError(f"{folder / META_FILE}: \"labels\" must be a list of label names (strings), got "
+                              f"{str(labels)[:80]}")
     if (meta.get("quantization") or {}).get("scheme") == "dynamic-int8":
         warnings.warn(f"{folder}: written by an older `bertkit quantize` (fp32 weights + a per-tensor dynamic int8 "
                       "flag, min cosine to fp32 0.77 on real texts); it now loads as the fp32 model it holds. Run "

@@ -18,6 +18,7 @@ from bertkit.atomic_write import write_file, write_json
 from bertkit.checkpoints import sentence_transformers
 from bertkit.checkpoints.json_files import META_FILE, read_json
 from bertkit.errors import CheckpointError
+from bertkit.folder_names import member
 from bertkit.model.config import EncoderConfig
 from bertkit.model.pooling import POOLINGS, parse_layers
 from bertkit.model.sentence import DENSE_ACTIVATIONS, Dense, SentenceConfig, SentencePipeline, Whitening
@@ -126,9 +127,7 @@ def _read_whitening(folder: Path, meta: dict[str, Any]) -> Optional[Whitening]:
     where = folder / META_FILE
     if not isinstance(info, dict) or not all(isinstance(info.get(k), int) for k in ("dim_in", "dim_out")):
         raise CheckpointError(f"{where}: \"whitening\" must be an object with integer dim_in and dim_out")
-    path = folder / str(info.get("file", WHITENING_FILE))
-    if path.parent.resolve() != folder.resolve():
-        raise CheckpointError(f"{where}: whitening file {info.get('file')!r} must be a file inside the folder")
+    path = member(folder, info.get("file", WHITENING_FILE), where, "whitening.file")
     tensors = _tensors(path)
     mean, kernel = tensors.get("mean"), tensors.get("kernel")
     if mean is None or kernel is None or kernel.shape != (info["dim_in"], info["dim_out"]) \

@@ -17,6 +17,7 @@ from bertkit.atomic_write import json_text
 from bertkit.checkpoints.json_files import read_json
 from bertkit.checkpoints.weights import read_weights
 from bertkit.errors import CheckpointError
+from bertkit.folder_names import member
 from bertkit.model.sentence import Dense, SentencePipeline
 
 # sentence-transformers' pooling modes -> bertkit's pooling names
@@ -41,8 +42,10 @@ def read_modules(folder: Path) -> Optional[list[dict]]:
     if not isinstance(modules, list) or not all(isinstance(m, dict) and isinstance(m.get("type"), str)
                                                 for m in modules):
         raise CheckpointError(f"{path}: expected a list of modules with a \"type\" each")
-    for module in modules:
+    for i, module in enumerate(modules):
         kind = module["type"].rsplit(".", 1)[-1]
+        if module.get("path"):         # "" is the folder itself; anything else a subfolder of it, never elsewhere
+            member(folder, module["path"], path, f"module {i}'s path")
         if kind not in _SUPPORTED:
             raise CheckpointError(f"{path}: module {module['type']} ({module.get('path') or 'root'}) is not "
                                   f"supported; bertkit computes {', '.join(_SUPPORTED)} modules only")

@@ -6,11 +6,13 @@ named instead of surfacing as `invalid load key, 'v'` from the unpickler.
 from __future__ import annotations
 
 import json
+import pickle
 from pathlib import Path
 
 import torch
 
 from bertkit.errors import CheckpointError
+from bertkit.folder_names import member
 
 # model.int8.safetensors: int8 weights + per-row scales (bertkit quantize). Its own name, so transformers finds
 # no weights in an int8 folder instead of loading int8 values as if they were floats.
@@ -59,7 +61,13 @@ def _read_torch(path: Path) -> dict[str, torch.Tensor]:
     try:
         state = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as err:  # torch raises many kinds for a bad pickle/zip
-        raise CheckpointError(f"{path}: cannot read PyTorch weights ({type(err).__name__}: {err}); the file is "
+        if isinstance(err, pickle.UnpicklingError) and "weights_only" in str(err):
+            # torch's own text advises weights_only=False, which would run whatever the pickle names
+            raise CheckpointError(f"{path}: holds Python objects other than tensors, which bertkit does not unpickle "
+                                  "(loading them can run code); convert the weights to safetensors where they come "
+                                  "from") from None
+        first = str(err).strip().splitlines()[0][:200] if str(err).strip() else ""
+        raise CheckpointError(f"{path}: cannot read PyTorch weights ({type(err).__name__}: {first}); the file is "
                               "truncated, corrupt or not a weights file") from None
     if not isinstance(state, dict) or not all(isinstance(v, torch.Tensor) for v in state.values()):
         raise CheckpointError(f"{path}: holds a {type(state).__name__}, not a state dict of tensors")
@@ -79,11 +87,13 @@ def check_not_pointer(path: Path) -> None:
 def _read_sharded(index_path: Path) -> dict[str, torch.Tensor]:
     try:
         weight_map = json.loads(index_path.read_text(encoding="utf-8"))["weight_map"]
-    except (json.JSONDecodeError, KeyError) as err:
+    except (json.JSONDecodeError, KeyError, TypeError, UnicodeDecodeError) as err:
         raise CheckpointError(f"{index_path}: not a valid shard index ({err})") from None
+    if not isinstance(weight_map, dict) or not all(isinstance(v, str) for v in weight_map.values()):
+        raise CheckpointError(f"{index_path}: weight_map must be an object of weight name -> shard file name")
     state: dict[str, torch.Tensor] = {}
     for shard in sorted(set(weight_map.values())):
-        shard_path = index_path.parent / shard
+        shard_path = member(index_path.parent, shard, index_path, "weight_map's shard")
         if not shard_path.is_file():
             raise CheckpointError(f"{index_path}: names shard {shard}, which is missing")
         state.update(read_weight_file(shard_path))

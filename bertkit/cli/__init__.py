@@ -37,9 +37,17 @@ bars on or off; default: each command's own) and, where it reads a config, --con
 already saved is lost); 1 internal error (a bug: please report it with the traceback); 130 interrupted."""
 
 
+class OneLineErrors(argparse.ArgumentParser):
+    """A bad flag is one line, like every other bad input (exit 2), pointing at --help instead of printing the
+    usage block (45 lines for finetune). Subcommand parsers are of the same class (add_subparsers' default)."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="bertkit", description="Tools for BERT-family language models.",
-                                     epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = OneLineErrors(prog="bertkit", description="Tools for BERT-family language models.",
+                           epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     subparsers.required = True
     for name in COMMAND_MODULES:

@@ -6,7 +6,7 @@ import json
 import sys
 
 from bertkit.job_config import FIT_SET, flat_keys, short_flags
-from bertkit.cli.flags import add_config_flags, add_layers_flag, config_from_args, skip_progress_bar_field
+from bertkit.cli.flags import add_config_flags, add_layers_flag, config_from_args, positive_int, skip_progress_bar_field
 from bertkit.embed.config import SimCSEConfig
 from bertkit.options import POOLINGS
 from bertkit.progress import progress_wanted
@@ -25,7 +25,7 @@ def _say(message: str) -> None:
 def _encoding_flags(p) -> None:
     p.add_argument("--pooling", choices=POOLINGS[:-1], default=None, help="default: the model folder's, else mean")
     add_layers_flag(p, "default: the model folder's, else last")
-    p.add_argument("--batch-size", type=int, default=64)
+    p.add_argument("--batch-size", type=positive_int, default=64)
     p.add_argument("--max-length", type=int, default=None)
 
 

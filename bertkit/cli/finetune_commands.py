@@ -15,7 +15,7 @@ from importlib import import_module
 from pathlib import Path
 
 from bertkit.cli.flags import (add_config_flags, add_deprecated_flag, check_repetition_flags, config_from_args,
-                               given_flags, skip_progress_bar_field)
+                               given_flags, positive_int, skip_progress_bar_field)
 from bertkit.cli.precision_option import add_precision_flag, say_precision
 from bertkit.errors import BertkitError
 from bertkit.finetune.config import FinetuneConfig
@@ -110,7 +110,7 @@ def register(subparsers) -> None:
                    "beside, and McNemar's exact test on the rows only one of the two predicts right (e.g. "
                    "OUTPUT/run/baseline, the TF-IDF baseline finetune saves)")
     p.add_argument("--encoding", default="utf-8")
-    p.add_argument("--batch-size", type=int, default=64)
+    p.add_argument("--batch-size", type=positive_int, default=64)
     add_precision_flag(p)
     p.set_defaults(func=run_evaluate_command)
 
@@ -121,7 +121,7 @@ def register(subparsers) -> None:
     p.add_argument("--output", required=True, help="output .jsonl")
     p.add_argument("--task", choices=SAVED_TASKS, help="fail unless the model was fine-tuned for this task")
     p.add_argument("--encoding", default="utf-8")
-    p.add_argument("--batch-size", type=int, default=64)
+    p.add_argument("--batch-size", type=positive_int, default=64)
     p.add_argument("--max-new-tokens", type=int, default=64, help="seq2seq models: most tokens to generate per row")
     p.add_argument("--num-beams", type=int, default=1, help="seq2seq models: beam search width (1 = greedy)")
     p.add_argument("--no-repeat-ngram-size", type=int, default=0,

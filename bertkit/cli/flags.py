@@ -26,6 +26,17 @@ from bertkit.config import find_config, load_config
 from bertkit.errors import BertkitError, BertkitWarning
 from bertkit.options import LAYER_STRATEGIES, LAYERS_HELP, parse_layers, repetition_problem
 
+def positive_int(value: str) -> int:
+    """argparse `type` of count flags (--batch-size): a whole number >= 1 (0 or -2 would run and misbehave)."""
+    try:
+        number = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a whole number") from None
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {number}")
+    return number
+
+
 def layers_flag(value: str) -> str:
     """argparse `type` of every --layers flag: options.parse_layers, its error as argparse's (exit 2)."""
     try:

@@ -10,7 +10,7 @@ import numpy as np
 
 from bertkit.cli.precision_option import add_precision_flag, say_precision
 from bertkit.errors import BertkitError
-from bertkit.cli.flags import add_layers_flag
+from bertkit.cli.flags import add_layers_flag, positive_int
 from bertkit.options import POOLINGS
 from bertkit.progress import progress_wanted
 
@@ -25,7 +25,7 @@ def register(subparsers) -> None:
     add_layers_flag(p, "default: the model folder's, else last")
     p.add_argument("--max-length", type=int, default=None,
                    help="tokens per text (default: the folder's max_seq_length, else the position limit)")
-    p.add_argument("--batch-size", type=int, default=32)
+    p.add_argument("--batch-size", type=positive_int, default=32)
     p.add_argument("--normalize", action="store_true", default=None, help="L2-normalize the vectors")
     p.add_argument("--long-texts", choices=("truncate", "sliding-window", "error"), default="truncate",
                    help="texts over max-length: cut and count (default), average overlapping windows, or fail")
@@ -71,6 +71,8 @@ def register(subparsers) -> None:
 def _check_output(path: Path, suffix: str) -> None:
     if path.suffix != suffix:
         raise BertkitError(f"--output {path}: expected a {suffix} file name")
+    if path.is_dir():
+        raise BertkitError(f"--output {path} is a folder; name a {suffix} file")
     if path.parent and not path.parent.exists():
         raise BertkitError(f"--output {path}: folder {path.parent} does not exist")
 

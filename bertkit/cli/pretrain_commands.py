@@ -7,15 +7,15 @@ import json
 import typing
 
 from bertkit.cli.flags import (add_config_flags, add_deprecated_flag, config_fields, config_from_args, field_comments,
-                               given_flags)
-from bertkit.config import ConfigError
+                               given_flags, positive_int)
+from bertkit.errors import ConfigError
 from bertkit.errors import BertkitError
 from bertkit.pretrain.objectives import OBJECTIVES
 
 
 # Old spellings, kept as aliases of the generated flags (--section.key-name): {alias: dotted field}
 ALIASES = {"vocab-size": "vocab.vocab_size", "max-steps": "train.max_steps", "time-budget": "train.time_budget",
-           "resume": "train.resume"}
+           "resume": "train.resume", "encoding": "data.encoding"}
 # The masked-LM choices stay written by hand, as they were: with --arch gpt each is refused by its flag's name, and
 # the --data.objective=... / --data.masking=... spellings stay overrides, checked by the job (one line naming them)
 MASKED_LM = {"data.objective": "objective", "data.masking": "masking", "data.lexicon": "lexicon"}
@@ -97,7 +97,7 @@ def register(subparsers) -> None:
     e.add_argument("--model", required=True, metavar="DIR")
     e.add_argument("--corpus", nargs="+", required=True, metavar="FILE")
     e.add_argument("--max-length", type=int, default=128)
-    e.add_argument("--batch-size", type=int, default=32)
+    e.add_argument("--batch-size", type=positive_int, default=32)
     e.add_argument("--masking", choices=["token", "whole-word", "span"], default="token")
     e.add_argument("--seed", type=int, default=0)
     e.add_argument("--device", default="auto")
@@ -128,7 +128,7 @@ def pretrain_config(args: argparse.Namespace):
     try:
         return config_from_args(cls, args, "pretrain", given)
     except ConfigError as err:
-        if not args.config:
+        if not args.config or "unknown key" not in str(err):     # the other arch's preset: keys it lacks
             raise
         presets = {"bert": "tiny", "gpt": "gpt-tiny"}
         arch = "gpt" if args.arch == "gpt" else "bert"

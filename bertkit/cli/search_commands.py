@@ -8,7 +8,7 @@ import time
 
 from bertkit.cli.precision_option import add_precision_flag, say_precision
 from bertkit.errors import BertkitError
-from bertkit.cli.flags import add_layers_flag
+from bertkit.cli.flags import add_layers_flag, positive_int
 from bertkit.options import POOLINGS
 from bertkit.progress import progress_wanted
 
@@ -29,7 +29,7 @@ def register(subparsers) -> None:
                        help="documents over max-length: cut and count (default), average overlapping windows, or "
                             "fail; recorded with the index, so queries and later adds are encoded the same way")
     build.add_argument("--stride", type=int, default=128, help="sliding-window overlap in tokens")
-    build.add_argument("--batch-size", type=int, default=64)
+    build.add_argument("--batch-size", type=positive_int, default=64)
     build.add_argument("--kind", choices=("auto", "flat", "ivf", "ivfpq"), default="auto",
                        help="auto: exact flat search, IVF beyond --ivf-threshold vectors")
     build.add_argument("--ivf-threshold", type=int, default=50_000)

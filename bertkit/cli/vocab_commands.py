@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from bertkit.cli.flags import add_deprecated_flag
 from bertkit.errors import BertkitError
@@ -49,10 +50,21 @@ def register(subparsers) -> None:
 
 
 def run_train(args: argparse.Namespace) -> int:
+    from bertkit.checkpoints.weights import WEIGHT_FILES
     from bertkit.tokenizer.train import train_wordpiece
 
     if not args.corpus:
         raise BertkitError("vocab train needs --corpus FILE [FILE ...]")
+    output = Path(args.output)
+    if (output / "config.json").is_file() or any((output / name).exists() for name in WEIGHT_FILES):
+        raise BertkitError(f"--output {output} holds a model; a new vocabulary there would no longer match its "
+                           "weights (write it to a new folder, or grow the model's own with `bertkit vocab extend`)")
+    if output.exists() and not output.is_dir():
+        raise BertkitError(f"--output {output} is a file; name a folder for the tokenizer files")
+    for flag, value, least in (("--min-frequency", args.min_frequency, 0), ("--unused", args.unused, 0),
+                               ("--limit-alphabet", args.limit_alphabet, 1)):
+        if value is not None and value < least:
+            raise BertkitError(f"{flag} must be >= {least}, got {value}")
     tokenizer = train_wordpiece(args.corpus, vocab_size=args.vocab_size, lowercase=args.lowercase,
                                 min_frequency=args.min_frequency, num_unused=args.unused,
                                 limit_alphabet=args.limit_alphabet, encoding=args.encoding)

@@ -76,7 +76,7 @@ def jsonl_objects(path: Path, encoding: str, log: BadRowLog):
         try:
             row = json.loads(line)
         except json.JSONDecodeError as err:
-            log.add(line_no, "invalid JSON", f"invalid JSON: {err.msg} at column {err.colno}", line)
+            log.add(line_no, "invalid JSON", f"invalid JSON: {err.msg} (column {err.colno})", line)
             continue
         if not isinstance(row, dict):
             log.add(line_no, "not a JSON object", f"expected a JSON object, got {type(row).__name__}", line)

@@ -57,7 +57,7 @@ def check_corpus_files(paths: Sequence[str | Path]) -> list[Path]:
 
 
 def iter_documents(paths: Sequence[str | Path], start: CorpusPosition = CorpusPosition(),
-                   split: bool = True) -> Iterator[tuple[list[str], CorpusPosition]]:
+                   split: bool = True, encoding: str = "utf-8") -> Iterator[tuple[list[str], CorpusPosition]]:
     """Yield (sentences of one document, position after it). Documents never span files. Resuming from
     `start` skips what was already consumed, so an interrupted shard build continues where it stopped.
 
@@ -71,7 +71,7 @@ def iter_documents(paths: Sequence[str | Path], start: CorpusPosition = CorpusPo
         doc: list[str] = []
         breaks, lines_with_text, last = 0, 0, 0
         skip_to = start.line if index == start.file else 0
-        for number, line in iter_lines(path):
+        for number, line in iter_lines(path, encoding):
             last = number
             if number <= skip_to:
                 continue

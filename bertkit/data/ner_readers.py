@@ -135,11 +135,13 @@ def _conll_sentences(path: Path, encoding: str, log: BadRowLog):
     tags: list[Optional[str]] = []
     start = 0
     lines: list[str] = []
+    numbers: list[int] = []
 
     def flush():
         untagged = sum(tag is None for tag in tags)
-        if untagged and untagged != len(tags):
-            log.add(start, "token/tag count mismatch", f"{untagged} of {len(tokens)} lines have no tag",
+        if untagged and untagged != len(tags):   # named by its first untagged line, the one to fix
+            log.add(numbers[tags.index(None)], "token/tag count mismatch",
+                    f"no tag; {untagged} of the {len(tokens)} lines of the sentence from line {start} have none",
                     "\n".join(lines))
             return None
         return TaggedSentence(list(tokens), None if untagged else list(tags), start), "\n".join(lines)
@@ -152,12 +154,13 @@ def _conll_sentences(path: Path, encoding: str, log: BadRowLog):
                 result = flush()
                 if result is not None:
                     yield result
-                tokens, tags, lines = [], [], []
+                tokens, tags, lines, numbers = [], [], [], []
             continue
         if not tokens:
             start = line_no
         fields = line.split()
         lines.append(line)
+        numbers.append(line_no)
         tokens.append(fields[0])
         tags.append(fields[-1] if len(fields) > 1 else None)
     if tokens:

@@ -23,6 +23,7 @@ import numpy as np
 from bertkit.atomic_write import write_json
 from bertkit.data.corpus import CorpusPosition, check_corpus_files, iter_documents
 from bertkit.errors import BertkitError
+from bertkit.folder_names import member
 
 FORMAT_VERSION = 1
 MANIFEST = "manifest.json"
@@ -53,13 +54,14 @@ def _inputs(paths: Sequence[Path]) -> list[dict]:
 
 
 def build_shards(paths: Sequence[str | Path], tokenizer, folder: str | Path, segmenter: Segmenter = "none",
-                 shard_tokens: int = 16_000_000, progress: bool = False) -> Path:
-    """Tokenize `paths` into shards in `folder` (resuming an interrupted build there); returns the folder."""
+                 shard_tokens: int = 16_000_000, progress: bool = False, encoding: str = "utf-8") -> Path:
+    """Tokenize `paths` (text in `encoding`) into shards in `folder` (resuming an interrupted build there); returns
+    the folder."""
     files = check_corpus_files(paths)
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     identity = {"format": FORMAT_VERSION, "tokenizer": tokenizer_fingerprint(tokenizer), "segmenter": segmenter,
-                "inputs": _inputs(files)}
+                "inputs": _inputs(files), **({"encoding": encoding} if encoding != "utf-8" else {})}
     manifest_path = folder / MANIFEST
     manifest = {**identity, "dtype": "uint16" if tokenizer.vocab_size <= 65535 else "uint32",
                 "shards": [], "complete": False}
@@ -88,7 +90,7 @@ def build_shards(paths: Sequence[str | Path], tokenizer, folder: str | Path, seg
         if progress:
             print(f"bertkit: wrote {name} ({counts['tokens']:,} tokens)", flush=True)
 
-    for doc, position in iter_documents(files, start):
+    for doc, position in iter_documents(files, start, encoding=encoding):
         pending_docs.append(doc)
         pending_sentences += len(doc)
         if pending_sentences >= SENTENCES_PER_CALL:
@@ -194,8 +196,9 @@ def open_shards(folder: str | Path) -> list[Shard]:
     if not manifest.get("complete"):
         raise BertkitError(f"{folder}: the shard build did not finish; run it again to resume it")
     shards = []
-    for entry in manifest["shards"]:
-        name = entry["name"]
+    for i, entry in enumerate(manifest["shards"]):
+        name = entry.get("name") if isinstance(entry, dict) else None
+        member(folder, name, manifest_path, f"shards[{i}].name", BertkitError)     # the manifest may be tampered
         index = np.load(folder / f"{name}.index.npy")
         docs = index[0][index[0] >= 0]
         shards.append(Shard(np.load(folder / f"{name}.tokens.npy", mmap_mode="r"),

@@ -102,7 +102,7 @@ def iter_jsonl(path: str | Path, encoding: str = "utf-8") -> Iterator[tuple[int,
         try:
             row = json.loads(line)
         except json.JSONDecodeError as err:
-            raise InputFileError(path, f"invalid JSON ({err.msg} at column {err.colno})", line=number) from None
+            raise InputFileError(path, f"invalid JSON ({err.msg}, column {err.colno})", line=number) from None
         if not isinstance(row, dict):
             raise InputFileError(path, f"expected a JSON object, got {type(row).__name__}", line=number)
         yield number, row

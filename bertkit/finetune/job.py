@@ -50,8 +50,6 @@ def run_finetune(config: FinetuneConfig) -> FinetuneResult:
     check_required(config, "finetune")
     if config.method != "finetune":
         return _linear_method(config)
-    if config.train.max_steps is not None and config.train.max_steps < 1:
-        raise BertkitError(f"--max-steps must be >= 1 (got {config.train.max_steps})")
     built: dict = {}
     result = fit(config, lambda: _build(config, built))
     metrics, kept, config = result.metrics, result.kept_earlier_model, built["config"]

@@ -7,6 +7,8 @@ models' folders (TF-IDF baseline, linear probe, hybrid) to bertkit.finetune.line
 """
 from __future__ import annotations
 
+import os
+
 from pathlib import Path
 from typing import Any, Mapping, Optional, Sequence, Union
 
@@ -189,6 +191,9 @@ def predict_file(model: Any, input_path: str | Path, output_path: str | Path, en
     """Write one JSON line per input row (the row's own fields plus the prediction); returns the count.
     generation: seq2seq folders' decoding settings (max_new_tokens, num_beams, no_repeat_ngram_size,
     repetition_penalty)."""
+    if Path(output_path).exists() and Path(input_path).exists() and os.path.samefile(output_path, input_path):
+        raise BertkitError(f"--output {output_path} is the input file; the predictions would replace the texts "
+                           "(name another file)")
     rows = _rows_predictor(model)
     if rows is not None:
         _check_linear_task(task, rows)

@@ -1,11 +1,12 @@
 """The pre-training job's config: encoder, data/objective, vocabulary and training sections."""
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Optional
 
 from bertkit.data.shards import Segmenter
-from bertkit.job_config import TrainConfig
+from bertkit.job_config import AT_LEAST_ONE, FRACTION, NON_NEGATIVE, TrainConfig, check_ranges
 from bertkit.model.config import PRESETS, EncoderConfig
 from bertkit.pretrain.masking import MaskingStrategy
 
@@ -27,6 +28,14 @@ class DataConfig:
     heldout_fraction: float = 0.01        # instances kept out of training for evaluation
     max_heldout_instances: int = 1000
     eval_batch_size: int = 64
+    encoding: str = "utf-8"               # of the corpus files (gb18030 for GBK Chinese text)
+
+    def __post_init__(self) -> None:
+        check_ranges(self, {"max_length": (8, math.inf, True), "batch_size": AT_LEAST_ONE,
+                            "mask_rate": (0.0, 1.0, False), "dupe_factor": AT_LEAST_ONE,
+                            "short_seq_prob": FRACTION, "shard_tokens": AT_LEAST_ONE,
+                            "heldout_fraction": (0.0, 1.0, True), "max_heldout_instances": NON_NEGATIVE,
+                            "eval_batch_size": AT_LEAST_ONE})
 
 
 @dataclass

@@ -2,6 +2,7 @@
 -> HF-compatible model folder(s). What is trained, and how it is saved, is the objective's (objectives/)."""
 from __future__ import annotations
 
+import os
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -11,8 +12,11 @@ import numpy as np
 import torch
 
 from bertkit.checkpoints import load_checkpoint
+from bertkit.checkpoints.hf import implied_parameters
 from bertkit.data.shards import build_shards, open_shards, tokenizer_fingerprint
 from bertkit.errors import BertkitError
+from bertkit.folder_names import refuse_links
+from bertkit.model.config import EncoderConfig
 from bertkit.pretrain.batching import PretrainingBatches, SpecialIds
 from bertkit.pretrain.config import PretrainConfig
 from bertkit.pretrain.instances import Instances, build_instances
@@ -54,7 +58,8 @@ def _tokenizer(config: PretrainConfig, corpus: Sequence[str], output: Path, init
     saved = output / TOKENIZER_DIR
     if not (saved / "vocab.txt").is_file() and not (saved / "tokenizer.json").is_file():
         if dist_.rank() == 0:   # train once, share through the run folder
-            train_wordpiece(list(corpus), config.vocab.vocab_size, config.vocab.lowercase).save(saved)
+            train_wordpiece(list(corpus), config.vocab.vocab_size, config.vocab.lowercase,
+                            encoding=config.data.encoding).save(saved)
         dist_.barrier()
     return Tokenizer.from_folder(saved)
 
@@ -63,7 +68,8 @@ def prepare_data(config: PretrainConfig, corpus: Sequence[str], tokenizer: Token
                  seed: int, objective: Objective) -> tuple[list, Instances, Instances]:
     """Shards (built by rank 0, resumable), then instances split into train and held-out."""
     if dist_.rank() == 0:
-        build_shards(corpus, tokenizer, shards_dir, config.data.segmenter, config.data.shard_tokens)
+        build_shards(corpus, tokenizer, shards_dir, config.data.segmenter, config.data.shard_tokens,
+                     encoding=config.data.encoding)
     dist_.barrier()
     shards = open_shards(shards_dir)
     instances = build_instances(shards, objective.instances, config.data.max_length, seed, config.data.short_seq_prob)
@@ -86,7 +92,26 @@ def _model(config: PretrainConfig, tokenizer: Tokenizer, init, objective: Object
     if config.data.max_length > encoder_config.max_length:
         raise BertkitError(f"--data.max_length {config.data.max_length} > encoder.max_position_embeddings "
                            f"{encoder_config.max_position_embeddings}; raise the latter or lower the former")
+    _check_fits_memory(encoder_config)
     return objective.build(encoder_config, None)
+
+
+def _check_fits_memory(encoder: EncoderConfig) -> None:
+    """A new model's weights, gradients and two AdamW moments (16 bytes a parameter) must fit in this machine's
+    memory: `--encoder.num-layers 100000` is refused in one line instead of building layers for hours. (BERT-family
+    bodies; XLNet's config has sizes of its own.)"""
+    if not isinstance(encoder, EncoderConfig):
+        return
+    needed = 16 * implied_parameters(encoder)
+    try:
+        memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, ValueError, OSError):   # no sysconf (Windows): no check
+        return
+    if needed > memory:
+        raise BertkitError(f"the encoder's sizes ({encoder.num_layers} layers x {encoder.hidden_size}, FFN "
+                           f"{encoder.intermediate_size}, vocabulary {encoder.vocab_size}) imply "
+                           f"{implied_parameters(encoder):,} parameters, {needed / 2**30:,.0f} GiB to train, more than "
+                           f"this machine's {memory / 2**30:,.0f} GiB; lower --encoder.* sizes")
 
 
 def _lexicon(config: PretrainConfig, tokenizer: Tokenizer) -> Optional[Lexicon]:
@@ -115,6 +140,7 @@ def run_pretraining(config: PretrainConfig, corpus: Sequence[str], output: str |
     tokenizer = _tokenizer(config, corpus, output, checkpoint, vocab)
     seed = config.train.seed
     shards_dir = Path(config.data.shards_dir) if config.data.shards_dir else output / "shards"
+    refuse_links(shards_dir)           # built, read back and deleted: nothing in it may point elsewhere
     shards, train_set, heldout = prepare_data(config, corpus, tokenizer, shards_dir, seed, objective)
     specials = SpecialIds.from_tokenizer(tokenizer)
     masking = objective.masking()

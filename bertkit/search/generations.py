@@ -17,6 +17,7 @@ from pathlib import Path
 
 from bertkit.atomic_write import fsync_tree, write_json
 from bertkit.errors import BertkitError
+from bertkit.folder_names import member
 
 MANIFEST = "index.json"
 FORMAT_VERSION = 1
@@ -29,11 +30,30 @@ def read_manifest(folder: Path) -> dict:
         raise BertkitError(f"{folder}: not a bertkit index (no {MANIFEST}); build one with `bertkit index build`")
     try:
         manifest = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as err:
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
         raise BertkitError(f"{path}: unreadable index manifest ({err})") from err
+    if not isinstance(manifest, dict):
+        raise BertkitError(f"{path}: an index manifest is a JSON object, got {type(manifest).__name__}")
     if manifest.get("format") != FORMAT_VERSION:
         raise BertkitError(f"{path}: index format {manifest.get('format')!r}, this bertkit reads {FORMAT_VERSION}")
+    _check_fields(folder, path, manifest)
     return manifest
+
+
+def _check_fields(folder: Path, path: Path, manifest: dict) -> None:
+    """The manifest may come from anyone who could write the folder: its types are checked and every file it
+    names must lie inside the folder."""
+    generation = manifest.get("generation")
+    if not isinstance(generation, int) or isinstance(generation, bool) or generation < 0:
+        raise BertkitError(f"{path}: generation must be a whole number >= 0, got {generation!r}")
+    for key in ("settings", "info"):
+        if not isinstance(manifest.get(key), dict):
+            raise BertkitError(f"{path}: {key} must be an object, got {manifest.get(key)!r}")
+    files = manifest.get("backend_files")
+    if not isinstance(files, list):      # empty for a Milvus server's collection, which lives on the server
+        raise BertkitError(f"{path}: backend_files must be a list of file names, got {files!r}")
+    for i, name in enumerate([manifest.get("store"), *files]):
+        member(folder, name, path, "store" if i == 0 else f"backend_files[{i - 1}]", BertkitError)
 
 
 def commit_manifest(folder: Path, manifest: dict, new_files: list[str]) -> None:

@@ -77,11 +77,15 @@ def _open_committed(folder: Path, nprobe: int | None) -> tuple[dict, DocumentSto
         try:
             store = DocumentStore(folder / manifest["store"], readonly=True)
             return manifest, store, _load_backend(IndexSettings(**manifest["settings"]), folder, manifest, nprobe)
-        except Exception:
+        except Exception as err:
             if store is not None:
                 store.close()
             if attempts == 0 or generations.read_manifest(folder)["generation"] == manifest["generation"]:
-                raise
+                if isinstance(err, BertkitError):
+                    raise
+                # not a writer's race: the files or the manifest's settings are broken (or were tampered with)
+                raise BertkitError(f"{folder / generations.MANIFEST}: cannot open generation "
+                                   f"{manifest['generation']} ({type(err).__name__}: {err})") from None
 
 
 def _load_backend(settings: IndexSettings, folder: Path, manifest: dict, nprobe: int | None) -> VectorBackend:

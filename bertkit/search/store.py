@@ -55,6 +55,8 @@ def _json_path(field: str) -> str:
 
 def _sql_value(value: Any) -> Any:
     # json_extract returns JSON true/false as 1/0, so compare booleans as integers.
+    if isinstance(value, int) and not isinstance(value, bool) and not -2**63 <= value < 2**63:
+        raise BertkitError(f"filter value {str(value)[:40]}: an integer filter value must fit in 64 bits")
     return int(value) if isinstance(value, bool) else value
 
 

@@ -5,7 +5,7 @@ the OpenAI-compatible body also accepts the fields OpenAI's clients send.
 """
 from __future__ import annotations
 
-from typing import Any, Literal, Optional, Union
+from typing import Annotated, Any, Literal, Optional, Union
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -13,7 +13,9 @@ from bertkit.serve.runner import SERVED_POOLINGS
 
 PoolingName = Literal[SERVED_POOLINGS]  # type: ignore[valid-type]
 EncodingFormat = Literal["float", "base64"]
-FilterScalar = Union[str, int, float, bool, None]
+# JSON numbers past 64 bits: neither SQLite (filters) nor the response encoder (echoed ids) takes them
+Int64 = Annotated[int, Field(ge=-2**63, le=2**63 - 1)]
+FilterScalar = Union[str, Int64, float, bool, None]
 
 TRUNCATE_DOC = ("cut texts longer than the model's limit (special tokens included) and list their indices in "
                 "`truncated`; when false such texts are refused with 422 naming them")
@@ -25,7 +27,7 @@ class Strict(BaseModel):
 
 
 class EncodeRequest(Strict):
-    id: Union[int, str, None] = Field(None, description="echoed back, as in bert-as-service")
+    id: Union[Int64, str, None] = Field(None, description="echoed back, as in bert-as-service")
     texts: list[Union[str, list[str]]] = Field(
         ..., description='texts to embed; "first ||| second" is a sentence pair; with is_tokenized, lists of '
                          f"WordPiece tokens. {EMPTY_DOC}.")

@@ -79,7 +79,11 @@ class IndexedBatches:
         return {"epoch": self.epoch, "position": self.position}
 
     def load_state_dict(self, state: dict) -> None:
-        self.epoch, self.position = int(state["epoch"]), int(state["position"])
+        epoch, position = int(state["epoch"]), int(state["position"])
+        if epoch < 0 or not 0 <= position <= len(self):
+            raise ValueError(f"data position epoch {epoch}, batch {position} is outside this data's {len(self)} "
+                             "batches an epoch")
+        self.epoch, self.position = epoch, position
 
 
 def to_device(batch: Any, device: torch.device) -> Any:

@@ -37,6 +37,7 @@ from bertkit.atomic_write import write_json
 from bertkit.config import save_config
 from bertkit.errors import BertkitError
 from bertkit.job_config import flat_keys
+from bertkit.folder_names import refuse_links
 from bertkit.runtime import distributed_env, seed_everything
 from bertkit.train import distributed as dist_
 from bertkit.train.batches import BatchSource
@@ -106,7 +107,11 @@ def check_required(config: Any, command: str, names: tuple[str, ...] = ("model",
 
 def check_resume(resume: bool, output: str | Path) -> None:
     """--resume without a saved state: a one-line error, before the job reads data or builds a model (a state in
-    the pickle format of earlier versions is named as such, by load_state)."""
+    the pickle format of earlier versions is named as such, by load_state). The run folder, which the run writes,
+    appends to and deletes in, must hold its own files (refuse_links)."""
+    if Path(output).exists() and not Path(output).is_dir():
+        raise BertkitError(f"{output} is a file, not a folder; name a new or existing folder for --output")
+    refuse_links(run_folder(output))
     saved = state_path(run_folder(output))
     if resume and not saved.is_file():
         load_state(saved)
@@ -115,6 +120,7 @@ def check_resume(resume: bool, output: str | Path) -> None:
 
 def record_run(config: Any, run_dir: Path, files: Optional[dict[str, Any]] = None) -> None:
     """The run record: the effective config, package versions and the job's own JSON files, in run_dir."""
+    refuse_links(run_dir)
     save_config(config, run_dir)
     write_json(run_dir / "versions.json", package_versions())
     for name, value in (files or {}).items():

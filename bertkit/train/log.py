@@ -3,8 +3,12 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import warnings
 from pathlib import Path
 from typing import Optional
+
+from bertkit.errors import BertkitError, BertkitWarning
 
 
 class JsonlLog:
@@ -19,7 +23,15 @@ class JsonlLog:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             if fresh and self.path.exists() and self.path.stat().st_size:
                 self.path.rename(earlier_log_path(self.path))
-            self._file = self.path.open("a", encoding="utf-8")
+            # O_NOFOLLOW: a log.jsonl that is a link (a run folder from elsewhere) is refused, not appended through
+            try:
+                fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o666)
+            except OSError as err:
+                raise BertkitError(f"{self.path}: cannot append the run log ({err.strerror}; a link is refused)") \
+                    from None
+            self._file = os.fdopen(fd, "a", encoding="utf-8")
+            if self.path.stat().st_size and not _ends_with_newline(self.path):
+                self._file.write("\n")          # a crash cut the last record short: the next one starts a line
 
     def write(self, record: dict) -> None:
         if self._file is not None:
@@ -40,9 +52,32 @@ def earlier_log_path(path: Path) -> Path:
     return path.with_name(f"{path.stem}.{n}{path.suffix}")
 
 
+def _ends_with_newline(path: Path) -> bool:
+    with open(path, "rb") as handle:
+        handle.seek(-1, os.SEEK_END)
+        return handle.read(1) == b"\n"
+
+
 def read_log(path: Path) -> list[dict]:
-    with Path(path).open(encoding="utf-8") as handle:
-        return [json.loads(line) for line in handle if line.strip()]
+    """The records of a log.jsonl; a line that is not a JSON object (a record a crash cut short) is skipped with
+    one warning naming it, so a resumed run still draws its curve and finishes."""
+    records, bad = [], []
+    with Path(path).open(encoding="utf-8", errors="replace") as handle:
+        for number, line in enumerate(handle, 1):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError:
+                record = None
+            if isinstance(record, dict):
+                records.append(record)
+            else:
+                bad.append(number)
+    if bad:
+        warnings.warn(f"{path}:{bad[0]}: skipped {len(bad)} line(s) that are not JSON records (cut short by a "
+                      "crash?)", BertkitWarning, stacklevel=2)
+    return records
 
 
 def plot_loss(log_path: Path, image_path: Path) -> Optional[str]:

@@ -21,7 +21,7 @@ from torch import nn
 from tqdm.auto import tqdm
 
 from bertkit.progress import quiet, show_progress
-from bertkit.errors import BertkitError
+from bertkit.errors import BertkitError, CheckpointError
 from bertkit.model.precision import inference_only
 from bertkit.runtime import autocast, distributed_env, init_distributed, pick_device, rng_state, seed_everything, set_rng_state
 from bertkit.train import distributed as dist_
@@ -125,7 +125,12 @@ def train(model: nn.Module, loss_fn: LossFn, batches: BatchSource, config: Train
         state = load_state(ckpt) if ckpt is not None else None
         if state is None:
             raise BertkitError(f"--resume: no training state at {ckpt or '(no output_dir)'}; start without --resume")
-        restore(state)
+        try:
+            restore(state)
+        except (KeyError, TypeError, ValueError, IndexError, RuntimeError) as err:   # another run's, or tampered
+            raise CheckpointError(f"{ckpt}: the training state does not fit this run ({type(err).__name__}: "
+                                  f"{str(err)[:300]}); resume with the settings that wrote it, or delete it to start "
+                                  "over") from None
         if main:
             say(f"resumed from {ckpt} at step {schedule.step}")
     elif ckpt is not None:

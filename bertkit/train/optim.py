@@ -169,4 +169,7 @@ class Schedule:
         return {"step": self.step, "elapsed_s": self.elapsed_s, "lr_scale": self.lr_scale}
 
     def load_state_dict(self, state: dict) -> None:
-        self.step, self.elapsed_s, self.lr_scale = state["step"], state["elapsed_s"], state["lr_scale"]
+        step, elapsed_s, lr_scale = int(state["step"]), float(state["elapsed_s"]), float(state["lr_scale"])
+        if step < 0 or not elapsed_s >= 0 or not lr_scale > 0:
+            raise ValueError(f"schedule step {step}, elapsed_s {elapsed_s}, lr_scale {lr_scale}")
+        self.step, self.elapsed_s, self.lr_scale = step, elapsed_s, lr_scale

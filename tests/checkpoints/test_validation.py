@@ -70,6 +70,26 @@ BAD_FOLDERS = {
                                "whitening.safetensors: missing"),
     "bad variant field": (lambda f: _edit_meta(f, encoder={"share_layers": "sometimes"}),
                           "bertkit.json: encoder.share_layers 'sometimes' is not one of"),
+    "labels not strings": (lambda f: _edit_meta(f, labels=[1, 2]),
+                           'bertkit.json: "labels" must be a list of label names \\(strings\\), got \\[1, 2\\]'),
+    # names a file in the folder records: inside the folder only (a folder from elsewhere chooses them)
+    "module path outside": (lambda f: (f / "modules.json").write_text(json.dumps(
+        [{"type": "sentence_transformers.models.Transformer", "path": ""},
+         {"type": "sentence_transformers.models.Pooling", "path": "../../elsewhere/1_Pooling"}])),
+        "modules.json: module 1's path '../../elsewhere/1_Pooling' must name a file inside"),
+    "module path absolute": (lambda f: (f / "modules.json").write_text(json.dumps(
+        [{"type": "sentence_transformers.models.Transformer", "path": "/tmp"}])),
+        "modules.json: module 0's path '/tmp' must name a file inside"),
+    "shard outside": (lambda f: ((f / "model.safetensors").rename(f.parent / "outside.safetensors"),
+                                 (f / "model.safetensors.index.json").write_text(
+                                     json.dumps({"weight_map": {"w": "../outside.safetensors"}}))),
+                      "model.safetensors.index.json: weight_map's shard '../outside.safetensors' must name a file "
+                      "inside"),
+    "whitening file outside": (lambda f: _edit_meta(f, whitening={"dim_in": 32, "dim_out": 8,
+                                                                  "file": "../w.safetensors"}),
+                               "bertkit.json: whitening.file '../w.safetensors' must name a file inside"),
+    "shard absolute": (lambda f: ((f / "model.safetensors").unlink(), (f / "model.safetensors.index.json").write_text(
+        json.dumps({"weight_map": {"w": "/etc/passwd"}}))), "weight_map's shard '/etc/passwd' must name a file inside"),
 }
 
 

@@ -12,7 +12,7 @@ import pytest
 
 from bertkit.cli import main
 from bertkit.cli.flags import add_config_flags, config_from_args, config_fields, field_comments
-from bertkit.config import ConfigError
+from bertkit.errors import ConfigError
 from bertkit.errors import BertkitWarning
 
 

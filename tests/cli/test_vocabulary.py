@@ -128,3 +128,24 @@ def test_training_commands_have_one_progress_flag(command):
     owners = {a.dest for a in parser._actions if {"--progress", "--progress-bar", "--no-progress-bar"} &
               set(a.option_strings)}
     assert owners == {"progress"}
+
+
+def test_vocab_train_never_replaces_a_models_own_vocabulary(tiny_model_dir, tmp_path, capsys):
+    """A new vocabulary written into a model folder would silently no longer match its weights."""
+    import shutil
+    folder = shutil.copytree(tiny_model_dir, tmp_path / "model")
+    before = (folder / "vocab.txt").read_bytes()
+    (tmp_path / "c.txt").write_text("the cat sat on the mat\n" * 20, encoding="utf-8")
+    code = main(["vocab", "train", "--vocab-size", "200", "--corpus", str(tmp_path / "c.txt"), "--output", str(folder)])
+    err = capsys.readouterr().err
+    assert code == 2 and "holds a model" in err and err.count("\n") == 1, err
+    assert (folder / "vocab.txt").read_bytes() == before
+
+
+@pytest.mark.parametrize("flag, message", [("--min-frequency=-1", "--min-frequency must be >= 0, got -1"),
+                                           ("--limit-alphabet=0", "--limit-alphabet must be >= 1, got 0")])
+def test_vocab_train_counts_out_of_range_are_one_line(tmp_path, capsys, flag, message):
+    (tmp_path / "c.txt").write_text("the cat sat on the mat\n", encoding="utf-8")
+    code = main(["vocab", "train", "--corpus", str(tmp_path / "c.txt"), "--output", str(tmp_path / "v"), flag])
+    err = capsys.readouterr().err
+    assert code == 2 and message in err and not (tmp_path / "v").exists(), err

@@ -136,8 +136,9 @@ def test_ner_token_tag_mismatch_is_reported(tmp_path):
         read_tagged_sentences(jsonl)
     assert f"{jsonl}:1" in str(err.value) and "2 tokens but 1 tags" in str(err.value)
     conll = write(tmp_path / "n.conll", "a O\nb\nc O\n\nd O\n")
-    with pytest.raises(InputFileError, match="token/tag count mismatch"):
+    with pytest.raises(InputFileError, match="token/tag count mismatch") as err:
         read_tagged_sentences(conll)
+    assert str(err.value).startswith(f"{conll}:2:")          # the untagged line, not the sentence's first
 
 
 def test_ner_unknown_and_invalid_tags(tmp_path):

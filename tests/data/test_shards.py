@@ -72,3 +72,31 @@ def test_other_tokenizer_in_the_same_folder_is_refused(tmp_path):
     other = Tokenizer.from_vocab({t: i for i, t in enumerate(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "a"])})
     with pytest.raises(BertkitError, match="another corpus or tokenizer"):
         build_shards([corpus], other, tmp_path / "s")
+
+
+@pytest.mark.parametrize("name", ["../elsewhere/shard_00000", "/tmp/shard_00000", None])
+def test_a_manifest_naming_shards_outside_its_folder_is_refused(tmp_path, name):
+    """A resumed run reads the shard folder's manifest, which anyone who could write the folder chose."""
+    import json
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("Walking talked. The cat!\n\nA dog ran quickly.\n", encoding="utf-8")
+    build_shards([corpus], make_tokenizer(), tmp_path / "elsewhere")
+    folder = build_shards([corpus], make_tokenizer(), tmp_path / "s")
+    manifest = json.loads((folder / "manifest.json").read_text())
+    manifest["shards"][0]["name"] = name
+    (folder / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(BertkitError, match=r"manifest.json: shards\[0\].name (.* )?must (name a file inside|be a non-e)"):
+        open_shards(folder)
+
+
+def test_a_gbk_corpus_is_read_with_its_encoding(tmp_path):
+    """pretrain --encoding gb18030 (its error for a GBK corpus says to pass it): the shards hold the same tokens as
+    the UTF-8 copy's."""
+    text = "Walking talked. 猫坐在垫子上。\n\nA dog ran quickly.\n"
+    assert text.encode("gb18030") != text.encode("utf-8")
+    (tmp_path / "u.txt").write_text(text, encoding="utf-8")
+    (tmp_path / "g.txt").write_bytes(text.encode("gb18030"))
+    utf8 = open_shards(build_shards([tmp_path / "u.txt"], make_tokenizer(), tmp_path / "su"))[0]
+    gbk = open_shards(build_shards([tmp_path / "g.txt"], make_tokenizer(), tmp_path / "sg", encoding="gb18030"))[0]
+    assert gbk.tokens.tolist() == utf8.tokens.tolist()
+    assert read_manifest(tmp_path / "sg")["encoding"] == "gb18030" and "encoding" not in read_manifest(tmp_path / "su")

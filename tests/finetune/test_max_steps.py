@@ -46,6 +46,6 @@ def test_max_steps_ends_the_run_and_the_linear_schedule(finetune_model_dir, tmp_
 
 
 def test_max_steps_below_one_is_one_line_error(finetune_model_dir, tmp_path):
-    with pytest.raises(BertkitError, match="--max-steps must be >= 1"):
+    with pytest.raises(BertkitError, match="max_steps must be a number >= 1, got 0"):
         run_finetune(job_config(FinetuneConfig, model=str(finetune_model_dir), train="x.jsonl", output=str(tmp_path / "m"),
                                     max_steps=0))

@@ -181,3 +181,21 @@ def test_resume_refuses_a_pickled_training_state_with_one_line(tmp_path, corpus,
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "pickle format" in err[0] and "without --resume" in err[0], err
     assert not (tmp_path / "pwned").exists()
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--encoder.num_layers=10000", "--encoder.hidden_size=1024", "--encoder.intermediate_size=4096"],
+     "GiB to train, more than this machine's"),
+    (["--train.lr=-1"], "train: lr must be a number > 0, got -1.0"),
+    (["--data.mask_rate=2"], "data: mask_rate must be a number > 0 and <= 1, got 2.0"),
+    (["--max-steps=-1"], "train: max_steps must be a number >= 1, got -1"),
+])
+def test_settings_no_run_could_use_are_one_line_before_anything_is_written(tmp_path, corpus, vocab_dir, capsys,
+                                                                          args, message):
+    """A model far over the machine's memory used to build layers for hours; a negative lr or a mask rate over 1
+    ran, or failed with a traceback after the run folder was written."""
+    assert main(["pretrain", "--config", TINY_CONFIG, "--corpus", str(corpus), "--output", str(tmp_path / "m"),
+                 "--vocab", str(vocab_dir), *TINY, *args]) == 2          # the bad setting last: it wins
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and message in err[0], err
+    assert not (tmp_path / "m" / "run").exists() or "GiB" in message

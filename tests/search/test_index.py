@@ -289,3 +289,41 @@ def test_the_search_package_loads_no_model_itself_bertkit_index_does(tmp_path, t
 def test_an_object_that_cannot_encode_for_an_index_is_refused_in_one_line(tmp_path):
     with pytest.raises(BertkitError, match="neither a TextEncoder"):
         Index.create(tmp_path / "idx", encoder=object())
+
+
+def _tamper(folder, **changes):
+    import json
+    manifest = json.loads((folder / "index.json").read_text())
+    (folder / "index.json").write_text(json.dumps({**manifest, **changes}))
+
+
+@pytest.mark.parametrize("changes, message", [
+    ({"store": "../other/store.1.sqlite"}, r"store '../other/store.1.sqlite' must name a file inside"),
+    ({"backend_files": ["/etc/passwd"]}, r"backend_files\[0\] '/etc/passwd' must name a file inside"),
+    ({"store": None}, r"store must be a non-empty file name, got None"),
+    ({"settings": "x"}, r"settings must be an object, got 'x'"),
+    ({"settings": {"no_such_setting": 1}}, r"index.json: cannot open generation 1 \(TypeError"),
+    ({"info": {"dim": "abc", "kind": "flat"}}, r"index.json: cannot open generation 1 \(ValueError"),
+    ({"generation": "1"}, r"generation must be a whole number >= 0, got '1'"),
+])
+def test_a_tampered_manifest_is_one_error_and_reads_nothing_outside(tmp_path, changes, message):
+    """index.json may come from anyone who could write the folder: the files it names stay inside it."""
+    _build(tmp_path / "other", "faiss")
+    _build(tmp_path / "idx", "faiss")
+    _tamper(tmp_path / "idx", **changes)
+    with pytest.raises(BertkitError, match=message):
+        Index.open(tmp_path / "idx")
+
+
+def test_a_manifest_that_is_not_an_object_is_one_error(tmp_path):
+    _build(tmp_path / "idx", "faiss")
+    (tmp_path / "idx" / "index.json").write_text("[]")
+    with pytest.raises(BertkitError, match="an index manifest is a JSON object, got list"):
+        Index.open(tmp_path / "idx")
+
+
+def test_an_integer_filter_value_past_64_bits_is_one_error(tmp_path):
+    index, _ = _build(tmp_path / "idx", "faiss")
+    with pytest.raises(BertkitError, match="must fit in 64 bits"):
+        index.search(_vectors(1)[0], 3, filter={"year": 10 ** 30})
+    assert len(index.search(_vectors(1)[0], 3, filter={"year": 2001})) == 3

@@ -64,3 +64,17 @@ def test_a_held_search_thread_times_out_requests_and_health_says_so(tiny_model_d
         assert status["index"]["timeouts"] == 2 and status["counters"]["timeouts"] == 2
     assert len(calls) == 2       # the request that gave up while queued never ran
     service.close()
+
+
+@pytest.mark.parametrize("path, body", [
+    ("/search", {"query": "cat", "k": 3, "filter": {"kind": 10 ** 26}}),
+    ("/search", {"query": "cat", "k": 3, "filter": {"id": -(10 ** 23)}}),
+    ("/encode", {"id": 10 ** 31, "texts": ["a"]}),
+])
+def test_integers_past_64_bits_are_not_a_500(http, path, body):
+    """JSON numbers SQLite and the response encoder cannot hold: a 4xx or an answer, never a server error."""
+    answer = http.post(path, json=body)
+    assert answer.status_code in (200, 422), answer.text
+    if answer.status_code == 200 and path == "/search":
+        assert answer.json()["results"] == []
+    assert http.post("/search", json={"query": "cat", "k": 2}).status_code == 200
