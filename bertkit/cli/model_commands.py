@@ -99,11 +99,13 @@ def run_encode(args: argparse.Namespace) -> int:
                                    pooling=args.pooling, layers=args.layers, normalize=args.normalize,
                                    long_texts=args.long_texts, stride=args.stride, progress=progress_wanted())
         except TextTooLongError as err:
-            raise BertkitError(f"{args.input}: {_where(args.input, err.index)} has {err.length} tokens, over the "
+            where = _where(args.input, err.index, args.encoding)
+            raise BertkitError(f"{args.input}: {where} has {err.length} tokens, over the "
                                f"limit of {err.limit}; pass --long-texts truncate or --long-texts sliding-window") \
                 from None
         except InvalidTextError as err:
-            raise BertkitError(f"{args.input}: {_where(args.input, err.index)} {err.reason}") from None
+            where = _where(args.input, err.index, args.encoding)
+            raise BertkitError(f"{args.input}: {where} {err.reason}") from None
     report = model.last_report
     if isinstance(vectors, list):
         np.savez(output, *vectors)
@@ -116,9 +118,15 @@ def run_encode(args: argparse.Namespace) -> int:
     return 0
 
 
-def _where(path: str, index: int) -> str:
-    """Every line of a .txt input is a text; a .jsonl's texts are counted (blank lines are skipped)."""
-    return f"line {index + 1}" if path.endswith((".txt", ".txt.gz")) else f"text {index + 1}"
+def _where(path: str, index: int, encoding: str) -> str:
+    """The line of text `index`: every line of a .txt input is a text; a .jsonl's blank lines are not, so its rows
+    are counted again (only when a text is refused)."""
+    from bertkit.data.text import iter_jsonl
+
+    if path.endswith((".txt", ".txt.gz")):
+        return f"line {index + 1}"
+    number = next((n for i, (n, _) in enumerate(iter_jsonl(path, encoding)) if i == index), None)
+    return f"line {number}" if number is not None else f"text {index + 1}"
 
 
 def run_convert(args: argparse.Namespace) -> int:

@@ -175,7 +175,10 @@ def read_examples(task: str, path: str | Path, labels: Optional[LabelMap], requi
 
 def check_training_labels(task: str, path: str | Path, examples: Sequence) -> None:
     """A training file whose rows all carry one label (one value, for regression) gives nothing to learn:
-    stop before training, naming the file and the lines."""
+    stop before training, naming the file and the lines. So does an NER file with no entity (every tag O)."""
+    if task == "ner" and examples and all(tag == "O" for ex in examples for tag in (ex.tags or ())):
+        raise InputFileError(path, f"all {len(examples)} sentences (lines {examples[0].line}-{examples[-1].line}) "
+                                   "are tagged O: ner needs entities (B-/I- tags) in the training file")
     if task not in SINGLE_LABEL_TASKS or not examples:
         return
     values = {ex.label for ex in examples}

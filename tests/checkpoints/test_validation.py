@@ -148,10 +148,10 @@ def test_lone_surrogate_in_the_python_api(tiny_model_dir):
 
 def test_lone_surrogate_on_the_command_line(tiny_model_dir, tmp_path, capsys):
     source = tmp_path / "in.jsonl"
-    source.write_text("".join(json.dumps({"text": t}) + "\n" for t in TEXTS_WITH_SURROGATE), encoding="utf-8")
+    source.write_text("\n" + "".join(json.dumps({"text": t}) + "\n" for t in TEXTS_WITH_SURROGATE), encoding="utf-8")
     assert main(["encode", "--model", str(tiny_model_dir), "--input", str(source), "--output",
                  str(tmp_path / "o.npy")]) == 2
-    assert "in.jsonl: text 2 holds a lone UTF-16 surrogate" in capsys.readouterr().err
+    assert "in.jsonl: line 3 holds a lone UTF-16 surrogate" in capsys.readouterr().err    # text 2, after a blank line
     assert not (tmp_path / "o.npy").exists()
 
 

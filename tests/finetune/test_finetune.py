@@ -281,3 +281,13 @@ def test_bad_task_inputs(finetune_model_dir, tmp_path):
     with pytest.raises(BertkitError, match="max-length"):
         run_finetune(job_config(FinetuneConfig, task="classification", model=str(finetune_model_dir), train=str(train),
                                     output=str(tmp_path / "o"), **{**FAST, "max_length": 4096}))
+
+
+def test_ner_training_data_without_any_entity_is_one_error_naming_the_file(finetune_model_dir, tmp_path):
+    """All-O tags give a tagger nothing to learn, as one label gives a classifier nothing (check_training_labels)."""
+    train = write_jsonl(tmp_path / "t.jsonl", [{"tokens": ["the", "cat"], "tags": ["O", "O"]},
+                                               {"tokens": ["a", "dog"], "tags": ["O", "O"]}])
+    with pytest.raises(BertkitError, match=r"t.jsonl: all 2 sentences \(lines 1-2\) are tagged O: ner needs entities"):
+        run_finetune(job_config(FinetuneConfig, task="ner", model=str(finetune_model_dir), train=str(train),
+                                output=str(tmp_path / "o"), **FAST))
+    assert not (tmp_path / "o").exists()
