@@ -155,11 +155,16 @@ def _abandoned(path: Path, pid: str | None) -> bool:
         return False
 
 
+def check_folder_target(target: str | os.PathLike) -> None:
+    """A data file given as a folder output (--output) is never moved aside or written into: one line instead."""
+    if Path(target).exists() and not Path(target).is_dir():
+        raise BertkitError(f"{target} is a file, not a folder; name a new or existing folder for the output")
+
+
 def temp_folder(target: str | os.PathLike) -> Path:
     """A new, empty `.NAME.tmp-PID-XXXX` beside `target` (created with the umask's permissions)."""
     target = Path(target)
-    if target.exists() and not target.is_dir():     # a data file given as --output: never moved aside
-        raise BertkitError(f"{target} is a file, not a folder; name a new or existing folder for the output")
+    check_folder_target(target)
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = target.with_name(f".{target.name}.tmp-{os.getpid()}-{secrets.token_hex(4)}")
     tmp.mkdir()

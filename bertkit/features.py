@@ -12,7 +12,6 @@ the batch is padded enough for it to pay (PACK_MIN_PADDING).
 """
 from __future__ import annotations
 
-import math
 import warnings
 from dataclasses import dataclass
 from typing import Iterator, Literal, Optional, Sequence
@@ -21,7 +20,7 @@ import numpy as np
 import torch
 
 from bertkit.errors import BertkitError, BertkitWarning
-from bertkit.job_config import AT_LEAST_ONE, check_ranges
+from bertkit.job_config import AT_LEAST_ONE, MAX_LENGTH, check_ranges
 from bertkit.model.encoder import Encoder
 from bertkit.model.pooling import check_options, normalize, select_layers
 from bertkit.model.sentence import SentenceEncoder, can_pack
@@ -45,7 +44,7 @@ class EncodeOptions:
     progress: bool = False
 
     def __post_init__(self) -> None:    # -2 would run and give other vectors, silently
-        check_ranges(self, {"batch_size": AT_LEAST_ONE, "max_length": (3, math.inf, True), "stride": AT_LEAST_ONE})
+        check_ranges(self, {"batch_size": AT_LEAST_ONE, "max_length": MAX_LENGTH, "stride": AT_LEAST_ONE})
 
 
 @dataclass

@@ -39,6 +39,7 @@ def check_ranges(section: typing.Any, rules: dict[str, tuple[float, float, bool]
 
 POSITIVE, AT_LEAST_ONE, NON_NEGATIVE = (0.0, math.inf, False), (1, math.inf, True), (0.0, math.inf, True)
 FRACTION = (0.0, 1.0, True)
+MAX_LENGTH = (3, math.inf, True)       # tokens per row: [CLS], one token, [SEP]
 
 
 @dataclass
@@ -106,7 +107,7 @@ class JobData:
 
     def __post_init__(self) -> None:
         check_ranges(self, {"batch_size": AT_LEAST_ONE, "eval_batch_size": AT_LEAST_ONE,
-                            "max_length": (3, math.inf, True),    # [CLS], one token, [SEP]
+                            "max_length": MAX_LENGTH,
                             "max_train_examples": AT_LEAST_ONE, "max_dev_examples": AT_LEAST_ONE})
 
 

@@ -102,7 +102,8 @@ def _check_fits_memory(encoder: EncoderConfig) -> None:
     bodies; XLNet's config has sizes of its own.)"""
     if not isinstance(encoder, EncoderConfig):
         return
-    needed = 16 * implied_parameters(encoder)
+    parameters = implied_parameters(encoder)
+    needed = 16 * parameters
     try:
         memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     except (AttributeError, ValueError, OSError):   # no sysconf (Windows): no check
@@ -110,7 +111,7 @@ def _check_fits_memory(encoder: EncoderConfig) -> None:
     if needed > memory:
         raise BertkitError(f"the encoder's sizes ({encoder.num_layers} layers x {encoder.hidden_size}, FFN "
                            f"{encoder.intermediate_size}, vocabulary {encoder.vocab_size}) imply "
-                           f"{implied_parameters(encoder):,} parameters, {needed / 2**30:,.0f} GiB to train, more than "
+                           f"{parameters:,} parameters, {needed / 2**30:,.0f} GiB to train, more than "
                            f"this machine's {memory / 2**30:,.0f} GiB; lower --encoder.* sizes")
 
 

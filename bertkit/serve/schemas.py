@@ -13,9 +13,9 @@ from bertkit.serve.runner import SERVED_POOLINGS
 
 PoolingName = Literal[SERVED_POOLINGS]  # type: ignore[valid-type]
 EncodingFormat = Literal["float", "base64"]
-# JSON numbers past 64 bits: neither SQLite (filters) nor the response encoder (echoed ids) takes them
+# An echoed id past 64 bits: the response encoder cannot write it (a filter value past 64 bits is the store's to refuse)
 Int64 = Annotated[int, Field(ge=-2**63, le=2**63 - 1)]
-FilterScalar = Union[str, Int64, float, bool, None]
+FilterScalar = Union[str, int, float, bool, None]
 
 TRUNCATE_DOC = ("cut texts longer than the model's limit (special tokens included) and list their indices in "
                 "`truncated`; when false such texts are refused with 422 naming them")

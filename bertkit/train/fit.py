@@ -33,7 +33,7 @@ from typing import Any, Callable, Optional
 import torch
 from torch import nn
 
-from bertkit.atomic_write import write_json
+from bertkit.atomic_write import check_folder_target, write_json
 from bertkit.config import save_config
 from bertkit.errors import BertkitError
 from bertkit.job_config import flat_keys
@@ -109,8 +109,7 @@ def check_resume(resume: bool, output: str | Path) -> None:
     """--resume without a saved state: a one-line error, before the job reads data or builds a model (a state in
     the pickle format of earlier versions is named as such, by load_state). The run folder, which the run writes,
     appends to and deletes in, must hold its own files (refuse_links)."""
-    if Path(output).exists() and not Path(output).is_dir():
-        raise BertkitError(f"{output} is a file, not a folder; name a new or existing folder for --output")
+    check_folder_target(output)
     refuse_links(run_folder(output))
     saved = state_path(run_folder(output))
     if resume and not saved.is_file():
