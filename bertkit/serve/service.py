@@ -259,6 +259,11 @@ class EmbeddingService:
         if k > self.config.search_k_limit:
             raise ServiceError(413, f"k={k} is over this server's limit of {self.config.search_k_limit} "
                                     "(search_k_limit in GET /status)")
+        try:
+            await self.index.follow_folder()     # a generation saved while the server runs answers from now on
+        except TimeLimitExceeded as err:
+            self.stats.timeouts += 1
+            raise ServiceError(503, f"{err}; retry shortly", {"Retry-After": "1"}) from None
         # as the index encodes its documents (search/encoding.py): its pooling and length, no normalization
         vectors, truncated, _ = await self.embed_texts([query], self.index.pooling, False, truncate=True,
                                                        field="query", allow_pairs=False,
