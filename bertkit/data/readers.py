@@ -68,7 +68,10 @@ def read_text_examples(path: str | Path, label_kind: LabelKind = "class", labels
     if fmt == "jsonl":
         rows = _jsonl_rows(path, options.encoding, log)
     elif fmt in ("tsv", "csv"):
-        rows = _delimited_rows(path, "\t" if fmt == "tsv" else ",", options.encoding, log)
+        layout: dict = {}
+        rows = list(_delimited_rows(path, "\t" if fmt == "tsv" else ",", options.encoding, log, layout))
+        if layout.get("headerless") and label_kind == "class":
+            _check_label_first(path, fmt, rows)
     elif fmt == "txt":
         # every line is a text, a blank one too: it is refused as an empty text, naming its line, as encode does
         rows = ((n, {"text": line}, line) for n, line in iter_lines(path, options.encoding))
@@ -94,7 +97,8 @@ def _jsonl_rows(path: Path, encoding: str, log: BadRowLog):
         yield line_no, row, line
 
 
-def _delimited_rows(path: Path, delimiter: str, encoding: str, log: BadRowLog):
+def _delimited_rows(path: Path, delimiter: str, encoding: str, log: BadRowLog, layout: dict):
+    """Rows as dicts; layout["headerless"] says whether the columns were read in the default order."""
     columns: Optional[list[str]] = None
     for line_no, line in iter_lines(path, encoding):
         if not line.strip():
@@ -110,6 +114,7 @@ def _delimited_rows(path: Path, delimiter: str, encoding: str, log: BadRowLog):
             if columns is not None:
                 continue
             columns = ["label", "text", "text_pair"][:len(fields)] if len(fields) > 1 else ["text"]
+            layout["headerless"] = len(fields) > 1
             if len(fields) > 3:
                 log.add(line_no, "wrong number of columns", f"{len(fields)} columns; without a header the "
                         "layout is label<TAB>text[<TAB>text_pair]", line)
@@ -121,6 +126,26 @@ def _delimited_rows(path: Path, delimiter: str, encoding: str, log: BadRowLog):
                     "a tab or comma inside a text must be quoted", line)
             continue
         yield line_no, dict(zip(columns, fields)), line
+
+
+def _check_label_first(path: Path, fmt: str, rows: list) -> None:
+    """Without a header the first column is the label. A file written text first reads its texts as labels and
+    would fail later, blaming dev or training on thousands of classes: when the "labels" vary like texts
+    (most rows a label of their own) and run longer than the "texts", say so here, naming this file."""
+    pairs = [(row["label"], row["text"]) for _, row, _ in rows if isinstance(row.get("text"), str)
+             and isinstance(row.get("label"), str) and row["label"] and row["text"]]
+    if not pairs:
+        return
+    labels = [label for label, _ in pairs]
+    mean_label = sum(map(len, labels)) / len(pairs)
+    mean_text = sum(len(text) for _, text in pairs) / len(pairs)
+    if len(set(labels)) > len(pairs) / 2 and mean_label > 2 * mean_text:
+        line, label, text = rows[0][0], *pairs[0]
+        sep = "<TAB>" if fmt == "tsv" else ","
+        raise InputFileError(path, f"line {line}: the first column looks like texts ({len(set(labels))} different "
+                                   f"values in {len(pairs)} rows, e.g. {label[:40]!r}) and the second like labels "
+                                   f"(e.g. {text[:40]!r}); without a header a row is label{sep}text: swap the "
+                                   f"columns or add a header row text{sep}label")
 
 
 def _header_columns(fields: list[str]) -> Optional[list[str]]:

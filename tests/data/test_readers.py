@@ -36,6 +36,24 @@ def test_google_tsv_without_header_and_gzip(tmp_path):
     assert examples[1] == ("bad film", "pair text", "neg", 2)
 
 
+def test_a_headerless_file_written_text_first_is_one_error_naming_it(tmp_path):
+    rows = [("good movie I would watch again", "pos"), ("a bad movie", "neg"), ("great film", "pos"),
+            ("an awful film", "neg")]
+    for suffix, sep in ((".tsv", "\t"), (".csv", ",")):
+        path = write(tmp_path / f"train{suffix}", "".join(f"{text}{sep}{label}\n" for text, label in rows))
+        with pytest.raises(InputFileError, match=rf"train{suffix}: line 1: the first column looks like texts "
+                                                 r"\(4 different values in 4 rows.*add a header row text"):
+            read_text_examples(path)
+        dev = write(tmp_path / f"dev{suffix}", f"nice one{sep}pos\n")   # dev blamed before: "unknown label"
+        with pytest.raises(InputFileError, match="first column looks like texts"):
+            read_text_examples(dev, labels=LabelMap(["neg", "pos"]))
+        path.write_text("".join(f"{label}{sep}{text}\n" for text, label in rows))     # label first: read
+        assert [e.label for e in read_text_examples(path)] == ["pos", "neg", "pos", "neg"]
+    # long labels on short texts with a header row are the file's own business
+    path = write(tmp_path / "named.tsv", "label\ttext\nthe first long label\tab\nthe second long label\tcd\n")
+    assert len(read_text_examples(path)) == 2
+
+
 def test_header_row_in_any_column_order_and_bom(tmp_path):
     path = tmp_path / "train.tsv"
     path.write_bytes("\ufeffsentence\tlabel\nhello\t1\n".encode("utf-8"))
