@@ -79,7 +79,11 @@ class Tokenizer:
     @classmethod
     def from_vocab_file(cls, path: str | Path, lowercase: bool | None = None) -> "Tokenizer":
         """From a BERT vocab.txt; lowercase=None infers the casing from the vocab."""
-        tokenizer = cls.from_vocab(wordpiece.read_vocab_file(path), lowercase)
+        vocab = wordpiece.read_vocab_file(path)
+        try:
+            tokenizer = cls.from_vocab(vocab, lowercase)
+        except CheckpointError as err:      # the missing special tokens: name the file that lacks them
+            raise CheckpointError(f"{path}: {err}") from None
         tokenizer.check_casing()
         return tokenizer
 

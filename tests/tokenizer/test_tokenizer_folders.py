@@ -84,6 +84,14 @@ def test_folder_without_tokenizer_files_is_named(tmp_path):
         Tokenizer.from_folder(tmp_path / "missing")
 
 
+def test_a_vocab_without_special_tokens_is_named(tmp_path):
+    (tmp_path / "vocab.txt").write_text("[PAD]\na\nb\n")
+    for source in (tmp_path / "vocab.txt", tmp_path):
+        with pytest.raises(CheckpointError, match=rf"^{tmp_path / 'vocab.txt'}: the vocab lacks the special token\(s\) "
+                                                  r"\[UNK\], \[CLS\], \[SEP\], \[MASK\]"):
+            Tokenizer.from_vocab_file(source) if source.is_file() else Tokenizer.from_folder(source)
+
+
 def test_non_wordpiece_tokenizer_json_is_refused(tmp_path):
     RustTokenizer(BPE()).save(str(tmp_path / "tokenizer.json"))
     with pytest.raises(CheckpointError, match="BPE"):
