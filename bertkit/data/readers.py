@@ -4,7 +4,8 @@ Formats (chosen by extension, after an optional .gz):
 - .jsonl / .json: one object per line, `{"text", "text_pair"?, "label"}` (`text_a`/`text_b` also accepted);
 - .tsv / .csv: Google run_classifier's `label<TAB>text[<TAB>text_pair]`, or any column order under a
   header row naming `label` and `text` (`sentence`, `sentence1`, `text_a`) and optionally `text_pair`
-  (`sentence2`, `text_b`); one example per physical line, quotes follow CSV rules;
+  (`sentence2`, `text_b`); quotes follow CSV rules, so a quoted field may hold newlines (a row is then
+  named by its first line);
 - .txt: one text per line, no labels (for prediction).
 Multi-label rows give a list (JSONL) or a comma-separated field (TSV/CSV). Every problem is collected
 with its line (see bad_rows.py) so one run reports them all.
@@ -13,9 +14,10 @@ from __future__ import annotations
 
 import csv
 import math
+from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal, NamedTuple, Optional, Union
+from typing import Any, Iterator, Literal, NamedTuple, Optional, Union
 
 from bertkit.data.bad_rows import BadRowLog, jsonl_objects
 from bertkit.data.text import iter_lines
@@ -25,6 +27,7 @@ from bertkit.errors import InputFileError
 LabelKind = Literal["class", "multi", "score"]
 Label = Union[str, float, tuple[str, ...]]
 
+MAX_RECORD_LINES = 1000      # lines one CSV/TSV record may span (a quoted field holding newlines)
 TEXT_COLUMNS = ("text", "sentence", "sentence1", "text_a")
 PAIR_COLUMNS = ("text_pair", "sentence2", "text_b")
 
@@ -100,13 +103,9 @@ def _jsonl_rows(path: Path, encoding: str, log: BadRowLog):
 def _delimited_rows(path: Path, delimiter: str, encoding: str, log: BadRowLog, layout: dict):
     """Rows as dicts; layout["headerless"] says whether the columns were read in the default order."""
     columns: Optional[list[str]] = None
-    for line_no, line in iter_lines(path, encoding):
-        if not line.strip():
-            continue
-        try:
-            fields = next(csv.reader([line], delimiter=delimiter, strict=True))
-        except csv.Error as err:
-            log.add(line_no, "malformed quotes", f"malformed quotes ({err}); a field that starts with \" must "
+    for line_no, line, fields in _records(iter_lines(path, encoding), delimiter):
+        if isinstance(fields, csv.Error):
+            log.add(line_no, "malformed quotes", f"malformed quotes ({fields}); a field that starts with \" must "
                     "end with \" and double the quotes inside it", line)
             continue
         if columns is None:
@@ -126,6 +125,42 @@ def _delimited_rows(path: Path, delimiter: str, encoding: str, log: BadRowLog, l
                     "a tab or comma inside a text must be quoted", line)
             continue
         yield line_no, dict(zip(columns, fields)), line
+
+
+def _records(lines: Iterator[tuple[int, str]], delimiter: str) -> Iterator[tuple[int, str, Any]]:
+    """(first line number, record text, fields or the csv.Error) per record; blank lines skipped. A quoted field
+    may hold newlines (as Python's csv module and spreadsheets write them): a record whose quote is still open
+    at the end of its line goes on over the next lines until the quote closes, at most MAX_RECORD_LINES. A
+    quote that never closes is one bad record at its first line, and the lines after it are read again."""
+    pending: deque[tuple[int, str]] = deque()
+    source = iter(lines)
+    while True:
+        line_no, line = pending.popleft() if pending else next(source, (0, ""))
+        if not line_no:
+            return
+        if not line.strip():
+            continue
+        taken: list[tuple[int, str]] = []
+        text = line
+        while True:
+            try:
+                yield line_no, text, next(csv.reader([text], delimiter=delimiter, strict=True))
+                break
+            except csv.Error as err:
+                still_open = str(err) == "unexpected end of data" and len(taken) < MAX_RECORD_LINES
+                more = (pending.popleft() if pending else next(source, None)) if still_open else None
+                # only a line with a quote can close the field: read on to one before parsing again
+                while more is not None and '"' not in more[1] and len(taken) < MAX_RECORD_LINES:
+                    taken.append(more)
+                    more = pending.popleft() if pending else next(source, None)
+                if more is None or '"' not in more[1]:
+                    if more is not None:
+                        taken.append(more)
+                    yield line_no, line, err
+                    pending.extendleft(reversed(taken))      # read the lines after the bad one on their own
+                    break
+                taken.append(more)
+                text = "\n".join([line, *(part for _, part in taken)])
 
 
 def _check_label_first(path: Path, fmt: str, rows: list) -> None:

@@ -73,6 +73,30 @@ def test_unbalanced_quotes_in_tsv_are_reported_with_lines_and_counts(tmp_path):
         read_text_examples(path, options=ReadOptions(skip_hint=True))
 
 
+def test_quoted_fields_with_newlines_as_python_csv_writes_them(tmp_path):
+    import csv
+
+    rows = [{"text": "First paragraph.\n\nSecond, with \"quotes\".", "label": "tech"},
+            {"text": "one line", "label": "sport"},
+            {"text": "a\nb\nc", "label": "tech"}]
+    for suffix, delimiter in ((".csv", ","), (".tsv", "\t")):
+        path = tmp_path / f"train{suffix}"
+        with open(path, "w", newline="", encoding="utf-8") as f:
+            writer = csv.DictWriter(f, ["text", "label"], delimiter=delimiter, quoting=csv.QUOTE_MINIMAL)
+            writer.writeheader()
+            writer.writerows(rows)
+        examples = read_text_examples(path)
+        assert [(e.text, e.label) for e in examples] == [(r["text"], r["label"]) for r in rows]
+        assert [e.line for e in examples] == [2, 5, 6]          # each row named by its first line
+
+
+def test_a_quote_that_never_closes_is_one_bad_row_and_the_rows_after_it_are_read(tmp_path):
+    path = write(tmp_path / "train.csv", 'label,text\npos,"never closed\nneg,plain\npos,"two\nlines"\n')
+    examples = read_text_examples(path, options=ReadOptions(skip_bad_rows=True,
+                                                             rejects_path=tmp_path / "rejects.jsonl"))
+    assert [(e.text, e.line) for e in examples] == [("plain", 3), ("two\nlines", 4)]
+
+
 def test_skip_bad_rows_writes_rejects(tmp_path):
     path = write(tmp_path / "train.tsv", 'pos\tfine\nneg\t"broken\nneg\t \npos\tgood\n')
     rejects = tmp_path / "rejects.jsonl"
