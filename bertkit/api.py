@@ -72,7 +72,7 @@ class Model:
 
     def encode(self, texts: Sequence[str], batch_size: int = 32, max_length: int | None = None,
                pooling: str | None = None, layers: str | int | list[int] | None = None, normalize: bool | None = None,
-               long_texts: str = "truncate", stride: int = 128, progress: bool = False,
+               long_texts: str = "truncate", stride: int | None = None, progress: bool = False,
                whiten: bool | None = None) -> np.ndarray:
         """One float32 vector per text, in input order: (N, D).
 

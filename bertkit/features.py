@@ -33,6 +33,7 @@ from bertkit.tokenizer.padding import pad_to_tensors
 from bertkit.tokenizer.tokenizer import EMPTY_TEXT, InvalidTextError
 
 LongTexts = Literal["truncate", "sliding-window", "error"]
+DEFAULT_STRIDE = 128     # sliding-window overlap in tokens, where the window allows
 
 
 @dataclass(frozen=True)
@@ -40,7 +41,7 @@ class EncodeOptions:
     batch_size: int = 32
     max_length: int | None = None      # None: the model's limit
     long_texts: LongTexts = "truncate"
-    stride: int = 128                  # sliding-window overlap, in tokens
+    stride: int | None = None          # sliding-window overlap, in tokens; None: window_stride's choice
     progress: bool = False
 
     def __post_init__(self) -> None:    # -2 would run and give other vectors, silently
@@ -105,8 +106,9 @@ def encode_texts(sentence: SentenceEncoder, tokenizer: Tokenizer, texts: Sequenc
     if not texts:
         return np.zeros((0, sentence.dim), dtype=np.float32)
     if options.long_texts == "sliding-window":
-        windows = tokenizer.encode_windows(texts, max_length=_max_length(sentence.encoder, options),
-                                           stride=options.stride)
+        max_length = _max_length(sentence.encoder, options)
+        windows = tokenizer.encode_windows(texts, max_length=max_length, stride=window_stride(max_length,
+                                                                                              options.stride))
         warn_unknown(tokenizer, texts, "encode", windows.encoding.input_ids)
         report.texts += len(texts)
         report.windows += len(windows.text_index)
@@ -155,6 +157,18 @@ def check_texts(texts: Sequence[str]) -> list[str]:
         if isinstance(text, str) and not text.strip():
             raise InvalidTextError(index, EMPTY_TEXT)
     return texts
+
+
+def window_stride(max_length: int, stride: int | None) -> int:
+    """The overlap of sliding windows of max_length tokens: 128 by default, half the window when 128 would
+    not leave it room to advance (max_length 128 has a window of 126); a given stride must leave that room."""
+    window = max_length - 2
+    if stride is None:
+        return DEFAULT_STRIDE if DEFAULT_STRIDE < window else window // 2
+    if stride >= window:
+        raise EncodeOptionError(f"stride {stride} must be under the window of {window} tokens (max_length "
+                                f"{max_length} less [CLS] and [SEP]), or left to its default")
+    return stride
 
 
 def _max_length(encoder: Encoder, options: EncodeOptions) -> int:

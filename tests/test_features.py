@@ -39,6 +39,18 @@ def test_long_texts_truncate_report_or_window(model):
         model.encode([long_text], long_texts="error")
 
 
+def test_the_default_stride_fits_a_short_window(model):
+    from bertkit.features import EncodeOptionError, window_stride
+
+    long_text = "the cat sat " * 30 + "dog is on the mat " * 30
+    # the model holds 64 tokens: a window of 62, where the default overlap of 128 raised a ValueError
+    default = model.encode([long_text], long_texts="sliding-window")
+    np.testing.assert_array_equal(default, model.encode([long_text], long_texts="sliding-window", stride=31))
+    assert (window_stride(512, None), window_stride(256, None), window_stride(128, None)) == (128, 128, 63)
+    with pytest.raises(EncodeOptionError, match="stride 62 must be under the window of 62 tokens"):
+        model.encode([long_text], long_texts="sliding-window", stride=62)
+
+
 def test_max_length_over_limit_and_string_input(model):
     with pytest.raises(ValueError, match="max_length 100"):
         model.encode(["cat"], max_length=100)

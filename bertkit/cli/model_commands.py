@@ -29,7 +29,8 @@ def register(subparsers) -> None:
     p.add_argument("--normalize", action="store_true", default=None, help="L2-normalize the vectors")
     p.add_argument("--long-texts", choices=("truncate", "sliding-window", "error"), default="truncate",
                    help="texts over max-length: cut and count (default), average overlapping windows, or fail")
-    p.add_argument("--stride", type=int, default=128, help="sliding-window overlap in tokens")
+    p.add_argument("--stride", type=int, default=None,
+                   help="sliding-window overlap in tokens (default: 128, less when --max-length leaves a short window)")
     p.add_argument("--field", default="text", help="JSONL field that holds the text")
     p.add_argument("--encoding", default="utf-8", help="input file encoding, e.g. gb18030")
     p.add_argument("--device", default=None, help="cpu, cuda, or auto (default)")

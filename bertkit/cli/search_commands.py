@@ -28,7 +28,8 @@ def register(subparsers) -> None:
     build.add_argument("--long-texts", choices=("truncate", "sliding-window", "error"), default="truncate",
                        help="documents over max-length: cut and count (default), average overlapping windows, or "
                             "fail; recorded with the index, so queries and later adds are encoded the same way")
-    build.add_argument("--stride", type=int, default=128, help="sliding-window overlap in tokens")
+    build.add_argument("--stride", type=int, default=None,
+                       help="sliding-window overlap in tokens (default: 128, less when --max-length leaves a short window)")
     build.add_argument("--batch-size", type=positive_int, default=64)
     build.add_argument("--kind", choices=("auto", "flat", "ivf", "ivfpq"), default="auto",
                        help="auto: exact flat search, IVF beyond --ivf-threshold vectors")

@@ -41,7 +41,7 @@ class EncoderSpec:
     batch_size: int = 64
     precision: str | None = None   # fp32 | bf16 | int8 | auto (bertkit.load); None: what the folder holds
     long_texts: str = "truncate"   # texts over max_length: truncate | sliding-window | error (Model.encode)
-    stride: int = 128              # sliding-window overlap in tokens
+    stride: int | None = None      # sliding-window overlap in tokens; None: features.window_stride's default
 
 
 class ModelTextEncoder:
