@@ -191,8 +191,8 @@ def _tokenize(encoder: Encoder, tokenizer: Tokenizer, texts: list[str], options:
     warn_unknown(tokenizer, texts, "encode", batch.input_ids)
     if batch.num_truncated:
         warnings.warn(f"{batch.num_truncated} of {len(texts)} texts were longer than {max_length} tokens and "
-                      "were truncated; pass long_texts='sliding-window' (--long-texts sliding-window) to keep "
-                      "all of them", BertkitWarning, stacklevel=4)
+                      "were truncated; encode with long_texts='sliding-window' (the encode and index build "
+                      "commands: --long-texts sliding-window) to keep all of them", BertkitWarning, stacklevel=4)
     return batch
 
 

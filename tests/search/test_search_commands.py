@@ -163,6 +163,7 @@ def test_cli_warning_is_one_line_naming_the_flag(tmp_path, tiny_model_dir):
     assert result.returncode == 0, result.stderr
     lines = result.stderr.splitlines()
     assert [line for line in lines if "truncated" in line] == [
-        "bertkit: warning: 1 of 2 texts were longer than 16 tokens and were truncated; pass "
-        "long_texts='sliding-window' (--long-texts sliding-window) to keep all of them"], lines
+        "bertkit: warning: 1 of 2 texts were longer than 16 tokens and were truncated; encode with "
+        "long_texts='sliding-window' (the encode and index build commands: --long-texts sliding-window) to keep all "
+        "of them"], lines
     assert not [line for line in lines if ".py:" in line or "Warning" in line], lines
