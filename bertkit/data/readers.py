@@ -78,6 +78,9 @@ def read_text_examples(path: str | Path, label_kind: LabelKind = "class", labels
     elif fmt == "txt":
         # every line is a text, a blank one too: it is refused as an empty text, naming its line, as encode does
         rows = ((n, {"text": line}, line) for n, line in iter_lines(path, options.encoding))
+    elif fmt == "squad":
+        raise InputFileError(path, "a .json file is read as SQuAD (qa); rows for this task go in JSONL, one "
+                                   "object per line (.jsonl), or .tsv / .csv")
     else:
         raise InputFileError(path, f"a {fmt} file cannot hold text-classification examples; "
                              "use .jsonl, .tsv or .csv")
@@ -202,7 +205,8 @@ def _to_example(row: dict, line_no: int, raw: str, label_kind: LabelKind, labels
                 require_labels: bool, log: BadRowLog) -> Optional[TextExample]:
     text, pair = row.get("text"), row.get("text_pair")
     if text is None:
-        log.add(line_no, "missing text", f'no "text" field (fields: {", ".join(map(str, row))})', raw)
+        hint = "; these look like NER rows: pass --task ner" if {"tokens", "tags"} <= set(row) else ""
+        log.add(line_no, "missing text", f'no "text" field (fields: {", ".join(map(str, row))}){hint}', raw)
         return None
     if not isinstance(text, str) or (pair is not None and not isinstance(pair, str)):
         log.add(line_no, "text is not a string", "text and text_pair must be strings", raw)

@@ -13,7 +13,7 @@ from typing import NamedTuple
 
 from bertkit.data.bad_rows import BadRowLog
 from bertkit.data.text import read_text
-from bertkit.data.readers import ReadOptions
+from bertkit.data.readers import ReadOptions, file_format
 from bertkit.errors import InputFileError
 
 
@@ -33,6 +33,9 @@ class QAExample(NamedTuple):
 def read_squad(path: str | Path, require_answers: bool = True,
                options: ReadOptions = ReadOptions()) -> list[QAExample]:
     path = Path(path)
+    if file_format(path) != "squad":
+        raise InputFileError(path, "qa reads SQuAD JSON: one .json file holding {\"version\": ..., \"data\": "
+                                   "[articles with paragraphs and qas]}, not one row per line")
     text = read_text(path, options.encoding)
     try:
         document = json.loads(text)

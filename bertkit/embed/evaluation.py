@@ -137,7 +137,10 @@ def read_retrieval_files(queries_path, corpus_path) -> RetrievalTask:
         corpus.append(_text(corpus_path, number, row, "text"))
     queries, relevant = [], []
     for number, row in read_jsonl(queries_path):
-        wanted = row.get("relevant")
+        if "relevant" not in row:
+            raise InputFileError(queries_path, f"missing field 'relevant' (the corpus id or ids this query should "
+                                               f"find; fields: {', '.join(map(str, row))})", line=number)
+        wanted = row["relevant"]
         wanted = wanted if isinstance(wanted, list) else [wanted]
         missing = [w for w in wanted if str(w) not in position]
         if wanted == [None] or missing:

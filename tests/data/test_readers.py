@@ -97,6 +97,19 @@ def test_a_quote_that_never_closes_is_one_bad_row_and_the_rows_after_it_are_read
     assert [(e.text, e.line) for e in examples] == [("plain", 3), ("two\nlines", 4)]
 
 
+def test_rows_of_another_task_say_which_task_reads_them(tmp_path):
+    ner = write(tmp_path / "ner.jsonl", '{"tokens": ["Li", "Lei"], "tags": ["B-PER", "I-PER"]}\n')
+    with pytest.raises(InputFileError, match=r'no "text" field \(fields: tokens, tags\); these look like NER rows: '
+                                             r"pass --task ner"):
+        read_text_examples(ner)
+    array = write(tmp_path / "rows.json", json.dumps([{"text": "a", "label": "x"}]))
+    with pytest.raises(InputFileError, match=r"rows.json: a .json file is read as SQuAD \(qa\); rows for this "
+                                             r"task go in JSONL"):
+        read_text_examples(array)
+    with pytest.raises(InputFileError, match=r"ner.jsonl: qa reads SQuAD JSON: one .json file"):
+        read_squad(ner)                                  # said "invalid JSON: Extra data"
+
+
 def test_skip_bad_rows_writes_rejects(tmp_path):
     path = write(tmp_path / "train.tsv", 'pos\tfine\nneg\t"broken\nneg\t \npos\tgood\n')
     rejects = tmp_path / "rejects.jsonl"

@@ -39,6 +39,9 @@ def test_retrieval_files_and_errors_name_the_line(tmp_path):
     queries.write_text('{"text": "x", "relevant": [1, "b"]}\n{"text": "y", "relevant": "zz"}\n')
     with pytest.raises(InputFileError, match=r"q.jsonl:2: .*zz"):
         read_retrieval_files(queries, corpus)
+    queries.write_text('{"text": "x", "relevant": [1, "b"]}\n{"query": "y", "id": 1}\n')
+    with pytest.raises(InputFileError, match=r"q.jsonl:2: missing field 'relevant' .*fields: query, id\)"):
+        read_retrieval_files(queries, corpus)          # said "not in the corpus: [None]"
     queries.write_text('{"text": "x", "relevant": [1, "b"]}\n')
     task = read_retrieval_files(queries, corpus)
     assert task.relevant == [{0, 1}] and task.corpus == ["a", "bb"]
