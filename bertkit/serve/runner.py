@@ -146,8 +146,11 @@ class ModelRunner(BatchRunner):
         return TokenSequence(batch.input_ids[0], batch.token_type_ids[0])
 
     def self_test(self) -> dict:
-        """Encode a fixed text; the vector must be finite, non-zero and of the model's width."""
-        result = self.embed([EmbedItem(self._self_test_sequence(), self.default_pooling, False)])[0]
+        """Encode a fixed text as /encode does by default (the folder's pooling and normalization, so the norm
+        printed at start-up is the one clients get); the vector must be finite, non-zero and of the model's
+        width."""
+        result = self.embed([EmbedItem(self._self_test_sequence(), self.default_pooling,
+                                       self.default_normalize)])[0]
         if isinstance(result, NonFiniteResult):
             raise SelfTestFailed(f"the model returned a non-finite vector for {SELF_TEST_TEXT!r}")
         expected = self.expected_dimension()

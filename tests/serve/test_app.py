@@ -11,7 +11,7 @@ import torch
 import bertkit
 from bertkit.features import embed_batch
 from bertkit.serve.inputs import TokenSequence
-from bertkit.serve.runner import EmbedItem, ModelRunner
+from bertkit.serve.runner import SELF_TEST_TEXT, EmbedItem, ModelRunner
 from servers import DOCUMENTS, start
 
 TEXTS = ["the cat sat on the mat", "hello world", "a dog is on the mat ||| the cat sat", "你好 世界"]
@@ -191,3 +191,14 @@ def test_served_precision_is_the_loaded_one(tiny_model_dir):
     fp32 = bertkit.load(tiny_model_dir).encode(TEXTS[:2], pooling="mean", normalize=True)
     np.testing.assert_allclose(served, bf16, atol=1e-3)
     assert np.abs(served - fp32).max() > 1e-5
+
+
+def test_the_self_test_reports_the_norm_clients_get(tiny_model_dir, make_sentence_transformers_folder, tmp_path):
+    """A folder that normalizes its vectors printed 'self-test passed (..., norm 5.253)' at start-up while
+    /encode returned unit vectors: the self-test now embeds as /encode does by default."""
+    folder = make_sentence_transformers_folder(tiny_model_dir, tmp_path / "st", "mean", [], normalize=True)
+    runner = ModelRunner(bertkit.load(folder, device="cpu"))
+    assert runner.self_test()["norm"] == pytest.approx(1.0, abs=1e-5)
+    plain = ModelRunner(bertkit.load(tiny_model_dir, device="cpu"))
+    vector = bertkit.load(tiny_model_dir, device="cpu").encode([SELF_TEST_TEXT])[0]
+    assert plain.self_test()["norm"] == pytest.approx(float(np.linalg.norm(vector)), rel=1e-5)
