@@ -82,6 +82,10 @@ def _say(message: str) -> None:
     print(f"bertkit: {message}", file=sys.stderr)
 
 
+def _documents(count: int) -> str:
+    return f"{count:,} document{'s' * (count != 1)}"
+
+
 def _describe(info) -> str:
     params = ", ".join(f"{k} {v}" for k, v in info.params.items())
     text = f"{info.count} vectors of dim {info.dim} in a {info.backend} {info.kind} index"
@@ -130,7 +134,7 @@ def run_build(args: argparse.Namespace) -> int:
         info = index.save()
     finally:
         index.close()
-    _say(f"indexed {count} documents in {time.perf_counter() - started:.1f}s: {_describe(info)}")
+    _say(f"indexed {_documents(count)} in {time.perf_counter() - started:.1f}s: {_describe(info)}")
     return 0
 
 
@@ -144,7 +148,7 @@ def run_add(args: argparse.Namespace) -> int:
             say_precision(index.encoder.model, args.precision)
         count = add_documents(index, args.input, replace=args.replace, progress=progress_wanted())
         info = index.save()
-    _say(f"{'updated' if args.replace else 'added'} {count} documents: {_describe(info)}")
+    _say(f"{'updated' if args.replace else 'added'} {_documents(count)}: {_describe(info)}")
     return 0
 
 
@@ -171,7 +175,7 @@ def run_delete(args: argparse.Namespace) -> int:
     with Index.open(args.index, lock_timeout_s=args.lock_timeout) as index:
         missing = index.delete(ids)
         info = index.save()
-    _say(f"deleted {len(ids) - len(missing)} documents: {_describe(info)}")
+    _say(f"deleted {_documents(len(ids) - len(missing))}: {_describe(info)}")
     if missing:
         shown = ", ".join(missing[:10]) + (" ..." if len(missing) > 10 else "")
         _say(f"{len(missing)} ids were not in the index: {shown}")

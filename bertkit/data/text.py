@@ -28,8 +28,9 @@ def check_readable(path: str | Path, suffixes: tuple[str, ...] = TEXT_SUFFIXES) 
     if path.is_dir():
         raise InputFileError(path, "is a folder; pass a file")
     if _suffix(path).lower() not in suffixes:
+        named = [suffix or "no extension" for suffix in suffixes]
         raise InputFileError(path, f"unsupported file type {_suffix(path) or '(none)'!r}; expected "
-                                   f"{', '.join(suffixes)} (optionally .gz)")
+                                   f"{', '.join(named)} (optionally .gz)")
     return path
 
 

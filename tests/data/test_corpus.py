@@ -2,7 +2,7 @@ import gzip
 
 import pytest
 
-from bertkit.data.corpus import CorpusPosition, iter_documents, split_sentences
+from bertkit.data.corpus import CorpusPosition, check_corpus_files, iter_documents, split_sentences
 from bertkit.errors import BertkitError
 
 
@@ -49,3 +49,11 @@ def test_binary_and_missing_files_are_one_line_errors(tmp_path):
         list(iter_documents([tmp_path / "missing.txt"]))
     with pytest.raises(BertkitError, match="no corpus files"):
         list(iter_documents([]))
+
+
+def test_a_corpus_of_another_type_lists_the_types_read(tmp_path):
+    path = tmp_path / "corpus.jsonl"
+    path.write_text('{"text": "a"}\n')
+    with pytest.raises(BertkitError, match=r"unsupported file type '.jsonl'; expected .txt, .text, .raw, .corpus, "
+                                           r"no extension \(optionally .gz\)$"):    # had an empty item: ", ,"
+        check_corpus_files([path])

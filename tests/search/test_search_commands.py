@@ -50,7 +50,9 @@ def test_build_search_update_delete(tmp_path, tiny_model_dir, capsys):
     _write(tmp_path / "more.jsonl", [{"id": "d5", "text": "blue sky over the sea", "kind": "place"}])
     assert main(["index", "add", "--index", str(index), "--input", str(tmp_path / "more.jsonl")]) == 0
     assert main(["index", "add", "--index", str(index), "--input", str(tmp_path / "more.jsonl")]) == 2
-    assert "already in the index" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "bertkit: added 1 document: " in err                  # "added 1 documents"
+    assert "already in the index ('d5'); use `bertkit index update` (Index.upsert) to replace them" in err
     _write(tmp_path / "upd.jsonl", [{"id": "d5", "text": "the cat sat on the mat", "kind": "copy"}])
     assert main(["index", "update", "--index", str(index), "--input", str(tmp_path / "upd.jsonl")]) == 0
     assert {h["id"] for h in _search(capsys, index, "the cat sat on the mat", "-k", "2")} == {"d1", "d5"}
