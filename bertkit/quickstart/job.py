@@ -233,10 +233,9 @@ def run_quickstart(output: str | Path = "bertkit-quickstart", plan: Optional[Qui
     for name, description, model_dir, stage, stage_estimate, key in runs:
         subset = (f"the first {stage.max_train_examples:,} training articles, "
                   if stage.max_train_examples and stage.max_train_examples < len(split.train) else "")
-        progress.stage(f"fine-tuning from {description}: {subset}{stage.max_length} tokens of each "
-                       f"article (its head and tail), {stage.epochs} epoch{'s' * (stage.epochs != 1)} = {stage_estimate.steps} steps of "
-                       f"{stage.batch_size}, "
-                       f"lr {stage.lr:g}; then the test split", stage_estimate.seconds)
+        progress.stage(f"fine-tuning from {description}: {subset}{stage.max_length} tokens of each article (its "
+                       f"head and tail), {stage.epochs} epoch{'s' * (stage.epochs != 1)} = {stage_estimate.steps} "
+                       f"steps of {stage.batch_size}, lr {stage.lr:g}; then the test split", stage_estimate.seconds)
         row, dev_accuracy[row.name] = _finetune(name, model_dir, stage, files, output / "finetune" / key,
                                                 len(split.train), plan.seed, tty)
         rows.append(row)
