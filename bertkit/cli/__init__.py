@@ -7,14 +7,18 @@ bertkit's warnings (BertkitWarning) print one line each, `bertkit: warning: ...`
 from __future__ import annotations
 
 import argparse
+import contextlib
+import difflib
 import importlib
 import os
 import sys
 import warnings
+from collections.abc import Iterator, Sequence
+from importlib import metadata
 from pathlib import Path
 
-from bertkit import progress
-from bertkit.cli.flags import OLD_PROGRESS_BAR, add_deprecated_flag
+from bertkit import __version__, progress
+from bertkit.cli.flags import OLD_PROGRESS_BAR, add_deprecated_flag, config_key_flags, known_flags
 from bertkit.errors import BertkitError, BertkitWarning
 
 COMMAND_MODULES = [
@@ -37,17 +41,76 @@ bars on or off; default: each command's own) and, where it reads a config, --con
 already saved is lost); 1 internal error (a bug: please report it with the traceback); 130 interrupted."""
 
 
+MISSING = ("the following arguments are required", "one of the arguments")   # argparse's errors for required flags
+
+
 class OneLineErrors(argparse.ArgumentParser):
     """A bad flag is one line, like every other bad input (exit 2), pointing at --help instead of printing the
-    usage block (45 lines for finetune). Subcommand parsers are of the same class (add_subparsers' default)."""
+    usage block (45 lines for finetune). Subcommand parsers are of the same class (add_subparsers' default).
+    An unknown flag is named before a missing required one (often the same flag, mistyped), with the closest
+    known spelling; a job command's `--section.key=value` overrides are left to its config loader."""
+
+    arguments: list[str] = []
+
+    def parse_known_args(self, args: Sequence[str] | None = None,  # type: ignore[override]
+                         namespace: argparse.Namespace | None = None) -> tuple[argparse.Namespace, list[str]]:
+        self.arguments = list(sys.argv[1:] if args is None else args)     # for error(): parsed again
+        namespace, extras = super().parse_known_args(args, namespace)
+        overrides = getattr(namespace, "accepts_overrides", False)
+        unknown = [item for item in extras if _is_flag(item) and not (overrides and "=" in item)]
+        if unknown:
+            self.exit(2, f"bertkit: error: {self._unknown_flag(unknown[0].split('=', 1)[0])}\n")
+        return namespace, extras
 
     def error(self, message: str):
+        if message.startswith(MISSING):
+            with _nothing_required(self), warnings.catch_warnings():
+                warnings.simplefilter("ignore")                 # a deprecated spelling warns once, not twice
+                self.parse_known_args(self.arguments)           # exits naming an unknown flag, if one was given
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+    def _unknown_flag(self, flag: str) -> str:
+        command = self.prog.removeprefix("bertkit").strip()
+        where = f"{command}: " if command else ""
+        if flag in config_key_flags(self):
+            return f"{where}{flag} takes its value after '=': {flag}=VALUE"
+        known = known_flags(self)
+        extended = [name for name in known if flag.startswith((f"{name}-", f"{name}_"))]    # --lr-rate: --lr + words
+        close = [max(extended, key=len)] if extended else difflib.get_close_matches(flag, known, n=1)
+        return f"{where}unknown flag {flag}" + (f" (did you mean {close[0]}?)" if close else "")
+
+
+def _is_flag(item: str) -> bool:
+    """`--x`, `-x`, `--x=1`; not a value such as -5 or a lone `-` / `--`."""
+    return item.startswith("-") and item.lstrip("-")[:1].isalpha()
+
+
+@contextlib.contextmanager
+def _nothing_required(parser: argparse.ArgumentParser) -> Iterator[None]:
+    """Every flag, positional and mutually exclusive group of `parser` optional for a while."""
+    items = [*parser._actions, *parser._mutually_exclusive_groups]
+    saved = [item.required for item in items]
+    for item in items:
+        item.required = False
+    try:
+        yield
+    finally:
+        for item, required in zip(items, saved):
+            item.required = required
+
+
+def _version() -> str:
+    """The installed distribution's version (bertkit.__version__ in a checkout that is not installed)."""
+    try:
+        return metadata.version("bertkit")
+    except metadata.PackageNotFoundError:
+        return __version__
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = OneLineErrors(prog="bertkit", description="Tools for BERT-family language models.",
                            epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--version", action="version", version=f"bertkit {_version()}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     subparsers.required = True
     for name in COMMAND_MODULES:

@@ -52,6 +52,7 @@ def add_layers_flag(parser, default_help: str) -> None:
 
 
 FIELDS_KEY = "config_flags"      # the namespace attribute listing (dest, dotted field) of the generated flags
+KEYS_KEY = "config_keys"         # ... and every dotted key of the config, with a flag or not (--section.key=value)
 
 
 def flag_name(dotted: str) -> str:
@@ -80,7 +81,8 @@ def config_fields(cls: type, prefix: str = "", defaults: Any = None) -> list[tup
 
 @functools.lru_cache(maxsize=None)
 def field_comments(cls: type) -> dict[str, str]:
-    """Field name -> its source comment: the trailing `# ...` on its line, else the `# ...` lines just above; a
+    """Field name -> its source comment: the trailing `# ...` on its line (with the `# ...` lines indented under it
+    that continue it), else the `# ...` lines just above; tool pragmas (`type: ignore[...]`, `noqa`) left out. A
     field a dataclass inherits has its base class's comment unless it redefines the field with one."""
     inherited = {}
     for base in reversed(cls.__mro__[1:]):
@@ -89,22 +91,44 @@ def field_comments(cls: type) -> dict[str, str]:
     return {**inherited, **_own_comments(cls)}
 
 
+_PRAGMA = re.compile(r"\s*(?:type:\s*ignore\b|noqa\b|pragma:)")
+
+
+def _without_pragmas(comment: str) -> str:
+    """`type: ignore[assignment]  # None: the recipe's` -> `None: the recipe's`."""
+    return "#".join(part for part in comment.split("#") if not _PRAGMA.match(part)).strip()
+
+
+def _indent(line: str) -> int:
+    return len(line) - len(line.lstrip())
+
+
 def _own_comments(cls: type) -> dict[str, str]:
     try:
         source = inspect.getsource(cls)
     except (OSError, TypeError):
         return {}
-    comments, above = {}, []
+    comments: dict[str, str] = {}
+    above: list[str] = []
+    trailing: str | None = None     # the field whose trailing comment the next deeper `# ...` lines continue
+    indent = 0
     for line in source.splitlines():
         stripped = line.strip()
         if stripped.startswith("#"):
-            above.append(stripped.lstrip("# ").strip())
+            text = _without_pragmas(stripped.lstrip("#"))
+            if trailing is not None and _indent(line) > indent:
+                comments[trailing] = f"{comments[trailing]} {text}".strip()
+            elif text:
+                above.append(text)
             continue
+        trailing = None
         match = re.match(r"\s+(\w+)\s*:[^#]*?(?:#\s*(.*))?$", line)
         if match and not stripped.startswith(("def ", "class ", "return", "@")):
-            text = match.group(2) or " ".join(above)
-            if text:
-                comments.setdefault(match.group(1), text)
+            own = _without_pragmas(match.group(2) or "")
+            text = own or " ".join(above)
+            if text and match.group(1) not in comments:
+                comments[match.group(1)] = text
+                trailing, indent = (match.group(1) if own else None), _indent(line)
         above = []
     return comments
 
@@ -248,7 +272,21 @@ def add_config_flags(parser: argparse.ArgumentParser, cls: type, *, skip: Iterab
             if new_target == dotted:
                 add_deprecated_flag(parser, f"--{old}", name, nargs=0 if is_bool else None)
         fields.append((dest, dotted))
-    parser.set_defaults(**{FIELDS_KEY: tuple(fields)})
+    keys = (*(parser.get_default(KEYS_KEY) or ()), *(dotted for dotted, _, _ in config_fields(cls)))
+    parser.set_defaults(**{FIELDS_KEY: tuple(fields), KEYS_KEY: tuple(dict.fromkeys(keys))})
+
+
+def config_key_flags(parser: argparse.ArgumentParser) -> list[str]:
+    """The command's config keys spelled as flags, `--section.key-name` (given as `--section.key-name=value`)."""
+    return [flag_name(dotted) for dotted in parser.get_default(KEYS_KEY) or ()]
+
+
+def known_flags(parser: argparse.ArgumentParser) -> list[str]:
+    """What a mistyped flag may have meant: the command's long flags (not the deprecated spellings) and its config
+    keys as flags."""
+    flags = [option for action in parser._actions if not isinstance(action, _Deprecated)
+             for option in action.option_strings if option.startswith("--")]
+    return list(dict.fromkeys(flags + config_key_flags(parser)))
 
 
 def _section_class(cls: type, section: str) -> type:
