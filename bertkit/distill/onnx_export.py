@@ -3,7 +3,8 @@
 The folder's whole sentence path (model/sentence.py: pooling, dense layers, whitening, normalization) is
 inside the graph, so an ONNX runtime needs no bertkit code: only the
 tokenizer, which is written beside the .onnx file (vocab.txt / tokenizer.json). When the folder holds a
-classification head, the graph has a second output, the head's logits, so `predict` runs on ONNX too.
+classification head, the graph has a second output, the head's logits, so `predict` runs on ONNX too; the
+folder's task options (max_length, long_texts) are saved with it, so texts are cut for the head as the folder cuts them.
 Batch and sequence axes are dynamic. The export is checked against PyTorch at several shapes before the
 command reports success; the largest absolute difference is part of the result.
 """
@@ -89,9 +90,12 @@ def export_onnx(model_dir: str | os.PathLike, output: str | os.PathLike, pooling
     config = sentence.config
     _write_metadata(tmp, {"pooling": config.pooling, "layers": config.layers, "normalize": config.normalize,
                           "max_length": config.max_length or encoder.config.max_length,
+                          "position_limit": encoder.config.max_length,
                           "dense_layers": len(sentence.dense), "whitened": sentence.whitening is not None,
                           "dimension": sentence.dim, "task": checkpoint.meta.get("task"),
-                          "labels": checkpoint.meta.get("labels"), "source": str(model_dir)})
+                          "labels": checkpoint.meta.get("labels"), "source": str(model_dir),
+                          # how predict encodes texts (max_length, long_texts: head+tail, ...), as the folder does
+                          "task_options": checkpoint.meta.get("task_options")})
     diff = max_abs_difference(graph, tmp, encoder.config.vocab_size) if check else float("nan")
     if check and not diff <= TOLERANCE:
         tmp.unlink(missing_ok=True)

@@ -7,11 +7,11 @@ import torch
 import bertkit
 from bertkit.checkpoints import load_checkpoint, save_checkpoint
 from bertkit.cli import main
-from bertkit.distill.onnx_export import ExportedGraph, export_onnx, make_session
+from bertkit.distill.onnx_export import ExportedGraph, export_onnx, make_session, read_metadata
 from bertkit.distill.onnx_model import OnnxModel, onnx_file_of
 from bertkit.model.heads import SequenceClassificationHead
 from bertkit.finetune.predict import evaluate_file
-from distill_fixtures import make_model_folder, write_examples
+from distill_fixtures import LABELS, WORDS, make_model_folder, write_examples
 
 pytest.importorskip("onnxruntime")
 pytest.importorskip("onnx")
@@ -107,6 +107,38 @@ def test_predict_and_evaluate_commands_run_an_onnx_export_as_its_source_folder(m
         assert main(["evaluate", "--model", str(target), "--input", str(data)]) == 0
     ref_metrics = evaluate_file(model_dir, data)
     onnx_metrics = json.loads(capsys.readouterr().out)
+    assert onnx_metrics.keys() == ref_metrics.keys()
+    np.testing.assert_allclose(list(onnx_metrics.values()), list(ref_metrics.values()), atol=1e-6)
+
+
+def test_an_onnx_export_cuts_long_texts_for_its_head_as_its_source_folder(tmp_path, capsys):
+    """User trial: a folder fine-tuned with max_length 128 and long_texts head+tail was exported with the encoder's
+    length and plain truncation, so `evaluate` on the export gave another accuracy, silently. The export keeps the
+    folder's task options: texts longer than its max_length are cut as the folder cuts them."""
+    folder = make_model_folder(tmp_path / "model")
+    checkpoint = load_checkpoint(folder)
+    torch.manual_seed(3)
+    head = SequenceClassificationHead(checkpoint.config, len(LABELS))
+    with torch.no_grad():                         # a head whose scores move with the tokens kept
+        head.linear.weight.normal_(0, 2.0)
+    options = {"max_length": 16, "long_texts": "head+tail", "n_best": 7}
+    save_checkpoint(folder, checkpoint.encoder, checkpoint.tokenizer, {"classifier": head},
+                    {**checkpoint.meta, "task_options": options})
+    onnx_dir = tmp_path / "onnx"
+    assert main(["export-onnx", "--model", str(folder), "--output", str(onnx_dir / "model.onnx")]) == 0
+    assert read_metadata(onnx_dir / "model.onnx")["task_options"] == load_checkpoint(folder).meta["task_options"]
+    texts = [" ".join(WORDS[(5 * i + j) % len(WORDS)] for j in range(20 + 3 * i)) for i in range(6)]  # > 16 tokens
+    _assert_predictions_equal(bertkit.load(onnx_dir).predict(texts), bertkit.load(folder).predict(texts))
+    data = tmp_path / "long.jsonl"
+    data.write_text("".join(json.dumps({"text": t, "label": LABELS[i % 3]}) + "\n" for i, t in enumerate(texts)))
+    for model, out in ((folder, "ref.jsonl"), (onnx_dir, "onnx.jsonl")):
+        assert main(["predict", "--model", str(model), "--input", str(data), "--output", str(tmp_path / out)]) == 0
+    got, expected = ([json.loads(line) for line in (tmp_path / out).read_text().splitlines()]
+                     for out in ("onnx.jsonl", "ref.jsonl"))
+    _assert_predictions_equal(got, expected)
+    capsys.readouterr()
+    assert main(["evaluate", "--model", str(onnx_dir), "--input", str(data)]) == 0
+    onnx_metrics, ref_metrics = json.loads(capsys.readouterr().out), evaluate_file(folder, data)
     assert onnx_metrics.keys() == ref_metrics.keys()
     np.testing.assert_allclose(list(onnx_metrics.values()), list(ref_metrics.values()), atol=1e-6)
 
