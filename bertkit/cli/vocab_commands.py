@@ -11,7 +11,7 @@ from bertkit.errors import BertkitError
 
 
 def register(subparsers) -> None:
-    vocab = subparsers.add_parser("vocab", help="vocabulary tools (train a WordPiece vocab)")
+    vocab = subparsers.add_parser("vocab", help="vocabulary tools: train a WordPiece vocab, or extend a model's")
     actions = vocab.add_subparsers(dest="vocab_command", metavar="ACTION")
     actions.required = True
     p = actions.add_parser("train", help="train a BERT WordPiece vocab on text files",
