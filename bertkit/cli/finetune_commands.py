@@ -180,8 +180,7 @@ def finetune_config(args: argparse.Namespace):
 def run_finetune_command(args: argparse.Namespace) -> int:
     config, run = finetune_config(args)
     result = run(config)
-    print(json.dumps({"output": str(result.output), "dev": result.metrics, "epochs": result.epochs,
-                      "steps": result.steps, "train_seconds": round(result.train_seconds, 1)}, indent=2))
+    print(json.dumps(result.summary(), indent=2))
     return 0
 
 

@@ -33,7 +33,8 @@ from bertkit.finetune.linear.methods import LinearJob, run_linear_job
 from bertkit.finetune.linear.report import finetune_advice
 from bertkit.finetune.linear.model import LINEAR_TASKS
 from bertkit.finetune.model import FinetuneModel, check_saved_task, hf_config_extra, model_from_checkpoint, model_meta
-from bertkit.finetune.recipe import ModelProfile, Recipe, Requested, choose_recipe, describe, profile_data
+from bertkit.finetune.recipe import (DataProfile, ModelProfile, Recipe, Requested, choose_recipe, describe,
+                                     profile_data)
 from bertkit.finetune.config import FinetuneConfig
 from bertkit.finetune.tasks import TASKS, build_task, check_training_labels, label_names_from, read_examples
 from bertkit.runtime import fast_bf16, pick_device
@@ -97,7 +98,7 @@ def _build(config: FinetuneConfig, built: dict) -> Job:
         known = LabelMap(tuple(label_names)) if label_names is not None else None
         dev_examples = read_examples(config.task, config.data.dev, known, True, dev_read)[:config.data.max_dev_examples]
     model = model_from_checkpoint(checkpoint, config.task, label_names)
-    config, recipe = _apply_recipe(config, checkpoint, model, train_examples)
+    config, recipe, measured = _apply_recipe(config, checkpoint, model, train_examples)
     options = dataclasses.replace(config.options, max_length=config.data.max_length)
     task = build_task(config.task, checkpoint.tokenizer, model.label_names, options, train_examples,
                       recipe.class_weights)
@@ -118,6 +119,9 @@ def _build(config: FinetuneConfig, built: dict) -> Job:
 
     batches = BucketedBatches([len(f.input_ids) for f in train_features], config.data.batch_size, make_batch,
                               seed=config.train.seed, bucket=config.data.bucket_by_length)
+    epoch_steps = -(-config.train.epochs * len(batches) // config.train.grad_accum)    # the loop's count
+    for line in describe(recipe, measured, epoch_steps).splitlines():
+        say(line)
 
     def loss_fn(net, batch):
         copy = batch if isinstance(batch, MaskedCopy) else None
@@ -157,7 +161,7 @@ def _build(config: FinetuneConfig, built: dict) -> Job:
     # ignored, as in transformers' Trainer); a --time-budget given too ends it earlier if reached first.
     train = config.train
     recipe_steps = train.max_steps is None and bool(train.time_budget)
-    max_steps = -(-train.epochs * len(batches) // train.grad_accum) if recipe_steps else train.max_steps
+    max_steps = epoch_steps if recipe_steps else train.max_steps
     trained = AuxMlmModel(model, mlm_head) if mlm_head is not None else model
     built.update(config=config, label_names=label_names, dev_features=dev_features, tokenizer=checkpoint.tokenizer,
                  train_examples=train_examples, dev_examples=dev_examples)
@@ -171,8 +175,10 @@ def _build(config: FinetuneConfig, built: dict) -> Job:
                                         early_stopping_start=recipe.early_stopping_start))
 
 
-def _apply_recipe(config: FinetuneConfig, checkpoint, model: FinetuneModel, examples) -> tuple[FinetuneConfig, Recipe]:
-    """Fill every unset setting from the default recipe; returns the effective config and the recipe."""
+def _apply_recipe(config: FinetuneConfig, checkpoint, model: FinetuneModel,
+                  examples) -> tuple[FinetuneConfig, Recipe, DataProfile]:
+    """Fill every unset setting from the default recipe; returns the effective config, the recipe and the data
+    profile it was chosen from (the job prints both once it has counted its batches)."""
     device = pick_device(config.train.device)
     encoder = checkpoint.config
     profile = ModelProfile(encoder.hidden_size, encoder.num_layers, encoder.max_length, fast_bf16(device) is not None,
@@ -182,14 +188,12 @@ def _apply_recipe(config: FinetuneConfig, checkpoint, model: FinetuneModel, exam
                                          config.train if f.name != "class_weights" else config, f.name)
                          for f in dataclasses.fields(Requested)})
     recipe = choose_recipe(measured, profile, asked)
-    for line in describe(recipe, measured).splitlines():
-        say(line)
     trained = {name: getattr(recipe, name) for name in ("epochs", "lr", "head_lr", "warmup_ratio", "eval_every",
                                                         "precision", "time_budget")}
     patience = recipe.early_stopping_patience
     train = dataclasses.replace(config.train, **trained, early_stopping_patience=patience if patience else 0)
     data = dataclasses.replace(config.data, **{name: getattr(recipe, name) for name in _DATA_SETTINGS})
-    return dataclasses.replace(config, train=train, data=data), recipe
+    return dataclasses.replace(config, train=train, data=data), recipe, measured
 
 
 _DATA_SETTINGS = ("batch_size", "max_length")     # the recipe's choices that are data.* fields

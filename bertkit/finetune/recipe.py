@@ -118,6 +118,7 @@ class Recipe:
     class_weights: Optional[list[float]]
     precision: str                               # fp32 | bf16
     time_budget: Optional[str]                   # wall-clock cap ("30m"); None: epochs only
+    max_steps: Optional[int] = None              # set by the user: the run is that many steps, not `epochs`
     reasons: dict[str, str] = field(default_factory=dict)
 
     def to_dict(self) -> dict:
@@ -260,22 +261,31 @@ def choose_recipe(data: DataProfile, model: ModelProfile, asked: Requested = Req
         budget = None
         reasons["time_budget"] = "the user set the epochs"
     return Recipe(epochs, lr, head_lr, warmup, batch, max_length, eval_every, patience, start, weights, precision,
-                  budget, reasons)
+                  budget, asked.max_steps, reasons)
 
 
-def describe(recipe: Recipe, data: DataProfile) -> str:
-    """Two lines for the log: what was chosen, and why the data looked the way it did."""
+def describe(recipe: Recipe, data: DataProfile, epoch_steps: Optional[int] = None) -> str:
+    """Two lines for the log: what was chosen, and why the data looked the way it did. `epoch_steps`: the optimizer
+    steps `recipe.epochs` take (the job counts them from its batches; default: rows / batch size), named when
+    max_steps sets the run's length instead."""
     head = f", head lr {recipe.head_lr:g}" if recipe.head_lr is not None else ""
     evals = "each epoch" if not recipe.eval_every else f"every {recipe.eval_every} steps"
     stop = f", early stopping after {recipe.early_stopping_patience}" if recipe.early_stopping_patience else ""
     weights = ", class-weighted loss" if recipe.class_weights is not None else ""
     cap = f" (at most {recipe.time_budget})" if recipe.time_budget else ""
-    first = (f"recipe: {recipe.epochs} epochs{cap}, lr {recipe.lr:g}{head}, batch {recipe.batch_size}, warm-up "
+    length = f"{recipe.epochs} epochs"
+    if recipe.max_steps is not None:
+        steps = epoch_steps if epoch_steps is not None else recipe.epochs * -(-data.examples // recipe.batch_size)
+        whose = "the given" if recipe.reasons.get("epochs") == "set by the user" else "the recipe's"
+        length = (f"{recipe.max_steps} step{'s' * (recipe.max_steps != 1)} (max_steps; {whose} {recipe.epochs} "
+                  f"epochs would be {steps} steps)")
+    first = (f"recipe: {length}{cap}, lr {recipe.lr:g}{head}, batch {recipe.batch_size}, warm-up "
              f"{recipe.warmup_ratio:g}, max_length {recipe.max_length}, {recipe.precision}, dev {evals}{stop}{weights}")
     lengths = np.asarray(data.token_lengths) if data.token_lengths else np.zeros(1)
     longer = int((lengths > recipe.max_length).sum())
+    windowed = " (read in overlapping windows)" if data.task in ("qa", "ner") else ""
     second = (f"recipe: from {data.examples} training rows, token length median {int(np.median(lengths))} / "
-              f"p99 {int(np.percentile(lengths, 99))}; {longer} rows longer than max_length")
+              f"p99 {int(np.percentile(lengths, 99))}; {longer} rows longer than max_length{windowed}")
     if data.label_counts:
         present = [c for c in data.label_counts if c > 0]
         second += f"; {len(present)} labels, {max(present)}..{min(present)} rows each"
@@ -283,8 +293,8 @@ def describe(recipe: Recipe, data: DataProfile) -> str:
 
 
 def profile_data(task: str, tokenizer, examples: Sequence, label_names: Sequence[str]) -> DataProfile:
-    """Token lengths (full, untruncated; sequence tasks) and label counts (classification, pairs) of the
-    training examples."""
+    """Token lengths (full, untruncated: QA's question and context together, before windowing; NER's words) and
+    label counts (classification, pairs) of the training examples."""
     lengths: list[int] = []
     if task in SEQUENCE_TASKS:
         texts = [ex.text for ex in examples]
@@ -293,8 +303,12 @@ def profile_data(task: str, tokenizer, examples: Sequence, label_names: Sequence
                                                               truncation=None).input_ids]
     elif task == "ner":
         lengths = [len(sentence.tokens) + 2 for sentence in examples]
+    elif task == "qa":                                  # [CLS] question [SEP] context [SEP]
+        lengths = [len(ids) for ids in tokenizer.encode_batch([ex.question for ex in examples],
+                                                              pairs=[ex.context for ex in examples],
+                                                              max_length=None, truncation=None).input_ids]
     else:
-        lengths = [0] * len(examples)
+        raise ValueError(f"no length profile for task {task!r}")
     index = {name: i for i, name in enumerate(label_names)}
     labels = [index[ex.label] for ex in examples] if task in WEIGHTED_TASKS else []
     return DataProfile.of(task, lengths, labels, len(label_names))

@@ -81,12 +81,34 @@ class JobResult:
     output: Path
     metrics: dict                            # best dev metrics (or the last evaluation; {} without dev data)
     train_seconds: float                     # optimizer steps only (no evaluation or saving)
-    epochs: int
+    epochs: float                            # epochs this run's steps make (epochs_done), 2 decimals
     steps: int
     stop_reason: str
     kept_earlier_model: bool = False         # this run did not beat the model already in `output`, which stays
-                                             # (then `metrics` are that model's)
+                                             # (then `metrics` are that model's, and run_metrics this run's)
     loop: Optional[TrainResult] = None       # the loop's own result (losses per step, last evaluation)
+    run_metrics: Optional[dict] = None       # this run's own best dev metrics (with kept_earlier_model: not saved)
+
+    def summary(self) -> dict:
+        """What `bertkit finetune` prints at the end: which model `output` holds ("kept"), and, when it kept the
+        earlier one, that model's dev metrics ("previous") apart from this run's own figures ("this_run")."""
+        run = {"dev": self.metrics, "epochs": self.epochs, "steps": self.steps,
+               "train_seconds": round(self.train_seconds, 1)}
+        if not self.kept_earlier_model:
+            return {"output": str(self.output), "kept": "this run", **run}
+        return {"output": str(self.output), "kept": "previous", "previous": {"dev": self.metrics},
+                "this_run": {**run, "dev": self.run_metrics}}
+
+
+def epochs_done(steps: int, grad_accum: int, batches: BatchSource, counted: int) -> float:
+    """The epochs `steps` optimizer steps make, 2 decimals (a whole number as an int), at least the loop's count
+    of epochs gone through (`counted`, which alone is known when the batches have no length)."""
+    try:
+        per_epoch = len(batches)  # type: ignore[arg-type]
+    except TypeError:
+        return counted
+    done = max(counted, round(steps * grad_accum / max(per_epoch, 1), 2))
+    return int(done) if float(done).is_integer() else done
 
 
 def run_folder(output: str | Path) -> Path:
@@ -167,22 +189,26 @@ def fit(config: Any, build: Callable[[], Job | JobResult], output: str | Path | 
                    **({"is_head": job.is_head} if job.is_head is not None else {}))
     wall = time.perf_counter() - started
     metrics = result.best_eval or result.last_eval
-    epochs, stop_reason = result.epochs, result.stop_reason
-    if job.epoch_batches:                    # the epochs were counted in steps
-        epochs = result.steps * train_config.grad_accum // job.epoch_batches
-        stop_reason = "epochs" if stop_reason == "max_steps" else stop_reason
+    epochs = epochs_done(result.steps, train_config.grad_accum, job.batches, result.epochs)
+    stop_reason = result.stop_reason
+    if job.epoch_batches and stop_reason == "max_steps":     # the epochs were counted in steps
+        stop_reason = "epochs"
     kept = picks and job.best_to_beat is not None and not result.best_eval   # nothing beat the saved model
+    run_metrics = metrics                    # this run's own best dev metrics
+    if kept:                                 # the loop kept no best of its own: this run's best evaluation
+        best_of = max if greater_is_better(train_config) is not False else min
+        run_metrics = best_of((e for e in evaluations if job.metric in e), key=lambda e: e[job.metric],
+                              default=metrics)
     if main:
         if not picks and not job.save_with_state:
             job.save(job.model, result.last_eval)     # the last model is the one saved
-        record = {"dev": metrics, "metric_for_best": job.metric,
+        record = {"dev": run_metrics, "metric_for_best": job.metric,
                   "train_seconds": result.elapsed_s, "wall_seconds": wall, "epochs": epochs, "steps": result.steps,
                   "stop_reason": stop_reason, **job.record}
         if result.clock_lead > 0:
             record["schedule_clock_lead"] = round(result.clock_lead, 4)
         if kept:
-            best_of = max if greater_is_better(train_config) is not False else min
-            ours = best_of((e[job.metric] for e in evaluations if job.metric in e), default=None)
+            ours = run_metrics.get(job.metric)
             say(f"kept the model already in {output} ({job.metric} {job.best_to_beat:.4g}); the best of this run"
                 f"{f', {ours:.4g},' if ours is not None else ''} did not beat it")
             earlier = read_saved_metrics(output) or {}
@@ -192,7 +218,7 @@ def fit(config: Any, build: Callable[[], Job | JobResult], output: str | Path | 
         for folder in (run_dir / "checkpoint", *job.scratch):       # resume state; the model is `output`
             shutil.rmtree(folder, ignore_errors=True)
     dist_.barrier()
-    return JobResult(output, metrics, result.elapsed_s, epochs, result.steps, stop_reason, kept, result)
+    return JobResult(output, metrics, result.elapsed_s, epochs, result.steps, stop_reason, kept, result, run_metrics)
 
 
 def package_versions() -> dict[str, str]:
