@@ -65,8 +65,7 @@ class OnnxModel:
     @property
     def task_options(self) -> TaskOptions:
         """The source folder's task options, saved at export (the defaults, as for a folder that saved none)."""
-        saved = self.meta.get("task_options") or {}
-        return TaskOptions(**{k: v for k, v in saved.items() if k in TaskOptions.__dataclass_fields__})
+        return TaskOptions.saved(self.meta)
 
     @property
     def pooling(self) -> str:

@@ -19,6 +19,7 @@ from bertkit.finetune.inference import forward_features, stack
 from bertkit.finetune.metrics import (classification_metrics, mean_cross_entropy, multilabel_metrics,
                                       regression_metrics)
 from bertkit.finetune.predictions import multi_label_decisions, sequence_predictions
+from bertkit.tokenizer.encoding import keep_head_and_tail
 
 
 class SequenceFeature(NamedTuple):
@@ -78,20 +79,13 @@ class SequenceTask:
         return rows, truncated
 
     def _head_and_tail(self, texts: Sequence[str]) -> tuple[list, int]:
-        """Sun et al. 2019 ("How to Fine-Tune BERT for Text Classification?"): the first 128 and the last 382
-        tokens of a long text (of a 510-token budget) beat keeping only the start; other budgets keep the same
-        128 : 382 split."""
+        """Long texts keep their start and end (tokenizer/encoding.py keep_head_and_tail)."""
         encoded = self.tokenizer.encode_batch(texts, max_length=None, truncation=None)
-        budget = self.max_length - 2
-        head = head_tokens(budget)
         rows, truncated = [], 0
         for ids in encoded.input_ids:
-            body = ids[1:-1]
-            if len(body) > budget:
-                body = body[:head] + body[len(body) - (budget - head):]
-                truncated += 1
-            row = [ids[0], *body, ids[-1]]
+            row, cut = keep_head_and_tail(ids, self.max_length)
             rows.append((row, [0] * len(row)))
+            truncated += cut
         return rows, truncated
 
     def _target(self, label) -> Union[int, float, list[float], None]:
@@ -135,11 +129,6 @@ class SequenceTask:
     def predict(self, model, features: Sequence[SequenceFeature], examples=None, batch_size: int = 64) -> list[dict]:
         logits = stack(forward_features(model, features, self.tokenizer.pad_id, batch_size))
         return sequence_predictions(logits, self.task, self.label_names)
-
-
-def head_tokens(budget: int) -> int:
-    """How many of `budget` tokens head+tail truncation takes from the start: 128 of 510 (Sun et al. 2019)."""
-    return round(budget * 128 / 510)
 
 
 def examples_from_inputs(items: Sequence[Union[str, tuple[str, str], list]]) -> list[TextExample]:

@@ -22,6 +22,13 @@ class TaskOptions:
     null_threshold: float = 0.0
     with_negative: Optional[bool] = None   # QA v2.0 no-answer; None: on when the training data has any
 
+    @classmethod
+    def saved(cls, meta: Optional[dict]) -> "TaskOptions":
+        """The options a folder saved (bertkit.json "task_options"); the defaults for one that saved none. Keys
+        this version does not know are left out."""
+        saved = (meta or {}).get("task_options") or {}
+        return cls(**{k: v for k, v in saved.items() if k in cls.__dataclass_fields__})
+
 
 Task = Literal["classification", "pair-classification", "multi-label", "regression", "ner", "qa"]
 

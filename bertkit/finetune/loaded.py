@@ -56,7 +56,6 @@ def finetuned_model(model: Any, task: Optional[str] = None, device: Optional[str
     if TASKS[saved_task].labels not in ("score", "none") and len(names) != getattr(net.head, "num_labels", len(names)):
         raise CheckpointError(f"{where}: bertkit.json lists {len(names)} labels but the head has "
                               f"{net.head.num_labels} outputs; the folder was edited or mixed up")
-    saved_options = (checkpoint.meta or {}).get("task_options") or {}
-    options = TaskOptions(**{k: v for k, v in saved_options.items() if k in TaskOptions.__dataclass_fields__})
+    options = TaskOptions.saved(checkpoint.meta)
     net.to(pick_device(device)).eval()
     return net, build_task(saved_task, checkpoint.tokenizer, net.label_names, options)

@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import NamedTuple, Sequence
 
 from bertkit.tokenizer.coverage import warn_unknown
+from bertkit.tokenizer.encoding import keep_head_and_tail
 from bertkit.tokenizer.tokenizer import EMPTY_TEXT, InvalidTextError
 
 PAIR_SEPARATOR = "|||"
@@ -66,12 +67,34 @@ def split_pairs(texts: Sequence[str], field: str = "texts", allow_pairs: bool = 
 
 
 def prepare_texts(tokenizer, texts: Sequence[str], max_length: int, truncate: bool,
-                  field: str = "texts", allow_pairs: bool = True) -> PreparedTexts:
+                  field: str = "texts", allow_pairs: bool = True, head_and_tail: bool = False) -> PreparedTexts:
+    """head_and_tail: a request of single texts only cuts each long one to its start and end, as a classifier
+    fine-tuned with long_texts "head+tail" predicts in Model.predict (finetune/classification.py)."""
     items = split_pairs(texts, field, allow_pairs)
     singles = [(index, item) for index, item in enumerate(items) if isinstance(item, str)]
     pairs = [(index, *item) for index, item in enumerate(items) if not isinstance(item, str)]
-
+    if head_and_tail and not pairs:
+        return _head_and_tail(tokenizer, singles, max_length, truncate, field)
     return _tokenize(tokenizer, len(texts), singles, pairs, max_length, truncate, field)
+
+
+def _head_and_tail(tokenizer, singles: list[tuple[int, str]], max_length: int, truncate: bool,
+                   field: str) -> PreparedTexts:
+    texts = [text for _, text in singles]
+    try:
+        batch = tokenizer.encode_batch(texts, max_length=None, truncation=None)
+    except InvalidTextError as err:
+        raise InputRejected(f"{field}[{singles[err.index][0]}] {err.reason}") from None
+    warn_unknown(tokenizer, texts, "server request texts", batch.input_ids)
+    sequences, truncated, errors = [], [], []
+    for (index, _), ids in zip(singles, batch.input_ids):
+        row, cut = keep_head_and_tail(ids, max_length)
+        if cut and not truncate:
+            errors.append(_too_long(index, len(ids), max_length, field))
+        truncated.extend([index] if cut else [])
+        sequences.append(TokenSequence(row, [0] * len(row), False))
+    _raise_if(errors)
+    return PreparedTexts(sequences, truncated)
 
 
 def prepare_pairs(tokenizer, texts: Sequence[str], query: str, max_length: int, truncate: bool,

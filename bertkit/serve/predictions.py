@@ -49,13 +49,22 @@ class PreparedQuestions(NamedTuple):
     truncated: list[int]               # items whose question was cut to the model's question limit
 
 
+def sequence_cut(runner) -> tuple[int, bool]:
+    """(tokens per row, whether long single texts keep their head and tail) for /predict: what the folder's task
+    options say, as Model.predict encodes (finetune/classification.py), never past the position table. NER keeps
+    the position table and plain truncation."""
+    if runner.task == "ner":
+        return runner.position_limit, False
+    options = TaskOptions.saved(runner.meta)
+    return min(options.max_length, runner.position_limit), options.long_texts == "head+tail"
+
+
 def question_answering(runner) -> Optional[QATask]:
     """The QA task (windows, answers) when the served folder was fine-tuned for extractive QA, else None; the
     windows' logits come from the runner's "qa" batches (ModelRunner.answer_windows)."""
     if runner.task != "qa" or runner.heads.get("qa") is None:
         return None
-    saved = runner.meta.get("task_options") or {}
-    options = TaskOptions(**{k: v for k, v in saved.items() if k in TaskOptions.__dataclass_fields__})
+    options = TaskOptions.saved(runner.meta)
     # A window longer than the position table would fail every batch it lands in; the model's limit wins.
     options = replace(options, max_length=min(options.max_length, runner.position_limit))
     return build_task("qa", runner.tokenizer, [], options)

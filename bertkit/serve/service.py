@@ -20,7 +20,7 @@ from bertkit.serve.inputs import InputRejected, PreparedTexts, TokenSequence, pr
 from bertkit.serve.metrics import render
 from bertkit.serve.ranking import ranked, relevance, relevant_label, rerank_problem
 from bertkit.serve.predictions import (describe_answers, describe_entities, describe_sequence, prepare_questions,
-                                       qa_examples, question_answering)
+                                       qa_examples, question_answering, sequence_cut)
 from bertkit.finetune.tasks import HEAD_TASKS
 from bertkit.serve.runner import SERVED_POOLINGS, EmbedItem, ModelRunner, NonFiniteResult
 from bertkit.serve.search import SearchIndex
@@ -182,7 +182,8 @@ class EmbeddingService:
         if objects:
             raise ServiceError(422, f"texts[{objects[0]}] is a question/context object, but this model was "
                                     f"fine-tuned for {self.runner.task!r}, not question answering; send texts")
-        prepared = await self.prepare(prepare_texts, texts, self.runner.position_limit, truncate,
+        length, head_and_tail = sequence_cut(self.runner)
+        prepared = await self.prepare(prepare_texts, texts, length, truncate, head_and_tail=head_and_tail,
                                       allow_pairs=self.runner.task != "ner" and self.runner.pairs)
         if self.runner.task == "ner":
             # Offsets map token tags back to characters; one more (Rust) tokenization, only for NER.

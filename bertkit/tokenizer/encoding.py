@@ -130,6 +130,23 @@ def frame_batch(firsts: Sequence[Encoding], seconds: Sequence[Encoding] | None, 
     return batch
 
 
+def head_tokens(budget: int) -> int:
+    """How many of `budget` tokens head+tail truncation takes from the start: 128 of 510 (Sun et al. 2019)."""
+    return round(budget * 128 / 510)
+
+
+def keep_head_and_tail(ids: Sequence[int], max_length: int) -> tuple[list[int], bool]:
+    """[CLS] body [SEP] cut to max_length by keeping the body's start and end (Sun et al. 2019, "How to Fine-Tune
+    BERT for Text Classification?": the first 128 and the last 382 tokens of a 510-token budget beat keeping only
+    the start; other budgets keep the same 128 : 382 split). Returns (ids, whether it was cut)."""
+    budget = max_length - 2
+    body = list(ids[1:-1])
+    if len(body) <= budget:
+        return list(ids), False
+    head = head_tokens(budget)
+    return [ids[0], *body[:head], *body[len(body) - (budget - head):], ids[-1]], True
+
+
 def window_starts(num_tokens: int, window: int, stride: int) -> range:
     """Start positions of windows of `window` tokens overlapping by `stride` that cover all tokens.
 

@@ -9,7 +9,8 @@ import pytest
 
 from bertkit.job_config import job_config
 from bertkit.finetune import FinetuneConfig, evaluate_file, predict, run_finetune
-from bertkit.finetune.classification import SequenceTask, head_tokens
+from bertkit.finetune.classification import SequenceTask
+from bertkit.tokenizer.encoding import head_tokens
 from bertkit.tokenizer import Tokenizer
 
 # Six classes with a long tail (160 rows down to 5); each class has its own keyword, among filler words.

@@ -9,6 +9,7 @@ multi-label logit of exactly 0 (probability 0.5) was "on" from the server (>= 0.
 """
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -111,3 +112,29 @@ def test_served_predictions_equal_model_predict(tiny_model_dir, tmp_path, task):
         tags = [t for p in expected for t in p["tags"]]
         assert any(t != "O" for t in tags) and "O" in tags
         assert any(len(p["entities"]) for p in expected)
+
+
+@pytest.mark.parametrize("long_texts", ["head+tail", "truncate"])
+def test_long_texts_are_cut_as_the_folder_was_trained(tiny_model_dir, tmp_path, long_texts):
+    """A classifier fine-tuned at 16 tokens keeps its head and tail (or its head) there in Model.predict; the
+    server cut at the 64-token position table from the start, so long texts got other scores, and the answer
+    depended on where the text was served."""
+    folder = _folder(tiny_model_dir, tmp_path / "cls", "classification")
+    meta_path = folder / "bertkit.json"
+    meta = json.loads(meta_path.read_text())
+    meta["task_options"] = {"max_length": 16, "long_texts": long_texts}
+    meta_path.write_text(json.dumps(meta))
+    texts = ["the cat sat on the mat " * 3 + "hello world xyzzy", "the dog " * 5 + "hellos, the dogmat!", "cat"]
+    expected = bertkit.load(folder).predict(texts)
+    service = build_service(ServeConfig(model=str(folder)))
+    try:
+        with TestClient(create_app(service)) as client:
+            cut = client.post("/predict", json={"texts": texts, "truncate": True})
+            refused = client.post("/predict", json={"texts": texts})
+    finally:
+        service.close()
+    assert cut.status_code == 200, cut.text
+    assert cut.json()["truncated"] == [0, 1]
+    _assert_same(cut.json()["predictions"], expected, long_texts)
+    assert refused.status_code == 422
+    assert "texts[0] has 27 tokens, more than the model's limit of 16" in refused.json()["detail"]
