@@ -109,9 +109,11 @@ def fit_tfidf_part(task: str, train: Sequence[TextExample], dev: Sequence[TextEx
     try:
         blocks, vectorizers = fit_tfidf_blocks(default_analyzers(texts), texts, options.min_df,
                                                options.max_features)
-    except ValueError as err:          # scikit-learn: "empty vocabulary", "max_df corresponds to < documents"
-        raise BertkitError(f"TF-IDF: {err}; the training texts have too few repeated words (min_df "
-                           f"{options.min_df}: a term must occur in that many texts)") from None
+    except ValueError:          # scikit-learn: "empty vocabulary", "After pruning, no terms remain", ...
+        raise BertkitError(f"TF-IDF: one of its feature sets (word or character n-grams) has no term that occurs "
+                           f"in {options.min_df} or more of the {len(train)} training texts (min_df "
+                           f"{options.min_df}); the training file needs more texts, or texts that share words"
+                           ) from None
     spec = FeatureSpec(blocks, pairs)
     grid = ALPHA_GRID if task == "regression" else C_GRID
     fit = fit_part(task, spec, spec.tfidf_blocks(train), spec.tfidf_blocks(dev), y, num_labels, grid, seed)

@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from bertkit.errors import BertkitError
 from bertkit.finetune import evaluate_file
 from bertkit.finetune.linear import BaselineConfig, LinearPredictor, run_baseline
 from bertkit.finetune.linear.baseline import fit_baseline
@@ -141,6 +142,15 @@ def test_planted_keyword_is_learned(keyword_files, tmp_path):
     saved = json.loads((result.output / "metrics.json").read_text(encoding="utf-8"))
     assert saved["test"] == result.test and saved["C"] == result.regularization
     assert LinearPredictor.load(result.output).predict(["the chip is in the city"])[0]["label"] == "tech"
+
+
+def test_texts_that_share_no_word_are_one_line_without_scikit_learn_advice(tmp_path):
+    rows = [{"text": "good", "label": "pos"}, {"text": "bad", "label": "neg"}]
+    train = write_jsonl(tmp_path / "train.jsonl", rows)
+    with pytest.raises(BertkitError, match=r"^TF-IDF: one of its feature sets \(word or character n-grams\) has no "
+                                           r"term that occurs in 2 or more of the 2 training texts") as err:
+        run_baseline(BaselineConfig(train=str(train), dev=str(train), output=str(tmp_path / "m")))
+    assert "max_df" not in str(err.value)      # scikit-learn's "Try a lower min_df or a higher max_df."
 
 
 def test_loading_and_predicting_need_no_scikit_learn(keyword_files, tmp_path):
