@@ -10,9 +10,6 @@ ShareLayers = Literal["none", "all", "attention", "ffn"]
 # decides the folder format (checkpoints/hf.py or checkpoints/electra.py) and the sequence-classification head
 # (BERT: linear over the tanh pooler; ELECTRA: dense -> gelu -> linear over [CLS], model/heads.py).
 Family = Literal["bert", "electra"]
-# safetensors refuses a header over 100 MB; each layer names ~16 tensors (~120 bytes each), three times over in a
-# training state: 10,000 layers stay under a fifth of that (the deepest published post-LN model has 1,000).
-MAX_LAYERS = 10_000
 
 
 @dataclass(frozen=True)
@@ -52,9 +49,6 @@ class EncoderConfig:
                      "max_position_embeddings"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
-        if self.num_layers > MAX_LAYERS:
-            raise ValueError(f"num_layers must be at most {MAX_LAYERS:,}, got {self.num_layers:,} (a checkpoint of "
-                             "more layers names more tensors than a safetensors header holds)")
         if self.hidden_size % self.num_heads:
             raise ValueError(f"hidden_size {self.hidden_size} is not divisible by num_heads {self.num_heads}")
         if not self.layer_norm_eps > 0 or self.layer_norm_eps == float("inf"):   # NaN fails the first test

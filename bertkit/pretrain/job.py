@@ -96,12 +96,21 @@ def _model(config: PretrainConfig, tokenizer: Tokenizer, init, objective: Object
     return objective.build(encoder_config, None)
 
 
+# safetensors refuses a header over 100 MB; each layer names ~16 tensors (~120 bytes each), three times over in a
+# training state: 10,000 layers stay under a fifth of that (the deepest published post-LN model has 1,000).
+MAX_LAYERS = 10_000
+
+
 def _check_fits_memory(encoder: EncoderConfig) -> None:
     """A new model's weights, gradients and two AdamW moments (16 bytes a parameter) must fit in this machine's
-    memory: `--encoder.num-layers 100000` is refused in one line instead of building layers for hours. (BERT-family
-    bodies; XLNet's config has sizes of its own.)"""
+    memory: `--encoder.num-layers 100000` is refused in one line instead of building layers for hours. Its
+    checkpoints must fit safetensors' header: a deep, narrow model that fits memory trained a step and then failed
+    saving. (BERT-family bodies; XLNet's config has sizes of its own.)"""
     if not isinstance(encoder, EncoderConfig):
         return
+    if encoder.num_layers > MAX_LAYERS:
+        raise BertkitError(f"--encoder.num-layers {encoder.num_layers:,} is over {MAX_LAYERS:,}: a checkpoint of "
+                           "more layers names more tensors than a safetensors header holds")
     parameters = implied_parameters(encoder)
     needed = 16 * parameters
     try:

@@ -186,6 +186,10 @@ def test_resume_refuses_a_pickled_training_state_with_one_line(tmp_path, corpus,
 @pytest.mark.parametrize("args, message", [
     (["--encoder.num_layers=10000", "--encoder.hidden_size=1024", "--encoder.intermediate_size=4096"],
      "GiB to train, more than this machine's"),
+    (["--encoder.num_layers=100000", "--encoder.hidden_size=16", "--encoder.num_heads=1",
+      "--encoder.intermediate_size=16"],     # fits memory; trained a step, then failed saving (header too large)
+     "--encoder.num-layers 100,000 is over 10,000: a checkpoint of more layers names more tensors than a "
+     "safetensors header holds"),
     (["--train.lr=-1"], "train: lr must be a number > 0, got -1.0"),
     (["--data.mask_rate=2"], "data: mask_rate must be a number > 0 and <= 1, got 2.0"),
     (["--max-steps=-1"], "train: max_steps must be a number >= 1, got -1"),
