@@ -43,6 +43,17 @@ def split_words(text: str) -> tuple[list[str], list[tuple[int, int]]]:
     return [text[a:b] for a, b in spans], spans
 
 
+def sentences_of_texts(texts: Sequence[str]) -> tuple[list[TaggedSentence], list[list[tuple[int, int]]]]:
+    """Raw texts -> (one untagged sentence of split_words' words each, each word's character span): what
+    Model.predict and the server tag. A text with no word is one blank word, so every text gets a row."""
+    sentences, spans = [], []
+    for index, text in enumerate(texts):
+        words, word_spans = split_words(text)
+        sentences.append(TaggedSentence(words or [" "], None, index))
+        spans.append(word_spans)
+    return sentences, spans
+
+
 def first_piece_words(token_starts: Sequence[int], word_starts: Sequence[int]) -> list[int]:
     """Per sub-token (character start of each, in order): its word's index when it is that word's first
     sub-token, else -1. Words are located by their character starts (sorted), so any tokenizer works."""
@@ -113,7 +124,14 @@ class NERTask:
                       batch_size: int = 64) -> list[tuple[list[str], list[float]]]:
         """Per sentence: one tag per word and its probability; words the tokenizer dropped entirely (e.g.
         control characters) get O with probability 1."""
-        outputs = forward_features(model, features, self.tokenizer.pad_id, batch_size)
+        return self.words_from_windows(features, forward_features(model, features, self.tokenizer.pad_id,
+                                                                  batch_size), sentences)
+
+    def words_from_windows(self, features: Sequence[NERFeature], outputs: Sequence[np.ndarray],
+                           sentences: Sequence[TaggedSentence]) -> list[tuple[list[str], list[float]]]:
+        """predict_words from each window's (T, L) logits, however they were computed (the server batches them
+        with other requests): a word seen by two windows takes the tag of the one where it sits further from
+        the window's edge."""
         best: list[dict[int, tuple[int, int, float]]] = [{} for _ in sentences]   # word -> (edge distance, tag, p)
         for feature, logits in zip(features, outputs):
             probabilities = softmax(logits)
@@ -149,7 +167,14 @@ class NERTask:
                 char_spans: Optional[list[list[tuple[int, int]]]] = None,
                 texts: Optional[list[str]] = None) -> list[dict]:
         """Per sentence: its tags and entities (word span, and character span into the raw text when given)."""
-        words = self.predict_words(model, features, sentences, batch_size)
+        outputs = forward_features(model, features, self.tokenizer.pad_id, batch_size)
+        return self.describe(features, outputs, sentences, char_spans, texts)
+
+    def describe(self, features: Sequence[NERFeature], outputs: Sequence[np.ndarray],
+                 sentences: Sequence[TaggedSentence], char_spans: Optional[list[list[tuple[int, int]]]] = None,
+                 texts: Optional[list[str]] = None) -> list[dict]:
+        """predict from each window's (T, L) logits."""
+        words = self.words_from_windows(features, outputs, sentences)
         with_text = char_spans is not None and texts is not None
         return [entity_prediction(sentence.tokens, tags, probabilities, char_spans[i] if with_text else None,
                                   texts[i] if with_text else None)

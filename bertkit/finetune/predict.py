@@ -25,7 +25,7 @@ from bertkit.finetune.linear.predictor import linear_predictor_of
 from bertkit.finetune.loaded import OWN_MODEL_TASKS, checkpoint_of as _checkpoint_of, device_of, finetuned_model
 from bertkit.finetune.loop_job import saved_task as _saved_task
 from bertkit.finetune.model import FinetuneModel
-from bertkit.finetune.ner import split_words
+from bertkit.finetune.ner import sentences_of_texts
 from bertkit.finetune.prompt.job import evaluate_prompt_file, label_scores, load_prompt_classifier, predict_prompt_file
 from bertkit.finetune.seq2seq.job import Seq2SeqGenerator, evaluate_seq2seq_file, predict_seq2seq_file
 from bertkit.finetune.tasks import TASKS, read_examples
@@ -97,11 +97,7 @@ def _check_inputs(inputs: Sequence) -> None:
 def _predict_ner_texts(net: FinetuneModel, task, texts: list[str], batch_size: int) -> list[dict]:
     """Raw texts: split into words (split_words: CJK characters one word each, else runs of word characters
     and single punctuation marks), tagged, entities with character offsets into each text."""
-    spans, sentences = [], []
-    for i, text in enumerate(texts):
-        words, word_spans = split_words(text)
-        spans.append(word_spans)
-        sentences.append(TaggedSentence(words or [" "], None, i))
+    sentences, spans = sentences_of_texts(texts)
     features = task.encode(sentences)
     warn_unknown(task.tokenizer, texts, "predict", [f.input_ids for f in features])
     return task.predict(net, features, sentences, batch_size, spans, texts)

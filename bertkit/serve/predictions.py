@@ -8,12 +8,15 @@ from typing import Any, NamedTuple, Optional, Sequence
 import numpy as np
 
 from bertkit.data.squad import QAExample
-from bertkit.finetune.ner import first_piece_words, split_words
-from bertkit.finetune.predictions import entity_prediction, label_names_for, sequence_predictions, softmax
+from bertkit.data.ner_readers import TaggedSentence
+from bertkit.finetune.ner import NERFeature, NERTask, sentences_of_texts
+from bertkit.finetune.predictions import label_names_for, sequence_predictions
 from bertkit.finetune.qa import QAFeature, QATask
 from bertkit.finetune.config import TaskOptions
 from bertkit.finetune.tasks import build_task
-from bertkit.serve.inputs import MAX_ERRORS_SHOWN, PAIR_SEPARATOR, InputRejected
+from bertkit.serve.inputs import MAX_ERRORS_SHOWN, PAIR_SEPARATOR, InputRejected, split_pairs
+from bertkit.tokenizer.coverage import warn_unknown
+from bertkit.tokenizer.tokenizer import InvalidTextError
 
 
 def describe_sequence(logits: np.ndarray, task: str, labels: Sequence[str]) -> dict:
@@ -21,22 +24,34 @@ def describe_sequence(logits: np.ndarray, task: str, labels: Sequence[str]) -> d
     return sequence_predictions(logits[None, :], task, labels)[0]
 
 
-def describe_entities(logits: np.ndarray, offsets: Sequence[tuple[int, int]], text: str,
-                      labels: Sequence[str]) -> dict:
-    """(T, L) token logits of `text` ([CLS] ... [SEP]) -> what `Model.predict` gives: the text's words (as
-    bertkit.finetune.ner splits them), one tag per word from its first sub-token (the one fine-tuning labels),
-    and entities with character offsets into `text`. Words cut off by truncation are tagged O."""
-    names = label_names_for(labels, logits.shape[-1])
-    words, spans = split_words(text)
-    length = min(len(offsets), len(logits))
-    word_ids = first_piece_words([start for start, _ in offsets[1:length - 1]], [start for start, _ in spans])
-    probabilities = softmax(logits[1:length - 1])
-    tags, tag_probabilities = ["O"] * len(words), [1.0] * len(words)
-    for position, word in enumerate(word_ids):
-        if word >= 0:
-            best = int(probabilities[position].argmax())
-            tags[word], tag_probabilities[word] = names[best], float(probabilities[position, best])
-    return entity_prediction(words, tags, tag_probabilities, spans, text)
+def named_entities(runner) -> Optional[NERTask]:
+    """The NER task (windows over long texts, one tag per word) when the served folder tags tokens, else None:
+    what `bertkit predict` runs (finetune/predict.py), with its windows' logits from the server's batches."""
+    if runner.task != "ner" or runner.head is None:
+        return None
+    options = TaskOptions.saved(runner.meta)
+    options = replace(options, max_length=min(options.max_length, runner.position_limit))
+    labels = label_names_for(runner.label_names, getattr(runner.head, "num_labels", len(runner.label_names)))
+    return build_task("ner", runner.tokenizer, labels, options)
+
+
+class PreparedEntities(NamedTuple):
+    sentences: list[TaggedSentence]       # each text's words
+    spans: list[list[tuple[int, int]]]    # each word's characters in its text
+    features: list[NERFeature]            # windows over each text's word pieces
+
+
+def prepare_entities(tokenizer, texts: Sequence[str], task: NERTask) -> PreparedEntities:
+    """Raw texts -> word windows, as `bertkit predict` makes them; InputRejected names an empty text or one the
+    tokenizer refuses. Long texts are windows, never refused or cut."""
+    split_pairs(texts, allow_pairs=False)          # empty or whitespace-only: named
+    sentences, spans = sentences_of_texts(texts)
+    try:
+        features = task.encode(sentences)
+    except InvalidTextError as err:
+        raise InputRejected(f"texts[{err.index}] {err.reason}") from None
+    warn_unknown(tokenizer, texts, "server request texts", [f.input_ids for f in features])
+    return PreparedEntities(sentences, spans, features)
 
 
 # --- extractive QA -----------------------------------------------------------------------------------------

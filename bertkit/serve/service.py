@@ -19,8 +19,8 @@ from bertkit.serve.config import ServeConfig
 from bertkit.serve.inputs import InputRejected, PreparedTexts, TokenSequence, prepare_pairs, prepare_texts
 from bertkit.serve.metrics import render
 from bertkit.serve.ranking import ranked, relevance, relevant_label, rerank_problem
-from bertkit.serve.predictions import (describe_answers, describe_entities, describe_sequence, prepare_questions,
-                                       qa_examples, question_answering, sequence_cut)
+from bertkit.serve.predictions import (describe_answers, describe_sequence, named_entities, prepare_entities,
+                                       prepare_questions, qa_examples, question_answering, sequence_cut)
 from bertkit.finetune.tasks import HEAD_TASKS
 from bertkit.serve.runner import SERVED_POOLINGS, EmbedItem, ModelRunner, NonFiniteResult
 from bertkit.serve.search import SearchIndex
@@ -68,6 +68,7 @@ class EmbeddingService:
         overhead = config.batch_overhead_tokens or batch_overhead_tokens(
             runner.device.type, getattr(runner.model, "precision", "fp32"))
         self.qa_task = question_answering(runner)
+        self.ner_task = named_entities(runner)
         self.batcher = Batcher(runner.run_batch, config.max_batch_tokens, config.max_queued_texts,
                                config.workers, config.max_batch_size, overhead, runner.packed_kinds,
                                runner.clocks)
@@ -182,20 +183,26 @@ class EmbeddingService:
         if objects:
             raise ServiceError(422, f"texts[{objects[0]}] is a question/context object, but this model was "
                                     f"fine-tuned for {self.runner.task!r}, not question answering; send texts")
+        if self.ner_task is not None:
+            return await self.entities(texts), []
         length, head_and_tail = sequence_cut(self.runner)
         prepared = await self.prepare(prepare_texts, texts, length, truncate, head_and_tail=head_and_tail,
-                                      allow_pairs=self.runner.task != "ner" and self.runner.pairs)
-        if self.runner.task == "ner":
-            # Offsets map token tags back to characters; one more (Rust) tokenization, only for NER.
-            encoded = await asyncio.to_thread(self.runner.tokenizer.encode_batch, texts,
-                                              max_length=self.runner.position_limit, truncation="longest_first")
+                                      allow_pairs=self.runner.pairs)
         outputs = await self._head_outputs("predict", prepared.sequences, len(texts))
-        if self.runner.task == "ner":
-            predictions = [describe_entities(o, encoded.offsets[i], texts[i], self.runner.label_names)
-                           for i, o in enumerate(outputs)]
-        else:
-            predictions = [describe_sequence(o, self.runner.task, self.runner.label_names) for o in outputs]
-        return predictions, prepared.truncated
+        return [describe_sequence(o, self.runner.task, self.runner.label_names) for o in outputs], prepared.truncated
+
+    async def entities(self, texts: list[str]) -> list[dict]:
+        """NER as `bertkit predict` tags raw texts: words, long texts in overlapping windows (none refused or
+        cut), every window through the batcher as one item, one tag per word."""
+        prepared = await self.prepare(prepare_entities, texts, self.ner_task)
+        if len(prepared.features) > self.config.max_queued_texts:   # it would be "busy" forever: say what to change
+            raise ServiceError(413, f"the texts of this request make {len(prepared.features)} windows of up to "
+                                    f"{self.ner_task.max_length} tokens, more than this server queues at once "
+                                    f"(max_queued_texts {self.config.max_queued_texts} in GET /status); send "
+                                    "shorter or fewer texts per request")
+        windows = [TokenSequence(f.input_ids, f.token_type_ids) for f in prepared.features]
+        outputs = await self._head_outputs("predict", windows, len(texts))
+        return self.ner_task.describe(prepared.features, outputs, prepared.sentences, prepared.spans, texts)
 
     async def rerank(self, query: str, texts: list[str], truncate: bool, raw_scores: bool,
                      return_text: bool) -> list[dict]:

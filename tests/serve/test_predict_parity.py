@@ -138,3 +138,28 @@ def test_long_texts_are_cut_as_the_folder_was_trained(tiny_model_dir, tmp_path, 
     _assert_same(cut.json()["predictions"], expected, long_texts)
     assert refused.status_code == 422
     assert "texts[0] has 27 tokens, more than the model's limit of 16" in refused.json()["detail"]
+
+
+def test_a_long_ner_text_is_tagged_in_windows_as_the_folder_tags_it(tiny_model_dir, tmp_path):
+    """Model.predict reads an NER text longer than the folder's max_length in overlapping windows; the server cut
+    it at the position table (or refused it without "truncate"), so the words past the cut were all O."""
+    folder = _folder(tiny_model_dir, tmp_path / "ner", "ner")
+    meta_path = folder / "bertkit.json"
+    meta = json.loads(meta_path.read_text())
+    meta["task_options"] = {"max_length": 16, "ner_stride": 4}
+    meta_path.write_text(json.dumps(meta))
+    texts = [" ".join(NER_TEXTS * 4), NER_TEXTS[0]]            # ~70 word pieces: windows of 14 past the 64 positions
+    expected = bertkit.load(folder).predict(texts)
+    service = build_service(ServeConfig(model=str(folder)))
+    try:
+        with TestClient(create_app(service)) as client:
+            answer = client.post("/predict", json={"texts": texts})
+            empty = client.post("/predict", json={"texts": ["fine", "  "]})
+    finally:
+        service.close()
+    assert answer.status_code == 200, answer.text
+    assert answer.json()["truncated"] == []
+    _assert_same(answer.json()["predictions"], expected, "ner")
+    late = expected[0]["tags"][len(expected[0]["tags"]) * 3 // 4:]
+    assert any(tag != "O" for tag in late)                      # the end of the long text was tagged
+    assert empty.status_code == 422 and "texts[1]" in empty.json()["detail"]
