@@ -133,37 +133,33 @@ def _delimited_rows(path: Path, delimiter: str, encoding: str, log: BadRowLog, l
 def _records(lines: Iterator[tuple[int, str]], delimiter: str) -> Iterator[tuple[int, str, Any]]:
     """(first line number, record text, fields or the csv.Error) per record; blank lines skipped. A quoted field
     may hold newlines (as Python's csv module and spreadsheets write them): a record whose quote is still open
-    at the end of its line goes on over the next lines until the quote closes, at most MAX_RECORD_LINES. A
-    quote that never closes is one bad record at its first line, and the lines after it are read again."""
+    at the end of its line goes on over the next lines until the quote closes, at most MAX_RECORD_LINES, each
+    line parsed once. A quote that never closes is one bad record at its first line, and the lines after it are
+    read again on their own."""
     pending: deque[tuple[int, str]] = deque()
     source = iter(lines)
-    while True:
-        line_no, line = pending.popleft() if pending else next(source, (0, ""))
-        if not line_no:
-            return
+
+    def next_line() -> Optional[tuple[int, str]]:
+        return pending.popleft() if pending else next(source, None)
+
+    def record_lines(taken: list[tuple[int, str]]) -> Iterator[str]:
+        yield taken[0][1] + "\n"
+        while len(taken) < MAX_RECORD_LINES and (more := next_line()) is not None:
+            taken.append(more)
+            yield more[1] + "\n"
+
+    while (first := next_line()) is not None:
+        line_no, line = first
         if not line.strip():
             continue
-        taken: list[tuple[int, str]] = []
-        text = line
-        while True:
-            try:
-                yield line_no, text, next(csv.reader([text], delimiter=delimiter, strict=True))
-                break
-            except csv.Error as err:
-                still_open = str(err) == "unexpected end of data" and len(taken) < MAX_RECORD_LINES
-                more = (pending.popleft() if pending else next(source, None)) if still_open else None
-                # only a line with a quote can close the field: read on to one before parsing again
-                while more is not None and '"' not in more[1] and len(taken) < MAX_RECORD_LINES:
-                    taken.append(more)
-                    more = pending.popleft() if pending else next(source, None)
-                if more is None or '"' not in more[1]:
-                    if more is not None:
-                        taken.append(more)
-                    yield line_no, line, err
-                    pending.extendleft(reversed(taken))      # read the lines after the bad one on their own
-                    break
-                taken.append(more)
-                text = "\n".join([line, *(part for _, part in taken)])
+        taken = [first]
+        try:
+            fields = next(csv.reader(record_lines(taken), delimiter=delimiter, strict=True))
+        except csv.Error as err:
+            yield line_no, line, err
+            pending.extendleft(reversed(taken[1:]))      # read the lines after the bad one on their own
+            continue
+        yield line_no, "\n".join(text for _, text in taken), fields
 
 
 def _check_label_first(path: Path, fmt: str, rows: list) -> None:
