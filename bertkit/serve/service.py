@@ -212,7 +212,8 @@ class EmbeddingService:
         if problem is not None:
             raise ServiceError(409, problem)
         self.check_count(len(texts))
-        prepared = await self.prepare(prepare_pairs, texts, query, self.runner.position_limit, truncate)
+        # pairs are cut (longest first) at the length the cross-encoder was fine-tuned with, as its predict does
+        prepared = await self.prepare(prepare_pairs, texts, query, sequence_cut(self.runner)[0], truncate)
         logits = await self._head_outputs("predict", prepared.sequences, len(texts))
         relevant = relevant_label(self.runner.label_names, outputs)
         return ranked([relevance(row, relevant) for row in logits], texts, raw_scores, return_text)

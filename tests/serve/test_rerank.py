@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import random
+import shutil
 
 import httpx
 import numpy as np
@@ -11,7 +12,12 @@ import pytest
 
 import bertkit
 from bertkit.cli import main
+from bertkit.serve.app import create_app
+from bertkit.serve.config import ServeConfig
+from bertkit.serve.server import build_service
 from servers import API_KEY, start
+
+TestClient = pytest.importorskip("fastapi.testclient").TestClient
 
 WORDS = ["the", "is", "sat", "on", "mat", "hello", "world"]
 
@@ -112,3 +118,25 @@ def test_rerank_training_file_errors_name_the_line(tmp_path, tiny_model_dir, cap
     error = capsys.readouterr().err
     assert "bad.jsonl" in error and ":2" in error and "'positive'" in error
     assert not (tmp_path / "out").exists()
+
+
+def test_rerank_cuts_pairs_at_the_length_the_folder_was_fine_tuned_with(cross_encoder_dir, tmp_path):
+    """/rerank cut at the 64-token position table where the folder's predict cuts at its own max_length, so a
+    long pair scored otherwise than `bertkit predict` scores it."""
+    folder = tmp_path / "reranker16"
+    shutil.copytree(cross_encoder_dir, folder)
+    meta = json.loads((folder / "bertkit.json").read_text())
+    meta["task_options"]["max_length"] = 16
+    (folder / "bertkit.json").write_text(json.dumps(meta))
+    text = "hello world the cat " + "sat on the mat " * 6         # ~30 tokens with the query: over 16
+    expected = bertkit.load(folder).predict([("cat", text)])[0]["scores"]["relevant"]
+    service = build_service(ServeConfig(model=str(folder)))
+    try:
+        with TestClient(create_app(service)) as http:
+            answer = http.post("/rerank", json={"query": "cat", "texts": [text], "truncate": True})
+            refused = http.post("/rerank", json={"query": "cat", "texts": [text]})
+    finally:
+        service.close()
+    assert answer.status_code == 200, answer.text
+    assert answer.json()[0]["score"] == pytest.approx(expected, abs=1e-5)
+    assert refused.status_code == 422 and "more than the model's limit of 16" in refused.json()["detail"]
