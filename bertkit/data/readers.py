@@ -72,9 +72,11 @@ def read_text_examples(path: str | Path, label_kind: LabelKind = "class", labels
         rows = _jsonl_rows(path, options.encoding, log)
     elif fmt in ("tsv", "csv"):
         layout: dict = {}
-        rows = list(_delimited_rows(path, "\t" if fmt == "tsv" else ",", options.encoding, log, layout))
+        delimiter = "\t" if fmt == "tsv" else ","
+        rows = list(_delimited_rows(path, delimiter, options.encoding, log, layout))
         if layout.get("headerless") and label_kind == "class":
             _check_label_first(path, fmt, rows)
+        rows = _without_swallowed_rows(rows, delimiter, log)
     elif fmt == "txt":
         # every line is a text, a blank one too: it is refused as an empty text, naming its line, as encode does
         rows = ((n, {"text": line}, line) for n, line in iter_lines(path, options.encoding))
@@ -106,7 +108,10 @@ def _jsonl_rows(path: Path, encoding: str, log: BadRowLog):
 def _delimited_rows(path: Path, delimiter: str, encoding: str, log: BadRowLog, layout: dict):
     """Rows as dicts; layout["headerless"] says whether the columns were read in the default order."""
     columns: Optional[list[str]] = None
-    for line_no, line, fields in _records(iter_lines(path, encoding), delimiter):
+    # TSV is a line format (one row per line, as GLUE's files and Google's run_classifier have it); CSV's quoted
+    # fields may hold newlines (RFC 4180, and what Python's csv module, pandas and spreadsheets write)
+    max_lines = 1 if delimiter == "\t" else MAX_RECORD_LINES
+    for line_no, line, fields in _records(iter_lines(path, encoding), delimiter, max_lines):
         if isinstance(fields, csv.Error):
             log.add(line_no, "malformed quotes", f"malformed quotes ({fields}); a field that starts with \" must "
                     "end with \" and double the quotes inside it", line)
@@ -130,10 +135,10 @@ def _delimited_rows(path: Path, delimiter: str, encoding: str, log: BadRowLog, l
         yield line_no, dict(zip(columns, fields)), line
 
 
-def _records(lines: Iterator[tuple[int, str]], delimiter: str) -> Iterator[tuple[int, str, Any]]:
+def _records(lines: Iterator[tuple[int, str]], delimiter: str, max_lines: int) -> Iterator[tuple[int, str, Any]]:
     """(first line number, record text, fields or the csv.Error) per record; blank lines skipped. A quoted field
     may hold newlines (as Python's csv module and spreadsheets write them): a record whose quote is still open
-    at the end of its line goes on over the next lines until the quote closes, at most MAX_RECORD_LINES, each
+    at the end of its line goes on over the next lines until the quote closes, at most max_lines, each
     line parsed once. A quote that never closes is one bad record at its first line, and the lines after it are
     read again on their own."""
     pending: deque[tuple[int, str]] = deque()
@@ -144,7 +149,7 @@ def _records(lines: Iterator[tuple[int, str]], delimiter: str) -> Iterator[tuple
 
     def record_lines(taken: list[tuple[int, str]]) -> Iterator[str]:
         yield taken[0][1] + "\n"
-        while len(taken) < MAX_RECORD_LINES and (more := next_line()) is not None:
+        while len(taken) < max_lines and (more := next_line()) is not None:
             taken.append(more)
             yield more[1] + "\n"
 
@@ -160,6 +165,32 @@ def _records(lines: Iterator[tuple[int, str]], delimiter: str) -> Iterator[tuple
             pending.extendleft(reversed(taken[1:]))      # read the lines after the bad one on their own
             continue
         yield line_no, "\n".join(text for _, text in taken), fields
+
+
+def _without_swallowed_rows(rows: list, delimiter: str, log: BadRowLog) -> list:
+    """A stray quote at the start of a CSV text opens a field that runs on over the next lines until some line
+    ends with a quote, taking whole rows into one text. Legitimate multi-line texts hold paragraphs; a record
+    whose later lines read as rows of their own (the file's number of columns, a label the file's one-line rows
+    use) is one bad row naming where its quote opened, never a silent merge."""
+    labels = {row.get("label") for _, row, raw in rows if "\n" not in raw}
+    kept = []
+    for line_no, row, raw in rows:
+        if "\n" in raw and "label" in row:
+            position = list(row).index("label")
+            lines = raw.split("\n")
+            for offset, line in enumerate(lines[1:], start=1):
+                fields = next(csv.reader([line], delimiter=delimiter), [])
+                if len(fields) == len(row) and fields[position] in labels:
+                    log.add(line_no, "quote runs over rows",
+                            f"the quote opened here runs on to line {line_no + len(lines) - 1}, over lines that "
+                            f"read as rows of their own (line {line_no + offset}: label {fields[position]!r}); "
+                            "close the quote, or double a quote inside a quoted text", raw)
+                    break
+            else:
+                kept.append((line_no, row, raw))
+            continue
+        kept.append((line_no, row, raw))
+    return kept
 
 
 def _check_label_first(path: Path, fmt: str, rows: list) -> None:

@@ -85,9 +85,26 @@ def test_quoted_fields_with_newlines_as_python_csv_writes_them(tmp_path):
             writer = csv.DictWriter(f, ["text", "label"], delimiter=delimiter, quoting=csv.QUOTE_MINIMAL)
             writer.writeheader()
             writer.writerows(rows)
+        if suffix == ".tsv":        # TSV is one row per line (GLUE, run_classifier): a newline in a text is an error
+            with pytest.raises(InputFileError, match="malformed quotes"):
+                read_text_examples(path)
+            continue
         examples = read_text_examples(path)
         assert [(e.text, e.label) for e in examples] == [(r["text"], r["label"]) for r in rows]
         assert [e.line for e in examples] == [2, 5, 6]          # each row named by its first line
+
+
+def test_a_stray_quote_never_merges_rows_silently(tmp_path):
+    lines = ["label,text"] + [f"{'pos' if i % 2 else 'neg'},row {i}" for i in range(1, 8)]
+    lines[3] = 'pos,"a stray quote opens here'
+    lines[6] = 'neg,and a later one closes it"'
+    path = write(tmp_path / "train.csv", "\n".join(lines) + "\n")
+    with pytest.raises(InputFileError, match=r"train.csv:4: .*1 x quote runs over rows .*the quote opened here "
+                                             r"runs on to line 7, over lines that read as rows of their own "
+                                             r"\(line 5: label 'neg'\)"):
+        read_text_examples(path)
+    kept = read_text_examples(path, options=ReadOptions(skip_bad_rows=True, rejects_path=tmp_path / "r.jsonl"))
+    assert [e.line for e in kept] == [2, 3, 8]               # the merged record went to the rejects file, named
 
 
 def test_a_quote_that_never_closes_is_one_bad_row_and_the_rows_after_it_are_read(tmp_path):
