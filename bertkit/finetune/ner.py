@@ -82,6 +82,11 @@ class NERTask:
     def num_labels(self) -> int:
         return len(self.label_names)
 
+    def windows_of(self, num_tokens: int) -> int:
+        """How many windows encode makes of a sentence of num_tokens word pieces ([CLS] / [SEP] not counted)."""
+        window, step = self.max_length - 2, self.max_length - 2 - self.stride
+        return 1 + -(-max(0, num_tokens - window) // step)
+
     def encode(self, sentences: Sequence[TaggedSentence]) -> list[NERFeature]:
         texts, starts = [], []
         for sentence in sentences:

@@ -19,8 +19,9 @@ from bertkit.serve.config import ServeConfig
 from bertkit.serve.inputs import InputRejected, PreparedTexts, TokenSequence, prepare_pairs, prepare_texts
 from bertkit.serve.metrics import render
 from bertkit.serve.ranking import ranked, relevance, relevant_label, rerank_problem
-from bertkit.serve.predictions import (describe_answers, describe_sequence, named_entities, prepare_entities,
-                                       prepare_questions, qa_examples, question_answering, sequence_cut)
+from bertkit.serve.predictions import (TooManyWindows, describe_answers, describe_sequence, named_entities,
+                                       prepare_entities, prepare_questions, qa_examples, question_answering,
+                                       sequence_cut)
 from bertkit.finetune.tasks import HEAD_TASKS
 from bertkit.serve.runner import SERVED_POOLINGS, EmbedItem, ModelRunner, NonFiniteResult
 from bertkit.serve.search import SearchIndex
@@ -194,12 +195,13 @@ class EmbeddingService:
     async def entities(self, texts: list[str]) -> list[dict]:
         """NER as `bertkit predict` tags raw texts: words, long texts in overlapping windows (none refused or
         cut), every window through the batcher as one item, one tag per word."""
-        prepared = await self.prepare(prepare_entities, texts, self.ner_task)
-        if len(prepared.features) > self.config.max_queued_texts:   # it would be "busy" forever: say what to change
-            raise ServiceError(413, f"the texts of this request make {len(prepared.features)} windows of up to "
+        try:       # more windows than the queue holds would be "busy" forever: say what to change
+            prepared = await self.prepare(prepare_entities, texts, self.ner_task, self.config.max_queued_texts)
+        except TooManyWindows as many:
+            raise ServiceError(413, f"the texts of this request make {many.windows} windows of up to "
                                     f"{self.ner_task.max_length} tokens, more than this server queues at once "
                                     f"(max_queued_texts {self.config.max_queued_texts} in GET /status); send "
-                                    "shorter or fewer texts per request")
+                                    "shorter or fewer texts per request") from None
         windows = [TokenSequence(f.input_ids, f.token_type_ids) for f in prepared.features]
         outputs = await self._head_outputs("predict", windows, len(texts))
         return self.ner_task.describe(prepared.features, outputs, prepared.sentences, prepared.spans, texts)

@@ -17,6 +17,7 @@ import torch
 
 import bertkit
 from bertkit.checkpoints import save_checkpoint
+from bertkit.finetune.ner import NERTask
 from bertkit.model.heads import QuestionAnsweringHead, SequenceClassificationHead, TokenClassificationHead
 from bertkit.serve.config import ServeConfig
 from bertkit.serve.server import build_service
@@ -163,3 +164,25 @@ def test_a_long_ner_text_is_tagged_in_windows_as_the_folder_tags_it(tiny_model_d
     late = expected[0]["tags"][len(expected[0]["tags"]) * 3 // 4:]
     assert any(tag != "O" for tag in late)                      # the end of the long text was tagged
     assert empty.status_code == 422 and "texts[1]" in empty.json()["detail"]
+
+
+def test_a_ner_request_of_too_many_windows_is_refused_before_they_are_built(tiny_model_dir, tmp_path, monkeypatch):
+    """The windows were built (Python lists per window) before the queue limit was checked: an 8 MB request
+    took 17 s and 2 GB to get its 413. Now the count comes from the token lengths alone."""
+    folder = _folder(tiny_model_dir, tmp_path / "ner", "ner")
+    meta_path = folder / "bertkit.json"
+    meta = json.loads(meta_path.read_text())
+    meta["task_options"] = {"max_length": 16, "ner_stride": 4}
+    meta_path.write_text(json.dumps(meta))
+    service = build_service(ServeConfig(model=str(folder), max_queued_texts=50))
+    built = []
+    real_encode = NERTask.encode
+    monkeypatch.setattr(NERTask, "encode", lambda self, sentences: built.append(1) or real_encode(self, sentences))
+    try:
+        with TestClient(create_app(service)) as client:
+            many = client.post("/predict", json={"texts": [" ".join(NER_TEXTS * 40)]})     # ~700 pieces: ~70 windows
+            few = client.post("/predict", json={"texts": [" ".join(NER_TEXTS * 4)]})
+    finally:
+        service.close()
+    assert many.status_code == 413 and "windows of up to 16 tokens" in many.json()["detail"], many.text
+    assert few.status_code == 200 and len(built) == 1                # only the request that fit built windows
