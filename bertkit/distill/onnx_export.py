@@ -22,7 +22,7 @@ from torch import nn
 
 from bertkit.checkpoints import load_checkpoint
 from bertkit.checkpoints.families import require_bert_encoder
-from bertkit.errors import BertkitError
+from bertkit.errors import BertkitError, CheckpointError
 from bertkit.model.pooling import pooled_or_cls
 from bertkit.model.precision import dequantize_encoder
 from bertkit.model.sentence import SentenceEncoder
@@ -138,9 +138,27 @@ def make_session(path: str | os.PathLike, threads: Optional[int] = None):
 
 
 def read_metadata(path: str | os.PathLike) -> dict:
+    """The export's settings (a JSON object in the graph's metadata). Anyone may have edited a model.onnx: the
+    shape and types are checked here, task_options by TaskOptions.saved, each a one-line CheckpointError."""
     session = make_session(path)
     raw = session.get_modelmeta().custom_metadata_map.get("bertkit")
-    return json.loads(raw) if raw else {}
+    try:
+        meta = json.loads(raw) if raw else {}
+    except json.JSONDecodeError as err:
+        raise CheckpointError(f"{path}: its bertkit metadata is not JSON ({err.msg})") from None
+    if not isinstance(meta, dict):
+        raise CheckpointError(f"{path}: its bertkit metadata must be a JSON object, got {type(meta).__name__}")
+    for key, least in (("max_length", 3), ("position_limit", 3), ("dimension", 1)):
+        value = meta.get(key)
+        if value is not None and (type(value) is not int or value < least):
+            raise CheckpointError(f"{path}: metadata {key} must be a whole number >= {least}, got {value!r}")
+    for key in ("pooling", "layers", "task"):
+        if meta.get(key) is not None and not isinstance(meta[key], str):
+            raise CheckpointError(f"{path}: metadata {key} must be a string, got {meta[key]!r}")
+    labels = meta.get("labels")
+    if labels is not None and not (isinstance(labels, list) and all(isinstance(x, str) for x in labels)):
+        raise CheckpointError(f"{path}: metadata labels must be a list of strings, got {labels!r}")
+    return meta
 
 
 def _write_metadata(path: Path, meta: dict) -> None:

@@ -65,7 +65,7 @@ class OnnxModel:
     @property
     def task_options(self) -> TaskOptions:
         """The source folder's task options, saved at export (the defaults, as for a folder that saved none)."""
-        return TaskOptions.saved(self.meta)
+        return TaskOptions.saved(self.meta, self.path)
 
     @property
     def pooling(self) -> str:

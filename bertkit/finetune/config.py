@@ -3,10 +3,15 @@ sections) and TaskOptions (encoding and decoding, saved with the model). Plain d
 line builds its flags from them (bertkit/cli/flags.py) without loading the job."""
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Literal, Optional
 
-from bertkit.job_config import JobData, TrainConfig
+from bertkit.errors import CheckpointError, ConfigError
+from bertkit.job_config import AT_LEAST_ONE, MAX_LENGTH, NON_NEGATIVE, JobData, TrainConfig, check_ranges
+
+LONG_TEXTS = ("truncate", "head+tail")
+ANY_NUMBER = (-math.inf, math.inf, True)
 
 
 @dataclass(frozen=True)
@@ -22,12 +27,34 @@ class TaskOptions:
     null_threshold: float = 0.0
     with_negative: Optional[bool] = None   # QA v2.0 no-answer; None: on when the training data has any
 
+    def __post_init__(self) -> None:
+        """Folders carry these (bertkit.json, an ONNX export's metadata) and anyone may have written them: each
+        is type- and range-checked, a one-line ConfigError, before any text is encoded with it."""
+        for name in ("max_length", "doc_stride", "max_question_length", "max_answer_length", "n_best", "ner_stride"):
+            value = getattr(self, name)
+            if not (value is None and name == "ner_stride") and (type(value) is not int):
+                raise ConfigError(f"{name} must be a whole number, got {value!r}")
+        if isinstance(self.null_threshold, bool) or not isinstance(self.null_threshold, (int, float)):
+            raise ConfigError(f"null_threshold must be a number, got {self.null_threshold!r}")
+        check_ranges(self, {"max_length": MAX_LENGTH, "doc_stride": AT_LEAST_ONE, "max_question_length": AT_LEAST_ONE,
+                            "max_answer_length": AT_LEAST_ONE, "n_best": AT_LEAST_ONE, "ner_stride": NON_NEGATIVE,
+                            "null_threshold": ANY_NUMBER})
+        if self.long_texts not in LONG_TEXTS:
+            raise ConfigError(f"long_texts must be one of {', '.join(LONG_TEXTS)}, got {self.long_texts!r}")
+        if self.with_negative not in (None, True, False):
+            raise ConfigError(f"with_negative must be true, false or null, got {self.with_negative!r}")
+
     @classmethod
-    def saved(cls, meta: Optional[dict]) -> "TaskOptions":
+    def saved(cls, meta: Optional[dict], where: object = "the folder") -> "TaskOptions":
         """The options a folder saved (bertkit.json "task_options"); the defaults for one that saved none. Keys
-        this version does not know are left out."""
+        this version does not know are left out; a bad value is one CheckpointError naming `where` and the key."""
         saved = (meta or {}).get("task_options") or {}
-        return cls(**{k: v for k, v in saved.items() if k in cls.__dataclass_fields__})
+        if not isinstance(saved, dict):
+            raise CheckpointError(f"{where}: task_options must be an object, got {type(saved).__name__}")
+        try:
+            return cls(**{k: v for k, v in saved.items() if k in cls.__dataclass_fields__})
+        except ConfigError as err:
+            raise CheckpointError(f"{where}: task_options.{err}") from None
 
 
 Task = Literal["classification", "pair-classification", "multi-label", "regression", "ner", "qa"]

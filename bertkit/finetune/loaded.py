@@ -56,6 +56,6 @@ def finetuned_model(model: Any, task: Optional[str] = None, device: Optional[str
     if TASKS[saved_task].labels not in ("score", "none") and len(names) != getattr(net.head, "num_labels", len(names)):
         raise CheckpointError(f"{where}: bertkit.json lists {len(names)} labels but the head has "
                               f"{net.head.num_labels} outputs; the folder was edited or mixed up")
-    options = TaskOptions.saved(checkpoint.meta)
+    options = TaskOptions.saved(checkpoint.meta, Path(where) / "bertkit.json" if where != "the model" else where)
     net.to(pick_device(device)).eval()
     return net, build_task(saved_task, checkpoint.tokenizer, net.label_names, options)

@@ -3,6 +3,7 @@ answers to questions (extractive QA) with character offsets into the context."""
 from __future__ import annotations
 
 from dataclasses import replace
+from pathlib import Path
 from typing import Any, NamedTuple, Optional, Sequence
 
 import numpy as np
@@ -29,7 +30,7 @@ def named_entities(runner) -> Optional[NERTask]:
     what `bertkit predict` runs (finetune/predict.py), with its windows' logits from the server's batches."""
     if runner.task != "ner" or runner.head is None:
         return None
-    options = TaskOptions.saved(runner.meta)
+    options = served_options(runner)
     options = replace(options, max_length=min(options.max_length, runner.position_limit))
     labels = label_names_for(runner.label_names, getattr(runner.head, "num_labels", len(runner.label_names)))
     return build_task("ner", runner.tokenizer, labels, options)
@@ -86,8 +87,15 @@ def sequence_cut(runner) -> tuple[int, bool]:
     the position table and plain truncation."""
     if runner.task == "ner":
         return runner.position_limit, False
-    options = TaskOptions.saved(runner.meta)
+    options = served_options(runner)
     return min(options.max_length, runner.position_limit), options.long_texts == "head+tail"
+
+
+def served_options(runner) -> TaskOptions:
+    """The served folder's task options, checked (a bad one fails start-up in one line naming the folder)."""
+    path = getattr(runner.model, "path", None)
+    where = Path(path) / "bertkit.json" if path and Path(path).is_dir() else path or "the served folder"
+    return TaskOptions.saved(runner.meta, where)
 
 
 def question_answering(runner) -> Optional[QATask]:
@@ -95,7 +103,7 @@ def question_answering(runner) -> Optional[QATask]:
     windows' logits come from the runner's "qa" batches (ModelRunner.answer_windows)."""
     if runner.task != "qa" or runner.heads.get("qa") is None:
         return None
-    options = TaskOptions.saved(runner.meta)
+    options = served_options(runner)
     # A window longer than the position table would fail every batch it lands in; the model's limit wins.
     options = replace(options, max_length=min(options.max_length, runner.position_limit))
     return build_task("qa", runner.tokenizer, [], options)

@@ -70,6 +70,7 @@ class EmbeddingService:
             runner.device.type, getattr(runner.model, "precision", "fp32"))
         self.qa_task = question_answering(runner)
         self.ner_task = named_entities(runner)
+        self.sequence_cut = sequence_cut(runner)     # (tokens per row, head+tail) of /predict and /rerank
         self.batcher = Batcher(runner.run_batch, config.max_batch_tokens, config.max_queued_texts,
                                config.workers, config.max_batch_size, overhead, runner.packed_kinds,
                                runner.clocks)
@@ -186,7 +187,7 @@ class EmbeddingService:
                                     f"fine-tuned for {self.runner.task!r}, not question answering; send texts")
         if self.ner_task is not None:
             return await self.entities(texts), []
-        length, head_and_tail = sequence_cut(self.runner)
+        length, head_and_tail = self.sequence_cut
         prepared = await self.prepare(prepare_texts, texts, length, truncate, head_and_tail=head_and_tail,
                                       allow_pairs=self.runner.pairs)
         outputs = await self._head_outputs("predict", prepared.sequences, len(texts))
@@ -215,7 +216,7 @@ class EmbeddingService:
             raise ServiceError(409, problem)
         self.check_count(len(texts))
         # pairs are cut (longest first) at the length the cross-encoder was fine-tuned with, as its predict does
-        prepared = await self.prepare(prepare_pairs, texts, query, sequence_cut(self.runner)[0], truncate)
+        prepared = await self.prepare(prepare_pairs, texts, query, self.sequence_cut[0], truncate)
         logits = await self._head_outputs("predict", prepared.sequences, len(texts))
         relevant = relevant_label(self.runner.label_names, outputs)
         return ranked([relevance(row, relevant) for row in logits], texts, raw_scores, return_text)

@@ -152,3 +152,29 @@ def test_encode_command_runs_an_onnx_export_as_its_source_folder(model_dir, tmp_
     np.testing.assert_allclose(np.load(tmp_path / "onnx.npy"), np.load(tmp_path / "ref.npy"), atol=1e-5)
     assert main(["encode", "--model", str(tmp_path / "onnx"), "--input", str(data), "--layers", "sum-last-4",
                  "--output", str(tmp_path / "x.npy")]) == 2
+
+
+def _set_metadata(path, raw: str) -> None:
+    import onnx
+
+    model = onnx.load(str(path))
+    for entry in model.metadata_props:
+        if entry.key == "bertkit":
+            entry.value = raw
+    onnx.save(model, str(path))
+
+
+@pytest.mark.parametrize("raw, message", [
+    ("{not json", "its bertkit metadata is not JSON"),
+    ("[1, 2]", "its bertkit metadata must be a JSON object, got list"),
+    ('{"max_length": "64"}', "metadata max_length must be a whole number >= 3, got '64'"),
+    ('{"position_limit": -5}', "metadata position_limit must be a whole number >= 3, got -5"),
+    ('{"labels": "abc"}', "metadata labels must be a list of strings"),
+])
+def test_a_tampered_export_is_one_line_naming_it(model_dir, tmp_path, raw, message):
+    """An edited model.onnx gave JSONDecodeError / AttributeError / TypeError tracebacks, or ran with
+    max_length -1 and predicted from nothing (an attack trial)."""
+    path = export_onnx(model_dir, tmp_path / "onnx" / "model.onnx", "mean", True).path
+    _set_metadata(path, raw)
+    with pytest.raises(bertkit.api.BertkitError, match=f"model.onnx: {message}"):
+        read_metadata(path)

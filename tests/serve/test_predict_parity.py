@@ -10,6 +10,7 @@ multi-label logit of exactly 0 (probability 0.5) was "on" from the server (>= 0.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -186,3 +187,31 @@ def test_a_ner_request_of_too_many_windows_is_refused_before_they_are_built(tiny
         service.close()
     assert many.status_code == 413 and "windows of up to 16 tokens" in many.json()["detail"], many.text
     assert few.status_code == 200 and len(built) == 1                # only the request that fit built windows
+
+
+@pytest.mark.parametrize("options, message", [
+    ({"max_length": "64"}, "task_options.max_length must be a whole number, got '64'"),
+    ({"max_length": 0}, "task_options.max_length must be a number >= 3, got 0"),
+    ({"long_texts": "bogus"}, "task_options.long_texts must be one of truncate, head+tail, got 'bogus'"),
+    ({"ner_stride": 1.5}, "task_options.ner_stride must be a whole number, got 1.5"),
+    ({"null_threshold": "x"}, "task_options.null_threshold must be a number, got 'x'"),
+])
+def test_hostile_task_options_are_refused_at_start_up_and_by_predict(tiny_model_dir, tmp_path, capsys, options,
+                                                                    message):
+    """A folder's task_options were read unchecked: max_length "64" was a 500 on every /predict, 0 a 503
+    ('retry'), and `bertkit predict` a TypeError traceback or predictions from a 0-token cut (an attack trial)."""
+    from bertkit.cli import main
+    from bertkit.errors import BertkitError
+
+    folder = _folder(tiny_model_dir, tmp_path / "cls", "classification")
+    meta = json.loads((folder / "bertkit.json").read_text())
+    meta["task_options"] = options
+    (folder / "bertkit.json").write_text(json.dumps(meta))
+    with pytest.raises(BertkitError, match=re.escape(f"bertkit.json: {message}")):
+        build_service(ServeConfig(model=str(folder)))
+    texts = tmp_path / "in.txt"
+    texts.write_text("the cat sat\n")
+    assert main(["predict", "--model", str(folder), "--input", str(texts), "--output", str(tmp_path / "p.jsonl")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and message in err[0], err
+    assert not (tmp_path / "p.jsonl").exists()
