@@ -18,6 +18,7 @@ import numpy as np
 
 from bertkit.embed.whitening import encode_composed
 from bertkit.errors import BertkitError
+from bertkit.options import POOLINGS
 
 
 # Loads a model folder: called as load_model(folder, precision=...) and returns a model like `bertkit.load`'s.
@@ -44,6 +45,33 @@ class EncoderSpec:
     stride: int | None = None      # sliding-window overlap in tokens; None: features.window_stride's default
 
 
+SPEC_TYPES: dict[str, tuple] = {"model": (str,), "pooling": (str, type(None)), "layers": (str, type(None)),
+                                 "max_length": (int, type(None)), "batch_size": (int,), "precision": (str, type(None)),
+                                 "long_texts": (str,), "stride": (int, type(None))}
+
+
+def spec_from_manifest(value: Any, where: object) -> EncoderSpec:
+    """index.json's "encoder", checked: anyone who could write the folder wrote it, and a bad field was a
+    traceback at open or a 500 on every /search. A bad one is one BertkitError naming `where` and the field."""
+    if not isinstance(value, dict):
+        raise BertkitError(f"{where}: encoder must be an object, got {type(value).__name__}")
+    unknown = sorted(set(value) - set(SPEC_TYPES))
+    if unknown or "model" not in value:
+        raise BertkitError(f"{where}: encoder " + (f"has unknown fields {unknown}" if unknown else "names no model"))
+    for key, item in value.items():
+        if isinstance(item, bool) or not isinstance(item, SPEC_TYPES[key]):
+            raise BertkitError(f"{where}: encoder.{key} has the wrong type ({item!r})")
+    spec = EncoderSpec(**value)
+    if spec.pooling is not None and spec.pooling not in POOLINGS:
+        raise BertkitError(f"{where}: encoder.pooling {spec.pooling!r} is not one of {', '.join(POOLINGS)}")
+    if spec.long_texts not in ("truncate", "sliding-window", "error"):
+        raise BertkitError(f"{where}: encoder.long_texts {spec.long_texts!r} is not truncate, sliding-window or error")
+    for key, least in (("max_length", 3), ("batch_size", 1), ("stride", 0)):
+        if getattr(spec, key) is not None and getattr(spec, key) < least:
+            raise BertkitError(f"{where}: encoder.{key} must be at least {least}, got {getattr(spec, key)}")
+    return spec
+
+
 class ModelTextEncoder:
     """Encodes with the spec's model folder, loaded with `load_model` on first use (`bertkit.load` when the
     encoder is handed to `bertkit.Index`)."""
@@ -55,7 +83,7 @@ class ModelTextEncoder:
 
     @classmethod
     def from_spec(cls, spec: dict, load_model: LoadModel | None = None) -> "ModelTextEncoder":
-        return cls(EncoderSpec(**spec), load_model)
+        return cls(spec_from_manifest(spec, "the encoder spec"), load_model)
 
     @classmethod
     def from_model(cls, model) -> "ModelTextEncoder":

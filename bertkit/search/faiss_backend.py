@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import math
+import struct
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -34,6 +35,24 @@ POINTS_PER_LIST = 39       # Faiss's own minimum of training points per centroid
 TRAIN_POINTS_PER_LIST = 64
 MIN_LISTS = 16             # fewer lists than this is no faster than flat
 PQ_BITS = 8                # one byte per sub-vector code: 256 centroids per sub-quantizer
+FLAT_HEADER = struct.Struct("<4s i q q q B i 4s i q q q B i Q")   # IndexIDMap2 over IndexFlatIP, to the vectors
+
+
+def _check_flat_sizes(path: Path, dim: int) -> None:
+    """Faiss allocates what a file's header claims before it reads the data: a 1 KB file claiming 3 GB of
+    vectors took 3 GB. For the flat layout bertkit writes (IndexIDMap2 over IndexFlatIP) the claimed count of
+    floats must be count x dim and fit in the file; other layouts are left to faiss."""
+    size = path.stat().st_size
+    with open(path, "rb") as f:
+        head = f.read(FLAT_HEADER.size)
+    if len(head) < FLAT_HEADER.size or head[:4] != b"IxM2" or head[37:41] != b"IxFI":
+        return
+    fields = FLAT_HEADER.unpack(head)
+    inner_dim, count, floats = fields[8], fields[9], fields[14]
+    if inner_dim != dim or count < 0 or floats != count * dim or 4 * floats > size - FLAT_HEADER.size:
+        raise BertkitError(f"{path}: its header claims {count:,} vectors of {inner_dim} dimensions ({floats:,} "
+                           f"floats) in a file of {size:,} bytes, with index.json saying {dim} dimensions; the file "
+                           "is damaged or was edited")
 
 
 @dataclass(frozen=True)
@@ -176,7 +195,12 @@ class FaissBackend:
     def load(cls, folder: Path, files: list[str], info: dict, kind: str, ivf_threshold: int,
              nprobe: int | None = None) -> "FaissBackend":
         backend = cls(int(info["dim"]), kind=kind, ivf_threshold=ivf_threshold, nprobe=nprobe)
-        backend.index = faiss.read_index(str(Path(folder) / files[0]))
+        path = Path(folder) / files[0]
+        _check_flat_sizes(path, backend.dim)
+        backend.index = faiss.read_index(str(path))
+        if backend.index.d != backend.dim:
+            raise BertkitError(f"{path}: holds {backend.index.d}-dimensional vectors where index.json says "
+                               f"{backend.dim}; the folder was edited or mixed up")
         params = info.get("params", {})
         backend.plan = IndexPlan(info["kind"], nlist=params.get("nlist", 0), nprobe=params.get("nprobe", 0),
                                  pq_m=params.get("pq_m", 0), note=info.get("note", ""))

@@ -29,7 +29,7 @@ import numpy as np
 from bertkit.errors import BertkitError
 from bertkit.search import generations
 from bertkit.search.backend import BackendInfo, VectorBackend
-from bertkit.search.encoding import LoadModel, ModelTextEncoder, TextEncoder, as_text_encoder
+from bertkit.search.encoding import LoadModel, ModelTextEncoder, TextEncoder, as_text_encoder, spec_from_manifest
 from bertkit.search.store import DocumentStore, FilterValue
 from bertkit.search.writer_lock import WriterLock
 
@@ -153,13 +153,20 @@ class Index:
         folder = Path(folder)
         load_model = load_model or cls.load_model
         manifest, store, backend = _open_committed(folder, nprobe)    # index.json read once, here
-        if encoder is None and manifest.get("encoder") and load_model is None:
+        spec = None           # the recorded encoder, when no encoder is given to embed queries
+        if encoder is None and manifest.get("encoder") is not None:
+            try:
+                spec = spec_from_manifest(manifest["encoder"], folder / generations.MANIFEST)
+            except BertkitError:
+                store.close()
+                raise
+        if encoder is None and spec is not None and load_model is None:
             store.close()
-            raise BertkitError(f"{folder}: the index was built with model {manifest['encoder'].get('model')}; "
+            raise BertkitError(f"{folder}: the index was built with model {spec.model}; "
                                "open it with bertkit.Index.open, or pass encoder=bertkit.load(folder) or "
                                "load_model=bertkit.load")
-        if encoder is None and manifest.get("encoder"):
-            encoder = ModelTextEncoder.from_spec(manifest["encoder"], load_model)
+        if encoder is None and spec is not None:
+            encoder = ModelTextEncoder(spec, load_model)
         return cls(folder, IndexSettings(**manifest["settings"]), encoder, store, backend, manifest["generation"],
                    lock_timeout_s=lock_timeout_s, load_model=load_model)
 
