@@ -238,11 +238,15 @@ def load_config(cls: type[T], path: str | Path | Traversable | None = None,
     if path is not None:
         path = path if isinstance(path, Traversable) else Path(path)
         if not path.is_file():
-            raise ConfigError(f"config file {path} does not exist")
+            exists = isinstance(path, Path) and path.exists()
+            raise ConfigError(f"config file {path} " + ("is not a regular file (a folder or a device); pass a .toml "
+                                                        "file" if exists else "does not exist"))
         try:
             data = tomllib.loads(path.read_text(encoding="utf-8"))
         except tomllib.TOMLDecodeError as err:
             raise ConfigError(f"{path}: invalid TOML: {err}") from None
+        except UnicodeDecodeError as err:
+            raise ConfigError(f"{path}: not UTF-8 text (byte at offset {err.start}); a config is a TOML file") from None
         try:
             config = _from_dict(cls, _unflatten(cls, data, f"{path}: "))
         except ConfigError as err:

@@ -57,6 +57,11 @@ def test_bad_overrides(override, message):
 def test_bad_files(tmp_path):
     with pytest.raises(ConfigError, match="does not exist"):
         load_config(Job, tmp_path / "none.toml")
+    with pytest.raises(ConfigError, match="is not a regular file"):       # said "does not exist"
+        load_config(Job, tmp_path)
+    (tmp_path / "binary.toml").write_bytes(b"\xff\xfe\x00")
+    with pytest.raises(ConfigError, match="binary.toml: not UTF-8 text"):
+        load_config(Job, tmp_path / "binary.toml")
     (tmp_path / "bad.toml").write_text("steps = [", encoding="utf-8")
     with pytest.raises(ConfigError, match="invalid TOML"):
         load_config(Job, tmp_path / "bad.toml")

@@ -75,6 +75,8 @@ class OneLineErrors(argparse.ArgumentParser):
         if flag in config_key_flags(self):
             return f"{where}{flag} takes its value after '=': {flag}=VALUE"
         known = known_flags(self)
+        if flag in known:            # a real flag left over: it came after "--", which ends the flags
+            return f"{where}{flag} comes after '--', which ends the flags; put the flags before it"
         extended = [name for name in known if flag.startswith((f"{name}-", f"{name}_"))]    # --lr-rate: --lr + words
         close = [max(extended, key=len)] if extended else difflib.get_close_matches(flag, known, n=1)
         return f"{where}unknown flag {flag}" + (f" (did you mean {close[0]}?)" if close else "")

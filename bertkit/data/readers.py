@@ -28,6 +28,9 @@ LabelKind = Literal["class", "multi", "score"]
 Label = Union[str, float, tuple[str, ...]]
 
 MAX_RECORD_LINES = 1000      # lines one CSV/TSV record may span (a quoted field holding newlines)
+# Python's csv refuses a field over 128 KiB by default, which a long document's text can be ("malformed quotes",
+# it was reported); a record is bounded by its lines anyway. Raised once for the process, never lowered.
+csv.field_size_limit(max(csv.field_size_limit(), 1 << 26))
 TEXT_COLUMNS = ("text", "sentence", "sentence1", "text_a")
 PAIR_COLUMNS = ("text_pair", "sentence2", "text_b")
 

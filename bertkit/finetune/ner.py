@@ -26,7 +26,9 @@ IGNORE = -100
 # Raw text for prediction: CJK characters one word each (as Chinese NER data is tagged), else runs of
 # word characters, else single punctuation marks.
 _CJK = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
-_WORD = re.compile(rf"[{_CJK}]|[^\W{_CJK}]+|[^\w\s]")
+# combining marks belong to the word before them ("Jose" + U+0301 is one word, as "José" is)
+_MARKS = "\u0300-\u036f\u1ab0-\u1aff\u1dc0-\u1dff\u20d0-\u20ff\ufe20-\ufe2f"
+_WORD = re.compile(rf"[{_CJK}][{_MARKS}]*|(?:[^\W{_CJK}]|[{_MARKS}])+|[^\w\s{_MARKS}][{_MARKS}]*")
 
 
 class NERFeature(NamedTuple):

@@ -36,6 +36,11 @@ def test_a_mistyped_flag_of_a_job_command_is_named_with_the_closest_flag(capsys)
         "bertkit: error: finetune: --train.progress-bar takes its value after '=': --train.progress-bar=VALUE"
 
 
+def test_a_flag_after_the_double_dash_is_named_as_such(capsys):
+    assert _error_line(capsys, ["encode", "--", "--model", "m"]) == \
+        "bertkit: error: encode: --model comes after '--', which ends the flags; put the flags before it"
+
+
 def test_a_mistyped_dotted_override_still_lists_the_valid_keys(capsys):
     assert main([*FINETUNE, "--train.lr-rat=1"]) == 2
     assert capsys.readouterr().err.startswith("bertkit: error: unknown key train.lr-rat; valid keys here: ")

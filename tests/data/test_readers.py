@@ -94,6 +94,12 @@ def test_quoted_fields_with_newlines_as_python_csv_writes_them(tmp_path):
         assert [e.line for e in examples] == [2, 5, 6]          # each row named by its first line
 
 
+def test_a_long_text_is_read_whole(tmp_path):
+    text = "word " * 30_000                     # 150,000 characters: over csv's default field limit (128 KiB)
+    path = write(tmp_path / "train.tsv", f"pos\t{text}\n")   # was refused as "malformed quotes"
+    assert read_text_examples(path)[0].text == text
+
+
 def test_a_stray_quote_never_merges_rows_silently(tmp_path):
     lines = ["label,text"] + [f"{'pos' if i % 2 else 'neg'},row {i}" for i in range(1, 8)]
     lines[3] = 'pos,"a stray quote opens here'

@@ -15,6 +15,7 @@ import pytest
 from bertkit.job_config import job_config
 from bertkit.cli import main
 from bertkit.finetune.job import FinetuneConfig, run_finetune
+from bertkit.finetune.ner import split_words
 from bertkit.finetune.predict import predict, predict_file
 
 TEXTS = ["john smith lives in paris", "alice went to new york", "bob is in london", "我爱北京"]
@@ -114,3 +115,10 @@ def test_a_blank_txt_line_is_refused_by_predict_as_by_encode(task, ner_folder, c
     assert f"{source}:2" in error or "line 2" in error, error
     assert "empty" in error and "--skip-bad-rows" not in error and len(error.strip().splitlines()) == 1
     assert not (tmp_path / "o.jsonl").exists()
+
+
+def test_combining_marks_stay_in_their_word():
+    """Decomposed (NFD) text split "José" into "Jose" and a lone accent, so an entity came back as "Jose"."""
+    words, spans = split_words("cafe\u0301 Jose\u0301 went to 北京, ok!")
+    assert words == ["cafe\u0301", "Jose\u0301", "went", "to", "北", "京", ",", "ok", "!"]
+    assert spans[1] == (6, 11)
