@@ -4,8 +4,8 @@ Formats (chosen by extension, after an optional .gz):
 - .jsonl / .json: one object per line, `{"text", "text_pair"?, "label"}` (`text_a`/`text_b` also accepted);
 - .tsv / .csv: Google run_classifier's `label<TAB>text[<TAB>text_pair]`, or any column order under a
   header row naming `label` and `text` (`sentence`, `sentence1`, `text_a`) and optionally `text_pair`
-  (`sentence2`, `text_b`); quotes follow CSV rules, so a quoted field may hold newlines (a row is then
-  named by its first line);
+  (`sentence2`, `text_b`); quotes follow CSV rules; in CSV (not TSV, a line format) a quoted field may hold
+  newlines, the row then named by its first line;
 - .txt: one text per line, no labels (for prediction).
 Multi-label rows give a list (JSONL) or a comma-separated field (TSV/CSV). Every problem is collected
 with its line (see bad_rows.py) so one run reports them all.
@@ -27,7 +27,7 @@ from bertkit.errors import InputFileError
 LabelKind = Literal["class", "multi", "score"]
 Label = Union[str, float, tuple[str, ...]]
 
-MAX_RECORD_LINES = 1000      # lines one CSV/TSV record may span (a quoted field holding newlines)
+MAX_RECORD_LINES = 1000      # lines one CSV record may span (a quoted field holding newlines)
 # Python's csv refuses a field over 128 KiB by default, which a long document's text can be ("malformed quotes",
 # it was reported); a record is bounded by its lines anyway. Raised once for the process, never lowered.
 csv.field_size_limit(max(csv.field_size_limit(), 1 << 26))
