@@ -227,6 +227,9 @@ def find_config(value: str, kind: str) -> Path | Traversable:
     if name in shipped and path.name == value:   # a bare name: a missing file in some folder stays an error
         return shipped[name]
     hint = f"; did you mean --config {path.stem}?" if path.stem in shipped else ""
+    if path.exists():
+        raise ConfigError(f"--config {value}: not a regular file (a folder or a device); pass a .toml file or one "
+                          f"of the {kind} presets shipped with bertkit: {', '.join(sorted(shipped))}")
     raise ConfigError(f"--config {value}: no such file, and not one of the {kind} presets shipped with bertkit: "
                       f"{', '.join(sorted(shipped))}{hint}")
 

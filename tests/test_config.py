@@ -97,3 +97,13 @@ def test_missing_config_file_is_not_replaced_by_a_preset(tmp_path):
     own = tmp_path / "tiny"
     own.write_text("[train]\nlr = 0.5\n", encoding="utf-8")
     assert find_config(str(own), "pretrain") == own   # an existing file wins over a preset's name
+
+
+def test_a_config_naming_a_folder_says_so_and_a_preset_name_still_wins(tmp_path, monkeypatch):
+    from bertkit.config import find_config
+
+    with pytest.raises(ConfigError, match=r"--config .*: not a regular file \(a folder or a device\)"):
+        find_config(str(tmp_path), "pretrain")                           # said "no such file"
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "tiny").mkdir()                                         # a folder named like a preset
+    assert find_config("tiny", "pretrain").name == "tiny.toml"
