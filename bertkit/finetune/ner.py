@@ -67,6 +67,14 @@ def first_piece_words(token_starts: Sequence[int], word_starts: Sequence[int]) -
     return word_ids
 
 
+class TooManyWindows(BertkitError):
+    """Sentences that make more windows than a caller takes at once (the server: a 413)."""
+
+    def __init__(self, windows: int):
+        super().__init__(f"{windows} windows")
+        self.windows = windows
+
+
 class NERTask:
     task = "ner"
 
@@ -89,7 +97,9 @@ class NERTask:
         window, step = self.max_length - 2, self.max_length - 2 - self.stride
         return 1 + -(-max(0, num_tokens - window) // step)
 
-    def encode(self, sentences: Sequence[TaggedSentence]) -> list[NERFeature]:
+    def encode(self, sentences: Sequence[TaggedSentence], max_windows: Optional[int] = None) -> list[NERFeature]:
+        """Windows over each sentence's word pieces. max_windows: TooManyWindows, counted from the one
+        tokenization, before any window is built (the server's bound on what one request may queue)."""
         texts, starts = [], []
         for sentence in sentences:
             offsets, position = [], 0
@@ -99,6 +109,10 @@ class NERTask:
             texts.append(" ".join(sentence.tokens))
             starts.append(offsets)
         encoded = self.tokenizer.encode_batch(texts, max_length=None, truncation=None)
+        if max_windows is not None:
+            windows = sum(self.windows_of(len(ids) - 2) for ids in encoded.input_ids)
+            if windows > max_windows:
+                raise TooManyWindows(windows)
         cls_id, sep_id = self.tokenizer.cls_id, self.tokenizer.sep_id
         window, step = self.max_length - 2, self.max_length - 2 - self.stride
         features = []

@@ -267,7 +267,8 @@ class Index:
         existing = self.store.row_ids_for(ids)
         if existing and not replace:
             shown = ", ".join(repr(i) for i in list(existing)[:5])
-            raise BertkitError(f"{len(existing)} ids already in the index ({shown}); use `bertkit index update` (Index.upsert) to replace them")
+            raise BertkitError(f"{len(existing)} ids already in the index ({shown}); use `bertkit index update` "
+                               "(Index.upsert) to replace them")
         next_row = self.store.next_row_id()
         row_ids = []
         for doc_id in ids:

@@ -36,14 +36,6 @@ def named_entities(runner) -> Optional[NERTask]:
     return build_task("ner", runner.tokenizer, labels, options)
 
 
-class TooManyWindows(Exception):
-    """A request whose texts make more windows than the server queues at once (a 413)."""
-
-    def __init__(self, windows: int):
-        super().__init__(windows)
-        self.windows = windows
-
-
 class PreparedEntities(NamedTuple):
     sentences: list[TaggedSentence]       # each text's words
     spans: list[list[tuple[int, int]]]    # each word's characters in its text
@@ -53,20 +45,13 @@ class PreparedEntities(NamedTuple):
 def prepare_entities(tokenizer, texts: Sequence[str], task: NERTask, max_windows: int) -> PreparedEntities:
     """Raw texts -> word windows, as `bertkit predict` makes them; InputRejected names an empty text or one the
     tokenizer refuses. Long texts are windows, never refused or cut; a request of more than max_windows windows
-    is TooManyWindows, counted from the token lengths before any window is built."""
+    is NERTask's TooManyWindows, counted from the token lengths before any window is built."""
     split_pairs(texts, allow_pairs=False)          # empty or whitespace-only: named
+    sentences, spans = sentences_of_texts(texts)
     try:
-        lengths = [len(ids) - 2 for ids in tokenizer.encode_batch(list(texts), max_length=None,
-                                                                   truncation=None).input_ids]
-        windows = sum(task.windows_of(n) for n in lengths)
-        if windows > max_windows:
-            raise TooManyWindows(windows)
-        sentences, spans = sentences_of_texts(texts)
-        features = task.encode(sentences)
+        features = task.encode(sentences, max_windows)
     except InvalidTextError as err:
         raise InputRejected(f"texts[{err.index}] {err.reason}") from None
-    if len(features) > max_windows:
-        raise TooManyWindows(len(features))
     warn_unknown(tokenizer, texts, "server request texts", [f.input_ids for f in features])
     return PreparedEntities(sentences, spans, features)
 
@@ -82,11 +67,9 @@ class PreparedQuestions(NamedTuple):
 
 
 def sequence_cut(runner) -> tuple[int, bool]:
-    """(tokens per row, whether long single texts keep their head and tail) for /predict: what the folder's task
-    options say, as Model.predict encodes (finetune/classification.py), never past the position table. NER keeps
-    the position table and plain truncation."""
-    if runner.task == "ner":
-        return runner.position_limit, False
+    """(tokens per row, whether long single texts keep their head and tail) for /predict and /rerank: what the
+    folder's task options say, as Model.predict encodes (finetune/classification.py), never past the position
+    table. (NER reads its windows through named_entities.)"""
     options = served_options(runner)
     return min(options.max_length, runner.position_limit), options.long_texts == "head+tail"
 

@@ -19,9 +19,9 @@ from bertkit.serve.config import ServeConfig
 from bertkit.serve.inputs import InputRejected, PreparedTexts, TokenSequence, prepare_pairs, prepare_texts
 from bertkit.serve.metrics import render
 from bertkit.serve.ranking import ranked, relevance, relevant_label, rerank_problem
-from bertkit.serve.predictions import (TooManyWindows, describe_answers, describe_sequence, named_entities,
-                                       prepare_entities, prepare_questions, qa_examples, question_answering,
-                                       sequence_cut)
+from bertkit.serve.predictions import (describe_answers, describe_sequence, named_entities, prepare_entities,
+                                       prepare_questions, qa_examples, question_answering, sequence_cut)
+from bertkit.finetune.ner import TooManyWindows
 from bertkit.finetune.tasks import HEAD_TASKS
 from bertkit.serve.runner import SERVED_POOLINGS, EmbedItem, ModelRunner, NonFiniteResult
 from bertkit.serve.search import SearchIndex
@@ -274,8 +274,7 @@ class EmbeddingService:
         try:
             await self.index.follow_folder()     # a generation saved while the server runs answers from now on
         except TimeLimitExceeded as err:
-            self.stats.timeouts += 1
-            raise ServiceError(503, f"{err}; retry shortly", {"Retry-After": "1"}) from None
+            raise self._search_timed_out(err) from None
         # as the index encodes its documents (search/encoding.py): its pooling and length, no normalization
         vectors, truncated, _ = await self.embed_texts([query], self.index.pooling, False, truncate=True,
                                                        field="query", allow_pairs=False,
@@ -283,10 +282,13 @@ class EmbeddingService:
         try:
             return await self.index.search(vectors[0], k, filter), bool(truncated)
         except TimeLimitExceeded as err:
-            self.stats.timeouts += 1
-            raise ServiceError(503, f"{err}; retry shortly", {"Retry-After": "1"}) from None
+            raise self._search_timed_out(err) from None
         except BertkitError as err:   # a bad filter field, for one
             raise ServiceError(422, str(err)) from None
+
+    def _search_timed_out(self, err: TimeLimitExceeded) -> "ServiceError":
+        self.stats.timeouts += 1
+        return ServiceError(503, f"{err}; retry shortly", {"Retry-After": "1"})
 
     def health_problem(self) -> Optional[str]:
         """Why this server cannot answer every route now (for /health), or None when it can."""

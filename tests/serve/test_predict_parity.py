@@ -178,7 +178,12 @@ def test_a_ner_request_of_too_many_windows_is_refused_before_they_are_built(tiny
     service = build_service(ServeConfig(model=str(folder), max_queued_texts=50))
     built = []
     real_encode = NERTask.encode
-    monkeypatch.setattr(NERTask, "encode", lambda self, sentences: built.append(1) or real_encode(self, sentences))
+    def encode(self, sentences, max_windows=None):          # records the calls that built windows
+        features = real_encode(self, sentences, max_windows)
+        built.append(len(features))
+        return features
+
+    monkeypatch.setattr(NERTask, "encode", encode)
     try:
         with TestClient(create_app(service)) as client:
             many = client.post("/predict", json={"texts": [" ".join(NER_TEXTS * 40)]})     # ~700 pieces: ~70 windows
