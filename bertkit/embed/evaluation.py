@@ -116,6 +116,17 @@ def _text(path, number: int, row: dict, field: str) -> str:
     return row[field]
 
 
+def _score(path, number: int, value) -> float:
+    """A pair's gold score: a number, or a string that reads as one ("4.5" from a converted TSV)."""
+    try:
+        score = float(value) if isinstance(value, (int, float, str)) and not isinstance(value, bool) else None
+    except ValueError:
+        score = None
+    if score is None or not np.isfinite(score):
+        raise InputFileError(path, f"'score' must be a finite number, got {value!r}", line=number)
+    return score
+
+
 @dataclass(frozen=True)
 class RetrievalTask:
     queries: list[str]
@@ -160,7 +171,7 @@ def read_pairs(path, encoding: str = "utf-8", limit: int | None = None
         a.append(_text(path, number, row, "text_a"))
         b.append(_text(path, number, row, "text_b"))
         if "score" in row:
-            scores.append(float(row["score"]))
+            scores.append(_score(path, number, row["score"]))
     if scores and len(scores) != len(a):
         raise InputFileError(path, "some rows have a 'score' and some do not; score every pair or none")
     return a, b, scores or None

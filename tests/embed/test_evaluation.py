@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from bertkit.api import load
-from bertkit.embed.evaluation import (evaluate_model, rankdata, read_retrieval_files, retrieval_metrics, spearman,
-                                      top_k)
+from bertkit.embed.evaluation import (evaluate_model, rankdata, read_pairs, read_retrieval_files, retrieval_metrics,
+                                      spearman, top_k)
 from bertkit.errors import InputFileError
 
 
@@ -56,3 +56,15 @@ def test_evaluate_model_end_to_end(tmp_path, tiny_model_dir):
     results = evaluate_model(load(tiny_model_dir), pairs=pairs)
     assert results["pairs_retrieval"]["recall_at_1"] == pytest.approx(1.0)   # identical texts find each other
     assert -1 <= evaluate_model(load(tiny_model_dir), pairs=scored)["spearman"] <= 1
+
+
+@pytest.mark.parametrize("bad", ['"high"', "null", "true", "[4]", '"nan"'])
+def test_a_pair_score_that_is_not_a_number_names_the_line(tmp_path, bad):
+    pairs = tmp_path / "scored.jsonl"
+    pairs.write_text('{"text_a": "a", "text_b": "b", "score": 4}\n'
+                     '{"text_a": "a", "text_b": "c", "score": "2.5"}\n'
+                     f'{{"text_a": "a", "text_b": "d", "score": {bad}}}\n')
+    with pytest.raises(InputFileError, match=r"scored.jsonl:3: 'score' must be a finite number"):
+        read_pairs(pairs)                               # was a ValueError/TypeError traceback from float()
+    pairs.write_text('{"text_a": "a", "text_b": "b", "score": 4}\n{"text_a": "a", "text_b": "c", "score": "2.5"}\n')
+    assert read_pairs(pairs)[2] == [4.0, 2.5]
