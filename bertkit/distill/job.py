@@ -80,7 +80,11 @@ def _distill_job(config: DistillConfig) -> Job:
     train_examples = read_examples("classification", data.train, known, True, read)[:data.max_train_examples]
     dev_examples = (read_examples("classification", data.dev, known, True, read)[:data.max_dev_examples]
                     if data.dev else None)
-    task = build_task("classification", tokenizer, labels, TaskOptions(max_length=config.data.max_length))
+    # the teacher's encoding options (long_texts, ...) at the run's max length, saved with the student so that
+    # predict and evaluate encode texts as the student was trained and measured
+    options = dataclasses.replace(TaskOptions.saved(teacher_ckpt.meta, Path(config.teacher) / "bertkit.json"),
+                                  max_length=config.data.max_length)
+    task = build_task("classification", tokenizer, labels, options)
     train_features = task.encode(train_examples)
     train_features += masked_copies(train_features, config.augment_copies, config.augment_mask_prob,
                                     tokenizer.mask_id, tokenizer.special_ids, config.train.seed)
@@ -91,8 +95,7 @@ def _distill_job(config: DistillConfig) -> Job:
     dev_features = task.encode(dev_examples) if dev_examples is not None else None
     has_dev = dev_features is not None
 
-    layer_map = losses.uniform_layer_map(student_encoder.config.num_layers, teacher_ckpt.config.num_layers) \
-        if config.hidden_weight or config.attention_weight else []
+    layer_map = _layer_map(config, student_encoder, teacher.encoder)
     projections = losses.make_projections(student_encoder.config.hidden_size, teacher_ckpt.config.hidden_size,
                                           len(layer_map)) if config.hidden_weight and config.hidden_loss == "mse" else None
     if config.hidden_loss == "cosine" and config.hidden_weight and projections is None and \
@@ -147,10 +150,11 @@ def _distill_job(config: DistillConfig) -> Job:
         return loss, stats
 
     output = Path(config.output)
-    meta_extra = {"distillation": {"teacher": str(config.teacher), **{k: v for k, v in dataclasses.asdict(config).items()
-                                   if k in ("temperature", "alpha", "logit_loss", "hidden_weight", "hidden_loss",
-                                            "attention_weight", "student_layers", "augment_copies",
-                                            "augment_mask_prob", "transfer")}}}
+    settings = {k: v for k, v in dataclasses.asdict(config).items()
+                if k in ("temperature", "alpha", "logit_loss", "hidden_weight", "hidden_loss", "attention_weight",
+                         "student_layers", "augment_copies", "augment_mask_prob", "transfer")}
+    meta_extra = {"task_options": dataclasses.asdict(options),
+                  "distillation": {"teacher": str(config.teacher), **settings}}
 
     def save(net: Distillation, metrics: dict) -> None:
         save_checkpoint(output, net.student.encoder, tokenizer, {net.student.head_key: net.student.head},
@@ -162,3 +166,22 @@ def _distill_job(config: DistillConfig) -> Job:
 
     metric = TASKS["classification"].main_metric if has_dev else None
     return Job(model, loss_fn, batches, save, evaluate if has_dev else None, metric)
+
+
+def _layer_map(config: DistillConfig, student, teacher) -> list[int]:
+    """The teacher hidden-state index each student layer learns from (hidden-state and attention losses), checked
+    before training: the depths divide, and mapped attention layers have the same number of heads."""
+    if not (config.hidden_weight or config.attention_weight):
+        return []
+    try:
+        layer_map = losses.uniform_layer_map(len(student.blocks), len(teacher.blocks))
+    except ValueError as err:
+        raise BertkitError(f"--hidden-weight / --attention-weight: {err}") from None
+    if config.attention_weight:
+        for m, t_index in enumerate(layer_map):
+            s_heads, t_heads = student.blocks[m].attention.num_heads, teacher.blocks[t_index - 1].attention.num_heads
+            if s_heads != t_heads:
+                raise BertkitError(f"--attention-weight compares attention maps head by head: student layer {m} has "
+                                   f"{s_heads} heads, teacher layer {t_index - 1} has {t_heads}; use --attention-weight "
+                                   "0 (or a student with the teacher's heads)")
+    return layer_map

@@ -40,8 +40,9 @@ def uniform_layer_map(student_layers: int, teacher_layers: int) -> list[int]:
     """TinyBERT's uniform mapping: student layer m (1-based) learns from teacher layer m * k, k = N_t / N_s;
     returned as teacher hidden_states indices for student hidden_states 1..M (0 is the embeddings)."""
     if teacher_layers % student_layers:
-        raise ValueError(f"{teacher_layers} teacher layers do not divide into {student_layers} student layers; "
-                         "pass an explicit layer map")
+        raise ValueError(f"{teacher_layers} teacher layers do not divide into {student_layers} student layers (the "
+                         "hidden-state and attention losses map student layer m to teacher layer m * k); choose a "
+                         f"student depth that divides {teacher_layers}")
     k = teacher_layers // student_layers
     return [m * k for m in range(1, student_layers + 1)]
 

@@ -6,6 +6,7 @@ teacher's function; DistilBERT reports this initialization matters more than the
 from __future__ import annotations
 
 import copy
+import sys
 from typing import Optional, Sequence
 
 from torch import nn
@@ -67,7 +68,15 @@ def build_student(student_dir: Optional[str], student_layers: Optional[int], tea
         if not same_vocabulary(teacher.tokenizer, student.tokenizer):
             raise BertkitError(f"--student {student_dir} has another vocabulary than the teacher; distillation "
                                "feeds both the same token ids")
+        sizes = parameter_count(student.encoder), parameter_count(teacher.encoder)
+        if sizes[0] >= sizes[1]:
+            print(f"bertkit: --student {student_dir} is not smaller than the teacher ({sizes[0] / 1e6:.1f}M vs "
+                  f"{sizes[1] / 1e6:.1f}M encoder parameters); distillation usually trains a smaller model",
+                  file=sys.stderr)
         return student.encoder, student.tokenizer
     if not student_layers:
         raise BertkitError("distill needs --student DIR or --student-layers N")
-    return student_from_teacher(teacher.encoder, student_layers), teacher.tokenizer
+    try:
+        return student_from_teacher(teacher.encoder, student_layers), teacher.tokenizer
+    except ValueError as err:
+        raise BertkitError(f"--student-layers {student_layers}: {err}") from None

@@ -13,6 +13,7 @@ from bertkit.distill.augment import UNLABELED, masked_copies
 from bertkit.distill.job import DistillConfig, run_distill
 from bertkit.errors import BertkitError
 from bertkit.finetune.classification import SequenceFeature
+from bertkit.finetune.config import TaskOptions
 from bertkit.distill.student import every_kth_layer, student_from_teacher
 from bertkit.model.encoder import Encoder
 
@@ -226,3 +227,39 @@ def test_transfer_texts_are_labeled_by_the_teacher_only(tmp_path):
     assert load_checkpoint(tmp_path / "with").meta["distillation"]["transfer"] == str(transfer)
     with pytest.raises(BertkitError, match="missing.txt"):
         run_distill(job_config(DistillConfig, output=str(tmp_path / "bad"), transfer=str(tmp_path / "missing.txt"), **common))
+
+
+def test_the_student_keeps_its_run_max_length_and_the_teachers_long_texts(teacher_dir, tmp_path):
+    """The student folder records the task options it was trained and measured with: evaluate re-measures the
+    recorded dev metrics (loss included) with texts cut at --max-length, not the default 128 tokens."""
+    teacher = load_checkpoint(teacher_dir)
+    teacher.meta["task_options"] = {"max_length": 64, "long_texts": "truncate"}
+    save_checkpoint(teacher_dir.parent / "cutting", teacher.encoder, teacher.tokenizer, teacher.heads, teacher.meta)
+    data = write_examples(tmp_path / "train.jsonl", 12)         # 5 to 7 tokens a text: max_length 5 cuts most
+    record = run_distill(job_config(DistillConfig, teacher=str(teacher_dir.parent / "cutting"), student_layers=1,
+                                    train=str(data), dev=str(data), output=str(tmp_path / "student"), epochs=1,
+                                    batch_size=6, max_length=5, progress_bar=False, device="cpu"))
+    saved = TaskOptions.saved(load_checkpoint(tmp_path / "student").meta)
+    assert saved == TaskOptions(max_length=5, long_texts="truncate")
+    again = evaluate_file(tmp_path / "student", data)
+    assert record["dev"] == pytest.approx({k: again[k] for k in record["dev"]}, abs=1e-6)
+
+
+@pytest.mark.parametrize("extra, message", [({"student_layers": 3}, "--student-layers 3: a student needs 1..2"),
+                                            ({"student_layers": 2, "hidden_weight": 1.0, "teacher_layers": 3},
+                                             "do not divide"),
+                                            ({"student_layers": 2, "attention_weight": 1.0, "student_heads": 2},
+                                             "student layer 0 has 2 heads, teacher layer 0 has 4")])
+def test_student_shapes_the_losses_cannot_use_are_one_line_errors_before_training(tmp_path, extra, message):
+    extra = dict(extra)
+    teacher = make_model_folder(tmp_path / "teacher", layers=extra.pop("teacher_layers", 2))
+    heads = extra.pop("student_heads", None)
+    if heads:
+        student = load_checkpoint(teacher)
+        save_checkpoint(tmp_path / "student", Encoder(tiny_config(num_heads=heads)), student.tokenizer, {}, {})
+        extra = {"student": str(tmp_path / "student"), **{k: v for k, v in extra.items() if k != "student_layers"}}
+    data = write_examples(tmp_path / "train.jsonl", 6)
+    with pytest.raises(BertkitError, match=message):
+        run_distill(job_config(DistillConfig, teacher=str(teacher), train=str(data), output=str(tmp_path / "s"),
+                               epochs=1, device="cpu", progress_bar=False, **extra))
+    assert not (tmp_path / "s" / "model.safetensors").exists()
