@@ -49,7 +49,8 @@ def register(subparsers) -> None:
     p.add_argument("--dev", help="labelled file (classification): the accuracy gate")
     p.add_argument("--texts", help=".txt (one text per line) or .jsonl (field text): the cosine gate")
     p.add_argument("--max-texts", type=int, default=500, help="texts sampled from --texts (default %(default)s)")
-    p.add_argument("--max-length", type=int, default=128, help="tokens per --dev example (default %(default)s)")
+    p.add_argument("--max-length", type=int, default=None,
+                   help="tokens per --dev example (default: the folder's, as its evaluate and predict cut texts)")
     p.add_argument("--max-dev-examples", type=int)
     p.add_argument("--max-kept-layers", type=int, default=None,
                    help="Linear layers the gate may keep in higher precision (default: a quarter of them; 0: "
@@ -75,7 +76,8 @@ def register(subparsers) -> None:
     group = p.add_mutually_exclusive_group(required=True)
     group.add_argument("--fraction", type=float, help="fraction of all heads to remove, e.g. 0.3")
     group.add_argument("--per-layer", type=int, help="heads to remove in every layer")
-    p.add_argument("--max-length", type=int, default=128)
+    p.add_argument("--max-length", type=int, default=None,
+                   help="tokens per example (default: the folder's, as its evaluate and predict cut texts)")
     p.add_argument("--max-dev-examples", type=int)
     p.set_defaults(func=_prune)
 

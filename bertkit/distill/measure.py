@@ -9,7 +9,7 @@ from __future__ import annotations
 import io
 import os
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable, Optional, Sequence
 
@@ -47,10 +47,19 @@ class Measurement:
 TABLE_HEADER = "| model | params | size | accuracy % | sentences/s |\n|---|---|---|---|---|"
 
 
-def load_dev_set(tokenizer, label_names: Sequence[str], path: str | os.PathLike, max_length: int = 128,
+def folder_task_options(checkpoint, max_length: Optional[int] = None) -> TaskOptions:
+    """How the folder's predict and evaluate encode texts (its saved task options: max length, long_texts), so a
+    measured accuracy is the one they give; max_length: another length (--max-length), at most the position table."""
+    options = TaskOptions.saved(checkpoint.meta, Path(checkpoint.path or "the model") / "bertkit.json")
+    length = options.max_length if max_length is None else max_length
+    return replace(options, max_length=min(length, checkpoint.config.max_length))
+
+
+def load_dev_set(tokenizer, label_names: Sequence[str], path: str | os.PathLike, options: TaskOptions,
                  limit: Optional[int] = None, task_name: str = "classification") -> DevSet:
+    """`path`'s labelled rows encoded with `options` (folder_task_options: as the folder's evaluate encodes them)."""
     examples = read_examples(task_name, path, LabelMap(tuple(label_names)), True, ReadOptions())[:limit]
-    task = build_task(task_name, tokenizer, list(label_names), TaskOptions(max_length=max_length))
+    task = build_task(task_name, tokenizer, list(label_names), options)
     features = task.encode(examples)
     return DevSet(task, examples, features, np.array([f.label for f in features]))
 

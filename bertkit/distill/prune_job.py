@@ -17,7 +17,7 @@ from typing import Optional
 from bertkit.checkpoints import Checkpoint, load_checkpoint, save_checkpoint
 from bertkit.checkpoints.families import require_bert_encoder
 from bertkit.checkpoints.hf_check import compare_with_transformers
-from bertkit.distill.measure import TABLE_HEADER, Measurement, load_dev_set, measure_module
+from bertkit.distill.measure import TABLE_HEADER, Measurement, folder_task_options, load_dev_set, measure_module
 from bertkit.distill.prune import (attention_heads, full_shape_copy, head_importance, heads_to_prune,
                                    prune_heads, pruned_heads_record)
 from bertkit.errors import BertkitError
@@ -64,7 +64,7 @@ def save_transformers_copy(folder: Path, net, tokenizer, meta: dict, pruning: di
 
 def prune_and_measure(model_dir: str | os.PathLike, output: str | os.PathLike, dev: str,
                       importance_data: Optional[str] = None, fraction: Optional[float] = None,
-                      per_layer: Optional[int] = None, max_length: int = 128, limit: Optional[int] = None,
+                      per_layer: Optional[int] = None, max_length: Optional[int] = None, limit: Optional[int] = None,
                       batch_size: int = 16) -> PruneReport:
     checkpoint = load_checkpoint(model_dir)
     require_bert_encoder(checkpoint, "prune-heads")
@@ -72,9 +72,11 @@ def prune_and_measure(model_dir: str | os.PathLike, output: str | os.PathLike, d
     if task_name not in ("classification", "pair-classification"):
         raise BertkitError(f"pruning scores heads with the classification loss; {model_dir} is a {task_name!r} model")
     net = model_from_checkpoint(checkpoint, task_name, checkpoint.meta.get("labels"))
-    dev_set = load_dev_set(checkpoint.tokenizer, net.label_names, dev, max_length, limit, task_name)
+    _check_amount(fraction, per_layer, attention_heads(net.encoder))
+    options = folder_task_options(checkpoint, max_length)
+    dev_set = load_dev_set(checkpoint.tokenizer, net.label_names, dev, options, limit, task_name)
     scoring = dev_set if importance_data is None else load_dev_set(
-        checkpoint.tokenizer, net.label_names, importance_data, max_length, limit, task_name)
+        checkpoint.tokenizer, net.label_names, importance_data, options, limit, task_name)
     measure_module("full", net, dev_set)                     # warm-up: first calls pay allocation
     before = measure_module("full", net, dev_set)
     features, pad = scoring.features, checkpoint.tokenizer.pad_id
@@ -99,5 +101,18 @@ def prune_and_measure(model_dir: str | os.PathLike, output: str | os.PathLike, d
     save_transformers_copy(Path(output) / TRANSFORMERS_COPY, net, checkpoint.tokenizer, meta, pruning, sentence)
     reloaded = load_checkpoint(output)
     after_net = model_from_checkpoint(reloaded, task_name, reloaded.meta.get("labels"))
-    after = measure_module(f"pruned ({sum(map(len, removed.values()))} heads)", after_net, dev_set)
+    name = f"pruned ({sum(map(len, removed.values()))} heads)"
+    measure_module(name, after_net, dev_set)                 # the same warm-up as the full model's
+    after = measure_module(name, after_net, dev_set)
     return PruneReport(Path(output), removed, attention_heads(after_net.encoder), before, after)
+
+
+def _check_amount(fraction: Optional[float], per_layer: Optional[int], heads: list[int]) -> None:
+    """--fraction in (0, 1), or --per-layer from 1 to one less than the fewest heads a layer has (every layer keeps
+    one): a one-line error, not a quietly smaller (or, for a negative fraction, the largest possible) pruning."""
+    if fraction is not None and not 0.0 < fraction < 1.0:
+        raise BertkitError(f"--fraction {fraction}: give the fraction of all {sum(heads)} heads to remove, "
+                           "between 0 and 1 (every layer keeps at least one head)")
+    if per_layer is not None and not 1 <= per_layer < min(heads):
+        raise BertkitError(f"--per-layer {per_layer}: the model has {min(heads)} heads in its smallest layer "
+                           f"(heads per layer: {heads}); remove 1 to {min(heads) - 1} per layer, so each keeps one")

@@ -21,7 +21,7 @@ from torch import nn
 from bertkit.checkpoints import Checkpoint, load_checkpoint, save_checkpoint
 from bertkit.checkpoints.families import require_bert_encoder
 from bertkit.data.text import builtin_sentences, read_texts
-from bertkit.distill.measure import load_dev_set
+from bertkit.distill.measure import folder_task_options, load_dev_set
 from bertkit.distill.quantize_gate import (INT8_KERNELS, GateLimits, Row, Sample, int8_variant, layer_errors,
                                      quantized_copy,
                                           measure, table)
@@ -41,7 +41,7 @@ class QuantizeConfig:
     dev: Optional[str] = None              # labelled file: accuracy gate (classification folders)
     texts: Optional[str] = None            # texts (.txt / .jsonl): cosine gate on sentence vectors
     max_texts: int = 500                   # texts sampled from --texts (seed 0)
-    max_length: int = 128                  # tokens per dev example
+    max_length: Optional[int] = None       # tokens per dev example; None: the folder's (its task options)
     max_dev_examples: Optional[int] = None
     max_kept_layers: Optional[int] = None  # Linear layers the fallback may keep in higher precision; None: 1/4
     limits: GateLimits = GateLimits()
@@ -127,8 +127,9 @@ def _dev_sample(source: Checkpoint, config: QuantizeConfig, options: EncodeOptio
         raise BertkitError(f"--dev measures classification accuracy; {config.model} is "
                            f"{'a ' + repr(task) if task else 'not a classification'} model: pass --texts instead")
     labels = list(source.meta.get("labels") or [])
-    max_length = min(config.max_length, source.config.max_length)
-    dev = load_dev_set(source.tokenizer, labels, config.dev, max_length, config.max_dev_examples, task)
+    task_options = folder_task_options(source, config.max_length)
+    max_length = task_options.max_length
+    dev = load_dev_set(source.tokenizer, labels, config.dev, task_options, config.max_dev_examples, task)
     if not dev.examples:
         raise BertkitError(f"{config.dev}: no examples to measure on")
 

@@ -4,6 +4,7 @@ import pytest
 from bertkit.distill.prune import (apply_pruned_heads, head_gates, head_importance, heads_to_prune, prune_heads,
                                    pruned_heads_record, load_pruned_transformers)
 from bertkit.checkpoints import load_checkpoint
+from bertkit.cli import main
 from bertkit.distill.prune_job import prune_and_measure
 from bertkit.model.encoder import Encoder
 
@@ -121,3 +122,16 @@ def test_full_shape_copy_computes_the_pruned_model(tmp_path):
     with torch.no_grad():
         torch.testing.assert_close(full(ids, mask).last_hidden_state, encoder(ids, mask).last_hidden_state,
                                    atol=1e-6, rtol=0)
+
+
+@pytest.mark.parametrize("amount, message", [(["--per-layer", "20"], "--per-layer 20: the model has 4 heads"),
+                                             (["--per-layer", "0"], "--per-layer 0"),
+                                             (["--fraction", "1.5"], "--fraction 1.5"),
+                                             (["--fraction", "-0.1"], "--fraction -0.1")])
+def test_pruning_more_heads_than_a_layer_has_is_one_line_error(model_dir, tmp_path, capsys, amount, message):
+    """Not a quietly smaller pruning (--per-layer 20 of 4 heads removed 3), nor, for a negative fraction, the
+    largest one possible; nothing is written."""
+    dev = write_examples(tmp_path / "dev.jsonl", 6)
+    assert main(["prune-heads", "--model", str(model_dir), "--output", str(tmp_path / "p"), "--dev", str(dev),
+                 *amount]) == 2
+    assert message in capsys.readouterr().err and not (tmp_path / "p").exists()

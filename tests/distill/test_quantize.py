@@ -229,3 +229,34 @@ def test_the_gate_quantizes_once_per_round_and_saves_what_it_measured(tmp_path, 
     report = run_quantize(QuantizeConfig(str(source), str(tmp_path / "int8"), texts=str(write_texts(tmp_path / "t.txt"))))
     assert report.passed and report.kept == ["blocks.1.ffn.down"]
     assert calls == [[], ["blocks.1.ffn.down"]]
+
+
+def test_the_gates_dev_rows_are_cut_as_the_folders_evaluate_cuts_them(tmp_path, monkeypatch, capsys):
+    """A classifier fine-tuned at max_length 4 (long_texts truncate): the accuracy the gate prints is measured on
+    the token rows `bertkit evaluate` makes for that folder (the saved task options), not on 128-token rows;
+    prune-heads measures the same way."""
+    import bertkit.distill.prune_job as prune_job
+    import bertkit.distill.quantize as quantize
+    from bertkit.checkpoints import load_checkpoint
+    from bertkit.finetune.loaded import finetuned_model
+    source = make_model_folder(tmp_path / "cls")
+    checkpoint = load_checkpoint(source)
+    save_checkpoint(source, checkpoint.encoder, checkpoint.tokenizer, checkpoint.heads,
+                    {**checkpoint.meta, "task_options": {"max_length": 4, "long_texts": "truncate"}})
+    dev = write_examples(tmp_path / "dev.jsonl", 12)          # 5 to 7 tokens a row
+    measured = []
+
+    def capture(real):
+        def load(*args, **kwargs):
+            measured.append(real(*args, **kwargs))
+            return measured[-1]
+        return load
+    monkeypatch.setattr(quantize, "load_dev_set", capture(quantize.load_dev_set))
+    monkeypatch.setattr(prune_job, "load_dev_set", capture(prune_job.load_dev_set))
+    assert main(["quantize", "--model", str(source), "--output", str(tmp_path / "int8"), "--dev", str(dev)]) == 0
+    assert main(["prune-heads", "--model", str(source), "--output", str(tmp_path / "p"), "--dev", str(dev),
+                 "--per-layer", "1"]) == 0
+    _, task = finetuned_model(source)
+    reference = [f.input_ids for f in task.encode(measured[0].examples, quiet=True)]
+    assert max(map(len, reference)) == 4
+    assert [[f.input_ids for f in dev_set.features] for dev_set in measured] == [reference, reference]
