@@ -168,7 +168,22 @@ class DocumentStore:
                 params.append(_sql_value(value))
         where = " AND ".join(clauses) if clauses else "1"
         with self._deadline(timeout_s, f"the filter on {', '.join(map(str, filter))}"):
-            return [r for (r,) in self.connection.execute(f"SELECT row_id FROM documents WHERE {where}", params)]
+            rows = [r for (r,) in self.connection.execute(f"SELECT row_id FROM documents WHERE {where}", params)]
+            if not rows:            # a misspelt field matches nothing, silently: say so instead
+                self._check_fields_exist([f for f, v in filter.items() if f != "id" and v is not None])
+            return rows
+
+    def _check_fields_exist(self, fields: list[str]) -> None:
+        """BertkitError when some field is in no document's metadata, naming the fields that are."""
+        missing = [f for f in fields if self.connection.execute(
+            "SELECT 1 FROM documents WHERE json_type(metadata, ?) IS NOT NULL LIMIT 1", (_json_path(f),)
+        ).fetchone() is None]
+        if not missing or not self.count():
+            return
+        known = [k for (k,) in self.connection.execute(
+            "SELECT DISTINCT j.key FROM documents, json_each(documents.metadata) AS j ORDER BY j.key LIMIT 21")]
+        shown = ", ".join(known[:20]) + (", ..." if len(known) > 20 else "") if known else "none"
+        raise BertkitError(f"filter field {missing[0]!r}: no document in the index has it (metadata fields: {shown})")
 
     @contextlib.contextmanager
     def _deadline(self, timeout_s: float | None, what: str) -> Iterator[None]:

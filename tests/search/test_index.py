@@ -327,3 +327,16 @@ def test_an_integer_filter_value_past_64_bits_is_one_error(tmp_path):
     with pytest.raises(BertkitError, match="must fit in 64 bits"):
         index.search(_vectors(1)[0], 3, filter={"year": 10 ** 30})
     assert len(index.search(_vectors(1)[0], 3, filter={"year": 2001})) == 3
+
+
+def test_a_filter_on_a_field_no_document_has_is_one_error_naming_the_fields(tmp_path):
+    index, vectors = _build(tmp_path / "idx", "faiss")
+    # a misspelt field used to match nothing and answer [] like a value that matches nothing
+    with pytest.raises(BertkitError, match=r"filter field 'gruop': no document in the index has it "
+                                           r"\(metadata fields: group, year\)"):
+        index.search(vectors[0], k=5, filter={"gruop": "a"})
+    with pytest.raises(BertkitError, match="'colour'"):
+        index.search(vectors[0], k=5, filter={"group": "a", "colour": ["red"]})
+    assert index.search(vectors[0], k=5, filter={"group": "nope"}) == []     # a known field, no match: no error
+    assert len(index.search(vectors[0], k=5, filter={"colour": None})) == 5   # "has no colour" matches all
+    index.close()
