@@ -11,9 +11,10 @@ from pathlib import Path
 from typing import Any
 
 from bertkit.data.text import check_readable, iter_jsonl, iter_lines
-from bertkit.errors import InputFileError
+from bertkit.errors import BertkitError, InputFileError
 from bertkit.progress import progress_bar
 from bertkit.search.index import Index
+from bertkit.search.store import metadata_json
 from bertkit.tokenizer.tokenizer import EMPTY_TEXT
 
 CHUNK = 4096   # documents encoded and added per step: bounded memory, length-sorted batches inside
@@ -42,6 +43,11 @@ def read_documents(path: str | Path, require_text: bool = True) -> Iterator[Docu
             raise InputFileError(path, "missing 'text' (a string)", line=number)
         if require_text and not text.strip():
             raise InputFileError(path, f"'text' {EMPTY_TEXT}", line=number)
+        try:
+            if require_text:        # what is indexed; a file of ids to delete keeps only the ids
+                metadata_json(row)
+        except BertkitError as err:
+            raise InputFileError(path, str(err), line=number) from None
         yield Document(doc_id, text if isinstance(text, str) else "", row)
 
 

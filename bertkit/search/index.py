@@ -30,7 +30,7 @@ from bertkit.errors import BertkitError
 from bertkit.search import generations
 from bertkit.search.backend import BackendInfo, VectorBackend
 from bertkit.search.encoding import LoadModel, ModelTextEncoder, TextEncoder, as_text_encoder, spec_from_manifest
-from bertkit.search.store import DocumentStore, FilterValue
+from bertkit.search.store import DocumentStore, FilterValue, metadata_json
 from bertkit.search.writer_lock import WriterLock
 
 
@@ -249,9 +249,15 @@ class Index:
     def _write(self, ids, texts, vectors, metadata, replace: bool) -> None:
         ids = [str(i) for i in ids]
         texts = [str(t) for t in texts]
-        metadata = [dict(m or {}) for m in metadata] if metadata is not None else [{} for _ in ids]
+        metadata = [{} if m is None else m for m in metadata] if metadata is not None else [{} for _ in ids]
         if not (len(ids) == len(texts) == len(metadata)):
             raise BertkitError(f"got {len(ids)} ids, {len(texts)} texts and {len(metadata)} metadata entries")
+        for doc_id, fields in zip(ids, metadata):     # before anything is written: no vector without its row
+            try:
+                metadata_json(fields)
+            except BertkitError as err:
+                raise BertkitError(f"document {doc_id!r}: {err}") from None
+        metadata = [dict(m) for m in metadata]
         if len(set(ids)) != len(ids):
             seen: set[str] = set()
             dup = next(i for i in ids if i in seen or seen.add(i))

@@ -53,7 +53,25 @@ def _json_path(field: str) -> str:
     return f'$."{field}"'
 
 
+def metadata_json(metadata: Any) -> str:
+    """A document's metadata as stored: a JSON object of JSON values. NaN and infinity are refused, since
+    SQLite's JSON functions reject the whole row ('malformed JSON') and every filtered search would fail.
+    Raises BertkitError naming the field; callers add which document."""
+    if not isinstance(metadata, dict):
+        raise BertkitError(f"metadata must be an object of fields, got {type(metadata).__name__}")
+    for key, value in metadata.items():
+        try:
+            json.dumps(value, allow_nan=False)
+        except (TypeError, ValueError) as err:
+            why = "NaN or infinite numbers" if isinstance(err, ValueError) else str(err)
+            raise BertkitError(f"metadata field {str(key)[:80]!r} cannot be stored as JSON ({why})") from None
+    return json.dumps(metadata, ensure_ascii=False)
+
+
 def _sql_value(value: Any) -> Any:
+    if not isinstance(value, (str, int, float)) and value is not None:
+        raise BertkitError(f"filter value {str(value)[:40]}: a filter value is a string, number, boolean or null, "
+                           f"or a list of those (got {type(value).__name__})")
     # json_extract returns JSON true/false as 1/0, so compare booleans as integers.
     if isinstance(value, int) and not isinstance(value, bool) and not -2**63 <= value < 2**63:
         raise BertkitError(f"filter value {str(value)[:40]}: an integer filter value must fit in 64 bits")
@@ -114,7 +132,7 @@ class DocumentStore:
         """Insert or replace (row_id, doc_id, text, metadata) rows."""
         self.connection.executemany(
             "INSERT OR REPLACE INTO documents(row_id, doc_id, text, metadata) VALUES (?, ?, ?, ?)",
-            [(r, d, t, json.dumps(m, ensure_ascii=False)) for r, d, t, m in rows])
+            [(r, d, t, metadata_json(m)) for r, d, t, m in rows])
 
     def remove(self, row_ids: Sequence[int]) -> None:
         self.connection.executemany("DELETE FROM documents WHERE row_id = ?", [(int(r),) for r in row_ids])
@@ -188,14 +206,16 @@ class DocumentStore:
     @contextlib.contextmanager
     def _deadline(self, timeout_s: float | None, what: str) -> Iterator[None]:
         """Interrupt the statements run inside once `timeout_s` seconds have passed (None: no limit)."""
-        if timeout_s is None:
-            yield
-            return
-        deadline = time.monotonic() + timeout_s
-        self.connection.set_progress_handler(lambda: time.monotonic() > deadline, PROGRESS_INSTRUCTIONS)
+        if timeout_s is not None:
+            deadline = time.monotonic() + timeout_s
+            self.connection.set_progress_handler(lambda: time.monotonic() > deadline, PROGRESS_INSTRUCTIONS)
         try:
             yield
         except sqlite3.OperationalError as err:
+            if "malformed JSON" in str(err):    # NaN or Infinity stored by a version that did not refuse them
+                raise BertkitError(f"{self.path}: some document's metadata holds NaN or Infinity, which "
+                                   "filters cannot read; update or delete that document, or rebuild the index"
+                                   ) from None
             if "interrupt" not in str(err):
                 raise
             raise TimeLimitExceeded(f"{what} ran over its {timeout_s:g} s limit on {self.path.name} and was "

@@ -340,3 +340,39 @@ def test_a_filter_on_a_field_no_document_has_is_one_error_naming_the_fields(tmp_
     assert index.search(vectors[0], k=5, filter={"group": "nope"}) == []     # a known field, no match: no error
     assert len(index.search(vectors[0], k=5, filter={"colour": None})) == 5   # "has no colour" matches all
     index.close()
+
+
+@pytest.mark.parametrize("bad, message", [("not a dict", "metadata must be an object of fields, got str"),
+                                          ({"w": float("nan")}, "metadata field 'w' cannot be stored as JSON"),
+                                          ({"w": object()}, "metadata field 'w' cannot be stored as JSON")])
+def test_bad_metadata_is_refused_before_anything_is_written(tmp_path, bad, message):
+    index, vectors = _build(tmp_path / "idx", "faiss", n=6)
+    with pytest.raises(BertkitError, match=f"document 'new': {message}"):
+        index.add(["new"], ["text"], vectors=_vectors(1, seed=1), metadata=[bad])
+    # the failed add left no vector without its document (it did: the vector went in, then the row failed)
+    index.add(["new"], ["text"], vectors=_vectors(1, seed=1), metadata=[{"group": "a"}])
+    assert index.save().count == len(index) == 7
+    assert len(index.search(vectors[0], k=5, filter={"group": "a"})) == 3     # filters still read every row
+    index.close()
+
+
+def test_filter_values_that_are_not_scalars_are_one_error(tmp_path):
+    index, vectors = _build(tmp_path / "idx", "faiss", n=6)
+    for value in ({"$gt": 2001}, [[2001]]):
+        with pytest.raises(BertkitError, match="a filter value is a string, number, boolean or null"):
+            index.search(vectors[0], k=5, filter={"year": value})           # was an sqlite3 traceback
+    index.close()
+
+
+def test_an_old_index_with_nan_metadata_names_the_problem_on_a_filtered_search(tmp_path):
+    import json
+    import sqlite3
+
+    index, vectors = _build(tmp_path / "idx", "faiss", n=6)
+    connection = sqlite3.connect(index.store.path)
+    connection.execute("""UPDATE documents SET metadata = '{"group": "a", "w": NaN}' WHERE doc_id = 'doc-1'""")
+    connection.commit()
+    connection.close()
+    assert json.loads((tmp_path / "idx" / "index.json").read_text())["store"] == index.store.path.name
+    with pytest.raises(BertkitError, match="metadata holds NaN or Infinity.*update or delete that document"):
+        Index.open(tmp_path / "idx").search(vectors[0], k=5, filter={"group": "a"})

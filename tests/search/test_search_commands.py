@@ -169,3 +169,12 @@ def test_cli_warning_is_one_line_naming_the_flag(tmp_path, tiny_model_dir):
         "long_texts='sliding-window' (the encode and index build commands: --long-texts sliding-window) to keep all "
         "of them"], lines
     assert not [line for line in lines if ".py:" in line or "Warning" in line], lines
+
+
+def test_a_document_with_nan_metadata_is_refused_naming_its_line(tmp_path, tiny_model_dir, capsys):
+    docs = tmp_path / "docs.jsonl"
+    docs.write_text('{"id": "a", "text": "the cat", "kind": "animal"}\n{"id": "b", "text": "a dog", "w": NaN}\n')
+    index = tmp_path / "idx"
+    code = main(["index", "build", "--model", str(tiny_model_dir), "--input", str(docs), "--index", str(index)])
+    assert code == 2 and "docs.jsonl:2: metadata field 'w' cannot be stored as JSON" in capsys.readouterr().err
+    assert not (index / "index.json").exists()   # it was saved, and every filtered search then failed
