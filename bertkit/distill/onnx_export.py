@@ -10,6 +10,7 @@ command reports success; the largest absolute difference is part of the result.
 """
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import warnings
@@ -22,10 +23,12 @@ from torch import nn
 
 from bertkit.checkpoints import load_checkpoint
 from bertkit.checkpoints.families import require_bert_encoder
+from bertkit.distill.student import same_vocabulary
 from bertkit.errors import BertkitError, CheckpointError
 from bertkit.model.pooling import pooled_or_cls
 from bertkit.model.precision import dequantize_encoder
 from bertkit.model.sentence import SentenceEncoder
+from bertkit.tokenizer import Tokenizer
 
 # (batch, sequence length) pairs the export is compared with PyTorch at; they differ from the trace shape.
 CHECK_SHAPES = ((1, 3), (2, 17), (5, 64), (3, 128))
@@ -62,8 +65,16 @@ class ExportResult(NamedTuple):
 def export_onnx(model_dir: str | os.PathLike, output: str | os.PathLike, pooling: Optional[str] = None,
                 normalized: Optional[bool] = None, opset: int = 17, check: bool = True) -> ExportResult:
     """pooling, normalized: default to the folder's; its dense layers and whitening are in the graph too."""
+    output = Path(output)
+    if output.suffix != ".onnx":
+        raise BertkitError(f"--output {output}: name the file *.onnx (the tokenizer is written beside it)")
+    needed = ("onnx", "onnxruntime") if check else ("onnx",)     # the writer; the runtime the check runs on
+    missing = [name for name in needed if not _importable(name)]
+    if missing:        # before the model is loaded and traced, and before anything is written
+        raise BertkitError(f"export-onnx needs {' and '.join(missing)}: pip install 'bertkit[onnx]'")
     checkpoint = load_checkpoint(model_dir, precision="fp32")
     require_bert_encoder(checkpoint, "export-onnx")
+    _check_tokenizer_beside(output.parent, checkpoint.tokenizer)
     dequantize_encoder(checkpoint.encoder)       # an int8 folder: the fp32 model its int8 weights describe
     encoder = checkpoint.encoder.float().eval()
     classifier = checkpoint.heads.get("classifier")
@@ -72,9 +83,6 @@ def export_onnx(model_dir: str | os.PathLike, output: str | os.PathLike, pooling
     except ValueError as err:
         raise BertkitError(f"{model_dir}: {err}") from None
     graph = ExportedGraph(sentence, classifier.eval() if classifier is not None else None).eval()
-    output = Path(output)
-    if output.suffix != ".onnx":
-        raise BertkitError(f"--output {output}: name the file *.onnx (the tokenizer is written beside it)")
     output.parent.mkdir(parents=True, exist_ok=True)
     names = ("embeddings", "logits") if classifier is not None else ("embeddings",)
     example = _example_inputs(encoder.config.vocab_size, 2, 8)
@@ -82,28 +90,51 @@ def export_onnx(model_dir: str | os.PathLike, output: str | os.PathLike, pooling
     axes = {"input_ids": {0: "batch", 1: "sequence"}, "attention_mask": {0: "batch", 1: "sequence"}}
     axes.update({name: {0: "batch"} for name in names})
     tmp = output.with_name(output.name + ".tmp")
-    with torch.no_grad(), warnings.catch_warnings():
-        # Tracer warnings flag shape-dependent Python (the reshapes); the shape checks below are the real test.
-        warnings.simplefilter("ignore", torch.jit.TracerWarning)
-        torch.onnx.export(graph, example, str(tmp), input_names=["input_ids", "attention_mask"],
-                          output_names=list(names), dynamic_axes=axes, opset_version=opset, dynamo=False)
-    config = sentence.config
-    _write_metadata(tmp, {"pooling": config.pooling, "layers": config.layers, "normalize": config.normalize,
-                          "max_length": config.max_length or encoder.config.max_length,
-                          "position_limit": encoder.config.max_length,
-                          "dense_layers": len(sentence.dense), "whitened": sentence.whitening is not None,
-                          "dimension": sentence.dim, "task": checkpoint.meta.get("task"),
-                          "labels": checkpoint.meta.get("labels"), "source": str(model_dir),
-                          # how predict encodes texts (max_length, long_texts: head+tail, ...), as the folder does
-                          "task_options": checkpoint.meta.get("task_options")})
-    diff = max_abs_difference(graph, tmp, encoder.config.vocab_size) if check else float("nan")
-    if check and not diff <= TOLERANCE:
-        tmp.unlink(missing_ok=True)
-        raise BertkitError(f"the ONNX export differs from PyTorch by {diff:.2e} (> {TOLERANCE}); not written")
-    os.replace(tmp, output)
-    if checkpoint.tokenizer is not None and not _has_tokenizer(output.parent):
-        checkpoint.tokenizer.save(output.parent)
+    try:
+        with torch.no_grad(), warnings.catch_warnings():
+            # Tracer warnings flag shape-dependent Python (the reshapes); the shape checks below are the real test.
+            warnings.simplefilter("ignore", torch.jit.TracerWarning)
+            torch.onnx.export(graph, example, str(tmp), input_names=["input_ids", "attention_mask"],
+                              output_names=list(names), dynamic_axes=axes, opset_version=opset, dynamo=False)
+        _write_metadata(tmp, _metadata(checkpoint, sentence, model_dir))
+        diff = max_abs_difference(graph, tmp, encoder.config.vocab_size) if check else float("nan")
+        if check and not diff <= TOLERANCE:
+            raise BertkitError(f"the ONNX export differs from PyTorch by {diff:.2e} (> {TOLERANCE}); not written")
+        if checkpoint.tokenizer is not None and not _has_tokenizer(output.parent):
+            checkpoint.tokenizer.save(output.parent)
+        os.replace(tmp, output)
+    finally:
+        tmp.unlink(missing_ok=True)          # a failed export leaves nothing behind; a good one was renamed
     return ExportResult(output, diff, names, output.stat().st_size)
+
+
+def _metadata(checkpoint, sentence: SentenceEncoder, model_dir) -> dict:
+    """The export's settings, read back by read_metadata."""
+    config, limit = sentence.config, sentence.encoder.config.max_length
+    return {"pooling": config.pooling, "layers": config.layers, "normalize": config.normalize,
+            "max_length": config.max_length or limit, "position_limit": limit,
+            "dense_layers": len(sentence.dense), "whitened": sentence.whitening is not None,
+            "dimension": sentence.dim, "task": checkpoint.meta.get("task"),
+            "labels": checkpoint.meta.get("labels"), "source": str(model_dir),
+            # how predict encodes texts (max_length, long_texts: head+tail, ...), as the folder does
+            "task_options": checkpoint.meta.get("task_options")}
+
+
+def _check_tokenizer_beside(folder: Path, tokenizer) -> None:
+    """The export is read with the tokenizer in its folder: one written there for another model (an earlier
+    export of another folder) would silently tokenize for that model, so it is refused, before anything is written.
+    The same tokenizer (exporting the same model again) is kept."""
+    if tokenizer is None or not _has_tokenizer(folder):
+        return
+    try:
+        there = Tokenizer.from_folder(folder)
+    except BertkitError as err:
+        raise BertkitError(f"--output: {folder} holds tokenizer files this export cannot read ({err}); export into "
+                           "an empty folder") from None
+    if not (same_vocabulary(there, tokenizer) and there.lowercase == tokenizer.lowercase
+            and there.vocab_size == tokenizer.vocab_size):
+        raise BertkitError(f"--output: {folder} already holds another model's tokenizer (vocab.txt / tokenizer.json, "
+                           "which the export is read with); export into an empty folder, or delete them first")
 
 
 def max_abs_difference(graph: nn.Module, onnx_path: Path, vocab_size: int,
@@ -173,6 +204,14 @@ def _example_inputs(vocab_size: int, batch: int, length: int, seed: int = 0) -> 
     generator = torch.Generator().manual_seed(seed)
     ids = torch.randint(5, vocab_size, (batch, length), generator=generator)
     return ids, torch.ones(batch, length, dtype=torch.long)
+
+
+def _importable(name: str) -> bool:
+    try:
+        importlib.import_module(name)
+    except ImportError:
+        return False
+    return True
 
 
 def _has_tokenizer(folder: Path) -> bool:

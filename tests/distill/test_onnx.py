@@ -11,6 +11,7 @@ from bertkit.distill.onnx_export import ExportedGraph, export_onnx, make_session
 from bertkit.distill.onnx_model import OnnxModel, onnx_file_of
 from bertkit.model.heads import SequenceClassificationHead
 from bertkit.finetune.predict import evaluate_file
+from bertkit.tokenizer import Tokenizer
 from distill_fixtures import LABELS, WORDS, make_model_folder, write_examples
 
 pytest.importorskip("onnxruntime")
@@ -178,3 +179,31 @@ def test_a_tampered_export_is_one_line_naming_it(model_dir, tmp_path, raw, messa
     _set_metadata(path, raw)
     with pytest.raises(bertkit.api.BertkitError, match=f"model.onnx: {message}"):
         read_metadata(path)
+
+
+def test_an_export_beside_another_models_tokenizer_is_refused_and_the_first_export_kept(model_dir, tmp_path, capsys):
+    """The export is read with the tokenizer in its folder: a second model with another vocabulary exported into
+    the folder of a first one would have run with the first model's token ids. Exporting the same model again
+    is fine."""
+    other = load_checkpoint(model_dir)
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *reversed(WORDS), "the", "a"]
+    save_checkpoint(tmp_path / "other", other.encoder, Tokenizer.from_vocab({t: i for i, t in enumerate(vocab)}),
+                    other.heads, other.meta)
+    out = tmp_path / "onnx" / "model.onnx"
+    assert main(["export-onnx", "--model", str(model_dir), "--output", str(out)]) == 0
+    before = OnnxModel(out).predict(["sport goal team", "bank profit"])
+    assert main(["export-onnx", "--model", str(model_dir), "--output", str(out)]) == 0
+    capsys.readouterr()
+    assert main(["export-onnx", "--model", str(tmp_path / "other"), "--output", str(out)]) == 2
+    assert "another model's tokenizer" in capsys.readouterr().err
+    assert OnnxModel(out).predict(["sport goal team", "bank profit"]) == before
+    assert bertkit.load(model_dir).predict(["sport goal team"])[0]["label"] == before[0]["label"]
+
+
+@pytest.mark.parametrize("module", ["onnx", "onnxruntime"])
+def test_export_without_onnx_or_onnxruntime_is_one_line_and_writes_nothing(model_dir, tmp_path, capsys, monkeypatch,
+                                                                           module):
+    monkeypatch.setitem(__import__("sys").modules, module, None)        # what `import onnxruntime` fails on
+    assert main(["export-onnx", "--model", str(model_dir), "--output", str(tmp_path / "out" / "model.onnx")]) == 2
+    assert f"needs {module}: pip install 'bertkit[onnx]'" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
