@@ -151,6 +151,9 @@ class Index:
         index, whose model folder `load_model` (default: the class's; bertkit.Index: bertkit.load) loads on
         first use."""
         folder = Path(folder)
+        if nprobe is not None and (isinstance(nprobe, bool) or not isinstance(nprobe, int) or nprobe < 1):
+            raise BertkitError(f"nprobe {nprobe!r}: the number of IVF lists to probe must be an integer >= 1 "
+                               "(leave it out for the one chosen at build)")
         load_model = load_model or cls.load_model
         manifest, store, backend = _open_committed(folder, nprobe)    # index.json read once, here
         spec = None           # the recorded encoder, when no encoder is given to embed queries

@@ -376,3 +376,12 @@ def test_an_old_index_with_nan_metadata_names_the_problem_on_a_filtered_search(t
     assert json.loads((tmp_path / "idx" / "index.json").read_text())["store"] == index.store.path.name
     with pytest.raises(BertkitError, match="metadata holds NaN or Infinity.*update or delete that document"):
         Index.open(tmp_path / "idx").search(vectors[0], k=5, filter={"group": "a"})
+
+
+@pytest.mark.parametrize("nprobe", [0, -3])
+def test_an_nprobe_under_one_is_one_error(tmp_path, nprobe):
+    _build(tmp_path / "idx", "faiss", n=6)[0].close()
+    # -3 was an OverflowError from faiss at the first search; 0 silently meant "the default"
+    with pytest.raises(BertkitError, match=f"nprobe {nprobe}: the number of IVF lists to probe must be an integer"):
+        Index.open(tmp_path / "idx", nprobe=nprobe)
+    assert len(Index.open(tmp_path / "idx", nprobe=3).search(_vectors(1)[0], k=2)) == 2
