@@ -28,7 +28,7 @@ class OnnxRunner(BatchRunner):
         self.model = model             # bertkit.distill.onnx_model.OnnxModel
         self.tokenizer = model.tokenizer
         self.max_length = model.max_length
-        self.position_limit = model.max_length     # the graph's inputs were cut to this at export
+        self.position_limit = model.position_limit  # fine-tuned heads: the position table, as OnnxModel.predict
         self.meta: dict = dict(model.meta)
         self.default_pooling: str = model.pooling
         self.default_layers: str = self.meta.get("layers") or "last"

@@ -9,7 +9,9 @@ import pytest
 from fastapi.testclient import TestClient
 
 import bertkit
+from bertkit.checkpoints import load_checkpoint, save_checkpoint
 from bertkit.cli import main
+from bertkit.model.sentence import SentenceConfig, SentencePipeline
 from bertkit.serve.config import ServeConfig
 from bertkit.serve.server import build_service
 from bertkit.serve.app import create_app
@@ -94,3 +96,18 @@ def test_the_runner_refuses_a_pooling_or_layers_the_graph_does_not_compute(expor
     assert OnnxRunner(model, model.pooling, "last").default_pooling == model.pooling   # what it computes: served
     with pytest.raises(BertkitError, match="serve --pooling"):
         build_service(ServeConfig(model=str(exports["encoder"]), pooling=other))
+
+
+def test_predict_cuts_texts_at_the_folders_task_length_not_the_encode_length(tmp_path, classifier_model_dir):
+    """A classifier fine-tuned at 48 tokens whose vectors are cut at 16 (its encode max length): /predict on the
+    export cuts a long text at 48, as the source folder's server and `bertkit.load(ONNX_DIR).predict` do."""
+    source = load_checkpoint(classifier_model_dir)
+    save_checkpoint(tmp_path / "cls48", source.encoder, source.tokenizer, source.heads,
+                    {**source.meta, "task_options": {"max_length": 48}},
+                    sentence=SentencePipeline(SentenceConfig(max_length=16)))
+    assert main(["export-onnx", "--model", str(tmp_path / "cls48"), "--output", str(tmp_path / "onnx" / "model.onnx")]) == 0
+    text = TEXTS[-1]                                 # 90 words: cut in every case, at 48 tokens by the head's rule
+    served = _served(tmp_path / "onnx", "/predict", {"texts": [text], "truncate": True}).json()["predictions"][0]
+    source_served = _served(tmp_path / "cls48", "/predict", {"texts": [text], "truncate": True}).json()
+    assert served["scores"] == pytest.approx(source_served["predictions"][0]["scores"], abs=1e-5)
+    assert served["scores"] == pytest.approx(bertkit.load(tmp_path / "onnx").predict([text])[0]["scores"], abs=1e-5)
