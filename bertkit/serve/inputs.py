@@ -139,6 +139,20 @@ def _tokenize(tokenizer, count: int, singles: list[tuple[int, str]], pairs: list
     return PreparedTexts(sequences, sorted(truncated))  # type: ignore[arg-type]
 
 
+def prepare_windows(tokenizer, texts: Sequence[str], max_length: int, stride: int,
+                    field: str = "query") -> PreparedTexts:
+    """One text as overlapping windows of max_length tokens, as `Model.encode(long_texts="sliding-window")`
+    reads it (features.encode_texts): the caller averages the windows' vectors. Nothing is cut."""
+    try:
+        windows = tokenizer.encode_windows(list(texts), max_length=max_length, stride=stride)
+    except InvalidTextError as err:
+        raise InputRejected(f"{field} {err.reason}") from None
+    warn_unknown(tokenizer, list(texts), "server request texts", windows.encoding.input_ids)
+    encoding = windows.encoding
+    return PreparedTexts([TokenSequence(list(ids), list(types), False)
+                          for ids, types in zip(encoding.input_ids, encoding.token_type_ids)], [])
+
+
 def prepare_tokens(tokenizer, token_lists: Sequence[Sequence[str]], max_length: int,
                    truncate: bool) -> PreparedTexts:
     """Pre-tokenized input (bert-as-service's is_tokenized): WordPiece tokens, [CLS]/[SEP] added here.

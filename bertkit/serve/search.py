@@ -44,6 +44,8 @@ class SearchIndex:
     pooling: str
     built_with: Optional[str]             # the model folder that embedded the documents
     max_length: Optional[int]             # None: the model folder's
+    long_texts: str                       # "sliding-window": a long query is averaged over windows, not cut
+    stride: Optional[int]                 # the windows' overlap; None: features.window_stride's default
     dimension: Optional[int]
     warning: Optional[str]                # built with another model folder than the one served
     generation: int
@@ -91,7 +93,8 @@ class SearchIndex:
             warning = (f"index {folder} was built with {built_with}; queries are embedded with "
                        f"{served}: results are only meaningful if both are the same model")
         return {"pooling": spec.get("pooling") or self.default_pooling, "built_with": built_with,
-                "max_length": spec.get("max_length"),
+                "max_length": spec.get("max_length"), "long_texts": spec.get("long_texts") or "truncate",
+                "stride": spec.get("stride"),
                 "dimension": dimension, "warning": warning, "generation": index.generation,
                 "documents": len(index)}
 

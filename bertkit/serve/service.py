@@ -14,9 +14,11 @@ import numpy as np
 
 from bertkit.data.squad import QAExample
 from bertkit.errors import BertkitError, TimeLimitExceeded
+from bertkit.features import window_stride
 from bertkit.serve.batching import Batcher, QueueFull, batch_overhead_tokens
 from bertkit.serve.config import ServeConfig
-from bertkit.serve.inputs import InputRejected, PreparedTexts, TokenSequence, prepare_pairs, prepare_texts
+from bertkit.serve.inputs import (InputRejected, PreparedTexts, TokenSequence, prepare_pairs, prepare_texts,
+                                  prepare_windows)
 from bertkit.serve.metrics import render
 from bertkit.serve.ranking import ranked, relevance, relevant_label, rerank_problem
 from bertkit.serve.predictions import (describe_answers, describe_sequence, named_entities, prepare_entities,
@@ -275,16 +277,32 @@ class EmbeddingService:
             await self.index.follow_folder()     # a generation saved while the server runs answers from now on
         except TimeLimitExceeded as err:
             raise self._search_timed_out(err) from None
-        # as the index encodes its documents (search/encoding.py): its pooling and length, no normalization
-        vectors, truncated, _ = await self.embed_texts([query], self.index.pooling, False, truncate=True,
-                                                       field="query", allow_pairs=False,
-                                                       max_length=self.index.max_length)
+        # as the index encodes its documents (search/encoding.py): its pooling, length and long-text rule,
+        # no normalization
+        if self.index.long_texts == "sliding-window":
+            vectors, truncated = await self._embed_windows(query), []
+        else:
+            vectors, truncated, _ = await self.embed_texts([query], self.index.pooling, False, truncate=True,
+                                                           field="query", allow_pairs=False,
+                                                           max_length=self.index.max_length)
         try:
             return await self.index.search(vectors[0], k, filter), bool(truncated)
         except TimeLimitExceeded as err:
             raise self._search_timed_out(err) from None
         except BertkitError as err:   # a bad filter field, for one
             raise ServiceError(422, str(err)) from None
+
+    async def _embed_windows(self, query: str) -> np.ndarray:
+        """(1, dim): the mean of the query's window vectors, as features.encode_texts averages them."""
+        max_length = self.index.max_length or self.runner.max_length
+        try:
+            stride = window_stride(max_length, self.index.stride)
+        except BertkitError as err:
+            raise ServiceError(422, f"index {self.index.folder}: {err}") from None
+        prepared = await self.prepare(prepare_windows, [query], max_length, stride)
+        self.check_count(len(prepared.sequences), "query (in sliding windows)")
+        vectors, _, _ = await self.embed(prepared, self.index.pooling, False)
+        return vectors.astype(np.float64).mean(axis=0, keepdims=True).astype(np.float32)
 
     def _search_timed_out(self, err: TimeLimitExceeded) -> "ServiceError":
         self.stats.timeouts += 1

@@ -1,0 +1,41 @@
+"""POST /search embeds a query as the index embedded its documents, long-text rule included."""
+from __future__ import annotations
+
+import pytest
+from fastapi.testclient import TestClient
+
+from bertkit import Index
+from bertkit.search import EncoderSpec, ModelTextEncoder
+from bertkit.serve.app import create_app
+from bertkit.serve.config import ServeConfig
+from bertkit.serve.server import build_service
+from servers import DOCUMENTS
+
+LONG_QUERY = " ".join(["the cat sat on the mat", "hello world", "the dog is on a mat"] * 8)   # ~100 tokens
+
+
+def _index(folder, model_dir, long_texts: str):
+    spec = EncoderSpec(str(model_dir), max_length=16, long_texts=long_texts, stride=4)
+    index = Index.create(folder, encoder=ModelTextEncoder(spec))
+    index.add([d[0] for d in DOCUMENTS], [d[1] for d in DOCUMENTS], metadata=[d[2] for d in DOCUMENTS])
+    index.save()
+    index.close()
+    return folder
+
+
+@pytest.mark.parametrize("long_texts", ["sliding-window", "truncate"])
+def test_search_scores_equal_the_library_for_a_long_query(tmp_path, tiny_model_dir, long_texts):
+    pytest.importorskip("faiss")
+    folder = _index(tmp_path / "idx", tiny_model_dir, long_texts)
+    expected = Index.open(folder).search(LONG_QUERY, k=4)
+    service = build_service(ServeConfig(model=str(tiny_model_dir), index=str(folder), backend="thread"))
+    with TestClient(create_app(service)) as client:
+        answer = client.post("/search", json={"query": LONG_QUERY, "k": 4})
+        assert answer.status_code == 200, answer.text
+        body = answer.json()
+        # a sliding-window index was searched with the query cut to 16 tokens: other scores than the library's
+        assert body["query_truncated"] is (long_texts == "truncate")
+        assert [h["id"] for h in body["results"]] == [h.id for h in expected]
+        assert [h["score"] for h in body["results"]] == pytest.approx([h.score for h in expected], abs=1e-5)
+        missing = client.post("/search", json={"query": "cat", "filter": {"knd": "animal"}})
+        assert missing.status_code == 422 and "filter field 'knd': no document" in missing.json()["detail"]
