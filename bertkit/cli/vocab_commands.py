@@ -29,7 +29,8 @@ def register(subparsers) -> None:
     p.add_argument("--min-frequency", type=int, default=2, help="least count for a merged piece (default 2)")
     p.add_argument("--unused", type=int, default=100, help="[unusedN] slots reserved after the special tokens")
     p.add_argument("--limit-alphabet", type=int, default=None,
-                   help="most single characters kept (default: max(1000, vocab-size / 4))")
+                   help="most single characters kept (default: max(1000, vocab-size / 4), raised while the "
+                        "vocab has room for characters seen --min-frequency times)")
     p.add_argument("--encoding", default="utf-8", help="input file encoding, e.g. gb18030")
     p.set_defaults(func=run_train)
     e = actions.add_parser("extend", help="add a corpus's [UNK] characters (e.g. CJK) to a model's vocab",

@@ -37,8 +37,11 @@ def train_wordpiece(files: Sequence[str | Path], vocab_size: int = 30522, lowerc
     The vocab starts with [PAD] [UNK] [CLS] [SEP] [MASK], then [unused0]..[unused{num_unused-1}] (slots to
     swap for domain words later without resizing the model, as in Google's BERT vocabs), then the learned
     pieces. CJK characters are split apart before training, so Chinese text yields one token per character.
-    limit_alphabet caps the single characters kept (the rarest are dropped); by default it is
-    max(1000, vocab_size // 4), which leaves room for the thousands of characters Chinese text needs.
+    limit_alphabet caps the single characters kept (the rarest are dropped). By default it is
+    max(1000, vocab_size // 4), raised while the vocab has room: when the trained vocab comes out smaller than
+    vocab_size, the characters left out that the corpus holds at least min_frequency times are added and the
+    vocab trained again (a Chinese corpus has thousands of characters, each a word of its own: a cap of 2000
+    left frequent ones as [UNK] in a vocab that had room for them).
     """
     paths = [_check_file(path) for path in files]
     if not paths:
@@ -48,12 +51,25 @@ def train_wordpiece(files: Sequence[str | Path], vocab_size: int = 30522, lowerc
         raise BertkitError(f"vocab_size {vocab_size} leaves no room for word pieces after the {len(reserved)} "
                            "special and [unusedN] tokens; raise vocab_size (--vocab-size) or lower num_unused "
                            "(--unused)")
+    corpus = _Corpus(paths, encoding)
+    counts = _char_counts(corpus, bert_normalizer(lowercase))
+    limit = limit_alphabet if limit_alphabet is not None else max(1000, vocab_size // 4)
+    settings = dict(vocab_size=vocab_size, min_frequency=min_frequency, show_progress=show_progress)
+    vocab = _train(corpus, lowercase, reserved, _alphabet(counts, limit), **settings)
+    if limit_alphabet is None:
+        left_out = sum(1 for count in counts.values() if count >= max(min_frequency, 1)) - limit
+        room = vocab_size - len(vocab)
+        if left_out > 0 and room > 0:
+            vocab = _train(corpus, lowercase, reserved, _alphabet(counts, limit + min(left_out, room)), **settings)
+    return Tokenizer.from_vocab(vocab, lowercase)
+
+
+def _train(corpus: "_Corpus", lowercase: bool, reserved: list[str], alphabet: list[str], vocab_size: int,
+           min_frequency: int, show_progress: bool) -> dict[str, int]:
+    """One run of the Rust trainer over the corpus with a fixed alphabet; the vocab it learned."""
     backend = RustTokenizer(WordPiece(unk_token=UNK))
     backend.normalizer = bert_normalizer(lowercase)
     backend.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
-    corpus = _Corpus(paths, encoding)
-    alphabet = _alphabet(corpus, backend.normalizer,
-                         limit_alphabet if limit_alphabet is not None else max(1000, vocab_size // 4))
     continuations = [f"##{char}" for char in alphabet if not (_is_punctuation(char) or _is_cjk(char))]
     trainer = WordPieceTrainer(
         vocab_size=vocab_size, min_frequency=min_frequency, special_tokens=[*reserved, *continuations],
@@ -62,11 +78,17 @@ def train_wordpiece(files: Sequence[str | Path], vocab_size: int = 30522, lowerc
     backend.train_from_iterator(corpus.batches(), trainer=trainer)
     if corpus.error is not None:  # raised inside Rust's iteration: re-raise the original, not Rust's wrapper
         raise corpus.error
-    return Tokenizer.from_vocab(backend.get_vocab(), lowercase)
+    return backend.get_vocab()
 
 
-def _alphabet(corpus: "_Corpus", normalizer, limit: int) -> list[str]:
-    """The `limit` most frequent characters of the normalized corpus (ties: lower code point first), sorted.
+def _alphabet(counts: Counter, limit: int) -> list[str]:
+    """The `limit` most frequent characters (ties: lower code point first), sorted."""
+    kept = sorted(counts, key=lambda char: (-counts[char], ord(char)))
+    return sorted(kept[:limit])
+
+
+def _char_counts(corpus: "_Corpus", normalizer) -> Counter:
+    """How often each character of the normalized corpus occurs, whitespace left out.
 
     Whitespace is not a character of any word (the pre-tokenizer splits on it); all else is counted as the
     trainer counts it. The BERT normalizer works character by character (cleaning, CJK spacing, NFD and accent
@@ -84,9 +106,9 @@ def _alphabet(corpus: "_Corpus", normalizer, limit: int) -> list[str]:
     counts: Counter[str] = Counter()
     for code, count in raw.items():
         for char in normalizer.normalize_str(chr(code)):
-            counts[char] += count
-    kept = sorted((char for char in counts if not char.isspace()), key=lambda char: (-counts[char], ord(char)))
-    return sorted(kept[:limit])
+            if not char.isspace():
+                counts[char] += count
+    return counts
 
 
 def _is_punctuation(char: str) -> bool:

@@ -105,3 +105,19 @@ def test_the_same_corpus_gives_a_byte_identical_vocab(tmp_path):
     assert "##é" in vocab and "##a" in vocab and len(vocab) == 900
     # the 300 kept characters are the most frequent ones: every letter of the words is among them
     assert all(char in vocab for char in "abcdefghijklmnopqrstuvwxyzéèêàçñöüßøåæœ")
+
+
+def test_default_alphabet_keeps_every_repeated_character_while_the_vocab_has_room(tmp_path):
+    # 1,500 Chinese characters, each seen 2-4 times: more than the default cap max(1000, 3000 // 4) = 1000, but a
+    # 3000-token vocab has room for all of them (each is a word of its own; no merges compete for the slots).
+    chars = [chr(0x4E00 + i) for i in range(1500)]
+    lines = ["".join(chars[i:i + 30]) for i in range(0, 1500, 30)] * 2 + ["".join(chars[:500])]
+    corpus = tmp_path / "zh.txt"
+    corpus.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    tokenizer = train_wordpiece([corpus], vocab_size=3000)
+    vocab = tokenizer.backend.get_vocab()
+    assert [char for char in chars if char not in vocab] == []
+    assert tokenizer.vocab_size <= 3000
+    # an explicit --limit-alphabet is a cap the user chose: kept as given, the most frequent characters first
+    capped = train_wordpiece([corpus], vocab_size=3000, limit_alphabet=1000).backend.get_vocab()
+    assert sum(char in capped for char in chars) == 1000 and all(char in capped for char in chars[:500])
