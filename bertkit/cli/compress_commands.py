@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import sys
-from pathlib import Path
 
 from bertkit.job_config import FIT_SET, flat_keys, short_flags
 from bertkit.cli.flags import add_config_flags, config_from_args, skip_progress_bar_field
@@ -105,8 +104,6 @@ def _quantize(args) -> int:
     from bertkit.distill.quantize import QuantizeConfig, run_quantize
     from bertkit.distill.quantize_gate import GateLimits
 
-    if Path(args.output).resolve() == Path(args.model).resolve():
-        raise BertkitError("--output must be a new folder, not --model: the fp32 folder is the gate's reference")
     if args.max_texts < 1 or (args.max_kept_layers is not None and args.max_kept_layers < 0):
         raise BertkitError("--max-texts must be >= 1 and --max-kept-layers >= 0")
     limits = GateLimits(args.max_accuracy_drop, args.min_mean_cosine, args.min_cosine)

@@ -26,6 +26,7 @@ from bertkit.distill.config import DistillConfig
 from bertkit.distill.augment import UNLABELED, masked_copies
 from bertkit.distill.embedding_job import distill_record
 from bertkit.distill.embedding_job import embedding_job
+from bertkit.distill.output import check_new_output
 from bertkit.distill.student import build_student
 from bertkit.model.pooling import pooled_or_cls
 from bertkit.model.sentence import SentencePipeline
@@ -47,6 +48,7 @@ class Distillation(nn.Module):
 
 def run_distill(config: DistillConfig) -> dict:
     check_required(config, "distill", ("teacher", "data.train", "output"))
+    check_new_output(config.output, teacher=config.teacher, student=config.student)
     return distill_record(fit(config, lambda: _distill_job(config)))
 
 

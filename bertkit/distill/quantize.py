@@ -22,6 +22,7 @@ from bertkit.checkpoints import Checkpoint, load_checkpoint, save_checkpoint
 from bertkit.checkpoints.families import require_bert_encoder
 from bertkit.data.text import builtin_sentences, read_texts
 from bertkit.distill.measure import folder_task_options, load_dev_set
+from bertkit.distill.output import check_new_output
 from bertkit.distill.quantize_gate import (INT8_KERNELS, GateLimits, Row, Sample, int8_variant, layer_errors,
                                      quantized_copy,
                                           measure, table)
@@ -71,6 +72,7 @@ class QuantizeReport:
 
 
 def run_quantize(config: QuantizeConfig) -> QuantizeReport:
+    check_new_output(config.output, model=config.model)      # the fp32 folder is the gate's reference
     source = load_checkpoint(config.model, device="cpu", precision="fp32")
     require_bert_encoder(source, "quantize")   # XLNet: --precision bf16 instead (its folders hold HF-layout floats)
     if has_int8(source.encoder):

@@ -41,3 +41,18 @@ def test_prune_command_prints_before_and_after(model_dir, tmp_path, capsys):
             if line.startswith("| full") or line.startswith("| pruned")}
     for name, folder in (("full", model_dir), ("pruned", tmp_path / "p")):
         assert float(rows[name][4]) == pytest.approx(100 * evaluate_file(folder, dev)["accuracy"], abs=0.006)
+
+
+@pytest.mark.parametrize("command", [["prune-heads", "--model", "{m}", "--output", "{m}", "--dev", "{d}", "--per-layer",
+                                      "1"],
+                                     ["distill", "--teacher", "{m}", "--student-layers", "1", "--train", "{d}",
+                                      "--output", "{m}", "--max-steps", "1"],
+                                     ["quantize", "--model", "{m}/", "--output", "{m}", "--dev", "{d}"]])
+def test_output_into_the_source_folder_is_refused_and_the_source_kept(model_dir, tmp_path, capsys, command):
+    """prune-heads and distill wrote the pruned model or the student over the fine-tuned model they came from."""
+    data = write_examples(tmp_path / "data.jsonl", 6)
+    before = {p.name: p.read_bytes() for p in model_dir.iterdir() if p.is_file()}
+    assert main([arg.format(m=model_dir, d=data) for arg in command]) == 2
+    assert f"is the --{'teacher' if command[0] == 'distill' else 'model'} folder" in capsys.readouterr().err
+    assert {p.name: p.read_bytes() for p in model_dir.iterdir() if p.is_file()} == before
+    assert load_checkpoint(model_dir).config.num_layers == 2
