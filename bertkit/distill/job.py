@@ -26,7 +26,7 @@ from bertkit.distill.config import DistillConfig
 from bertkit.distill.augment import UNLABELED, masked_copies
 from bertkit.distill.embedding_job import distill_record
 from bertkit.distill.embedding_job import embedding_job
-from bertkit.distill.output import check_new_output
+from bertkit.distill.output import check_new_output, require_float
 from bertkit.distill.student import build_student
 from bertkit.model.pooling import pooled_or_cls
 from bertkit.model.sentence import SentencePipeline
@@ -56,6 +56,7 @@ def _distill_job(config: DistillConfig) -> Job:
     """The job `run_distill` trains (fit seeded the RNGs): classification, or embedding_job's."""
     teacher_ckpt = load_checkpoint(config.teacher)
     require_bert_encoder(teacher_ckpt, "distill")
+    require_float(teacher_ckpt, "teacher", "distill from")
     if teacher_ckpt.tokenizer is None:
         raise BertkitError(f"{config.teacher}: the teacher folder has no tokenizer")
     if config.augment_copies < 0 or not 0.0 < config.augment_mask_prob < 1.0:

@@ -17,7 +17,7 @@ from typing import Optional
 from bertkit.checkpoints import Checkpoint, load_checkpoint, save_checkpoint
 from bertkit.checkpoints.families import require_bert_encoder
 from bertkit.checkpoints.hf_check import compare_with_transformers
-from bertkit.distill.output import check_new_output
+from bertkit.distill.output import check_new_output, require_float
 from bertkit.distill.measure import TABLE_HEADER, Measurement, folder_task_options, load_dev_set, measure_module
 from bertkit.distill.prune import (attention_heads, full_shape_copy, head_importance, heads_to_prune,
                                    prune_heads, pruned_heads_record)
@@ -70,6 +70,7 @@ def prune_and_measure(model_dir: str | os.PathLike, output: str | os.PathLike, d
     check_new_output(output, model=model_dir)
     checkpoint = load_checkpoint(model_dir)
     require_bert_encoder(checkpoint, "prune-heads")
+    require_float(checkpoint, "model", "prune")
     task_name = checkpoint.meta.get("task", "classification")
     if task_name not in ("classification", "pair-classification"):
         raise BertkitError(f"pruning scores heads with the classification loss; {model_dir} is a {task_name!r} model")

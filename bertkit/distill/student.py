@@ -12,6 +12,7 @@ from typing import Optional, Sequence
 from torch import nn
 
 from bertkit.checkpoints import load_checkpoint
+from bertkit.distill.output import require_float
 from bertkit.errors import BertkitError
 from bertkit.model.encoder import Encoder
 
@@ -65,6 +66,7 @@ def build_student(student_dir: Optional[str], student_layers: Optional[int], tea
     or every k-th layer of the teacher."""
     if student_dir:
         student = load_checkpoint(student_dir)
+        require_float(student, "student", "distill into")
         if not same_vocabulary(teacher.tokenizer, student.tokenizer):
             raise BertkitError(f"--student {student_dir} has another vocabulary than the teacher; distillation "
                                "feeds both the same token ids")

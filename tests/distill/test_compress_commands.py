@@ -56,3 +56,22 @@ def test_output_into_the_source_folder_is_refused_and_the_source_kept(model_dir,
     assert f"is the --{'teacher' if command[0] == 'distill' else 'model'} folder" in capsys.readouterr().err
     assert {p.name: p.read_bytes() for p in model_dir.iterdir() if p.is_file()} == before
     assert load_checkpoint(model_dir).config.num_layers == 2
+
+
+@pytest.mark.parametrize("command", [["prune-heads", "--model", "{q}", "--output", "{o}", "--dev", "{d}", "--per-layer",
+                                      "1"],
+                                     ["distill", "--teacher", "{q}", "--student-layers", "1", "--train", "{d}",
+                                      "--output", "{o}", "--max-steps", "1"],
+                                     ["distill", "--teacher", "{m}", "--student", "{q}", "--train", "{d}",
+                                      "--output", "{o}", "--max-steps", "1"]])
+def test_an_int8_folder_is_refused_as_a_source_naming_its_float_folder(model_dir, tmp_path, capsys, command):
+    """Pruning an int8 folder was a RuntimeError traceback (its int8 layers take no gradient), distilling from
+    one a state-dict traceback."""
+    data = write_examples(tmp_path / "data.jsonl", 6)
+    assert main(["quantize", "--model", str(model_dir), "--output", str(tmp_path / "q"), "--dev", str(data),
+                 "--max-accuracy-drop", "100", "--min-mean-cosine", "0", "--min-cosine", "0"]) == 0
+    capsys.readouterr()
+    args = [arg.format(m=model_dir, q=tmp_path / "q", d=data, o=tmp_path / "out") for arg in command]
+    assert main(args) == 2
+    assert f"is an int8 folder; {'prune' if command[0] == 'prune-heads' else 'distill'}" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
