@@ -8,6 +8,7 @@ import time
 
 from bertkit.cli.precision_option import add_precision_flag, say_precision
 from bertkit.errors import BertkitError
+from bertkit.tokenizer.tokenizer import EMPTY_TEXT
 from bertkit.cli.flags import add_layers_flag, positive_int
 from bertkit.options import POOLINGS
 from bertkit.progress import progress_wanted
@@ -200,6 +201,10 @@ def run_search(args: argparse.Namespace) -> int:
 
     if args.k < 1:
         raise BertkitError(f"-k {args.k}: must be >= 1")
+    empty = [i for i, query in enumerate(args.query) if not query.strip()]
+    if empty:      # before the model loads; the encoder would say "text 0", which is no flag
+        raise BertkitError(f"--query {args.query[empty[0]]!r} (query {empty[0] + 1} of {len(args.query)}) "
+                           f"{EMPTY_TEXT}")
     filters = parse_filters(args.filter)
     with Index.open(args.index, nprobe=args.nprobe) as index:
         results = index.search_many(args.query, k=args.k, filter=filters or None)

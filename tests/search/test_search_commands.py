@@ -178,3 +178,13 @@ def test_a_document_with_nan_metadata_is_refused_naming_its_line(tmp_path, tiny_
     code = main(["index", "build", "--model", str(tiny_model_dir), "--input", str(docs), "--index", str(index)])
     assert code == 2 and "docs.jsonl:2: metadata field 'w' cannot be stored as JSON" in capsys.readouterr().err
     assert not (index / "index.json").exists()   # it was saved, and every filtered search then failed
+
+
+def test_an_empty_query_is_named_as_the_flag(tmp_path, tiny_model_dir, capsys):
+    docs = _write(tmp_path / "docs.jsonl", DOCS)
+    index = tmp_path / "idx"
+    assert main(["index", "build", "--model", str(tiny_model_dir), "--input", str(docs), "--index", str(index)]) == 0
+    capsys.readouterr()
+    assert main(["search", "--index", str(index), "--query", "cat", "--query", "  "]) == 2
+    # it said "text 0 is empty", naming neither the flag nor which query (here the second)
+    assert "--query '  ' (query 2 of 2) is empty or whitespace-only" in capsys.readouterr().err
