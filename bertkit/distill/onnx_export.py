@@ -13,6 +13,7 @@ from __future__ import annotations
 import importlib
 import json
 import os
+import sys
 import warnings
 from pathlib import Path
 from typing import NamedTuple, Optional, Sequence
@@ -30,6 +31,8 @@ from bertkit.model.precision import dequantize_encoder
 from bertkit.model.sentence import SentenceEncoder
 from bertkit.tokenizer import Tokenizer
 
+# the tasks whose head the graph computes (the "classifier" head reading one text: logits); others export vectors only
+GRAPH_TASKS = ("classification", "multi-label", "regression")
 # (batch, sequence length) pairs the export is compared with PyTorch at; they differ from the trace shape.
 CHECK_SHAPES = ((1, 3), (2, 17), (5, 64), (3, 128))
 TOLERANCE = 1e-3
@@ -78,6 +81,7 @@ def export_onnx(model_dir: str | os.PathLike, output: str | os.PathLike, pooling
     dequantize_encoder(checkpoint.encoder)       # an int8 folder: the fp32 model its int8 weights describe
     encoder = checkpoint.encoder.float().eval()
     classifier = checkpoint.heads.get("classifier")
+    _say_what_the_graph_leaves_out(model_dir, checkpoint.meta.get("task"))
     try:
         sentence = checkpoint.sentence.build(encoder, pooling, None, normalized)
     except ValueError as err:
@@ -118,6 +122,17 @@ def _metadata(checkpoint, sentence: SentenceEncoder, model_dir) -> dict:
             "labels": checkpoint.meta.get("labels"), "source": str(model_dir),
             # how predict encodes texts (max_length, long_texts: head+tail, ...), as the folder does
             "task_options": checkpoint.meta.get("task_options")}
+
+
+def _say_what_the_graph_leaves_out(model_dir, task: Optional[str]) -> None:
+    """One line on stderr when the folder's predictions cannot all come from the graph: a head other than the
+    classifier is left out (NER, QA, MLM), and a pair classifier's graph has no token types, so it reads one text."""
+    if task == "pair-classification":
+        print(f"bertkit: {model_dir} is a pair classifier; the ONNX graph takes one text per row (no token type ids), "
+              "so its logits are for single texts: predict pairs with the source folder", file=sys.stderr)
+    elif task and task not in GRAPH_TASKS:
+        print(f"bertkit: {model_dir} holds a {task!r} head, which the ONNX graph leaves out: it computes sentence "
+              f"vectors only (the graph holds {', '.join(GRAPH_TASKS)} heads)", file=sys.stderr)
 
 
 def _check_tokenizer_beside(folder: Path, tokenizer) -> None:

@@ -14,7 +14,7 @@ from typing import Optional, Sequence
 import numpy as np
 
 from bertkit.data.readers import TextExample
-from bertkit.distill.onnx_export import make_session, read_metadata
+from bertkit.distill.onnx_export import GRAPH_TASKS, make_session, read_metadata
 from bertkit.errors import BertkitError
 from bertkit.features import EncodeReport, check_texts
 from bertkit.finetune.config import TaskOptions
@@ -152,7 +152,7 @@ class OnnxModel:
 
     def predict_examples(self, examples: Sequence, batch_size: int = 64) -> list[dict]:
         """Rows read from a file (`bertkit predict --input`)."""
-        rows = self._single_text_rows(examples, ("classification", "multi-label", "regression"), "predicting files")
+        rows = self._single_text_rows(examples, GRAPH_TASKS, "predicting files")
         return sequence_predictions(self._logits_of(rows, batch_size), self.task, self.label_names)
 
     def evaluate_examples(self, examples: Sequence, batch_size: int = 64) -> dict:

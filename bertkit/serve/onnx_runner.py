@@ -11,12 +11,12 @@ from typing import Optional
 import numpy as np
 import torch
 
+from bertkit.distill.onnx_export import GRAPH_TASKS
 from bertkit.errors import BertkitError
 from bertkit.serve.inputs import TokenSequence
 from bertkit.serve.runner import (SELF_TEST_TEXT, BatchRunner, EmbedItem, NonFiniteResult, SelfTestFailed,
                                   pad_batch)
 
-ONNX_TASKS = ("classification", "multi-label", "regression")   # the heads export-onnx puts in the graph
 
 
 class OnnxRunner(BatchRunner):
@@ -35,7 +35,7 @@ class OnnxRunner(BatchRunner):
         self.default_normalize: bool = bool(self.meta.get("normalize"))
         self.task: Optional[str] = self.meta.get("task")
         self.heads: dict = {}
-        has_logits = "logits" in model.output_names and self.task in ONNX_TASKS
+        has_logits = "logits" in model.output_names and self.task in GRAPH_TASKS
         self.head_key, self.head = ("classifier", "logits") if has_logits else (None, None)
         self.label_names: list[str] = [str(n) for n in model.label_names]
         self.device = torch.device("cpu")

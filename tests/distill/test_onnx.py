@@ -9,7 +9,7 @@ from bertkit.checkpoints import load_checkpoint, save_checkpoint
 from bertkit.cli import main
 from bertkit.distill.onnx_export import ExportedGraph, export_onnx, make_session, read_metadata
 from bertkit.distill.onnx_model import OnnxModel, onnx_file_of
-from bertkit.model.heads import SequenceClassificationHead
+from bertkit.model.heads import SequenceClassificationHead, TokenClassificationHead
 from bertkit.finetune.predict import evaluate_file
 from bertkit.tokenizer import Tokenizer
 from distill_fixtures import LABELS, WORDS, make_model_folder, write_examples
@@ -207,3 +207,22 @@ def test_export_without_onnx_or_onnxruntime_is_one_line_and_writes_nothing(model
     assert main(["export-onnx", "--model", str(model_dir), "--output", str(tmp_path / "out" / "model.onnx")]) == 2
     assert f"needs {module}: pip install 'bertkit[onnx]'" in capsys.readouterr().err
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("task, heads, note", [
+    ("ner", lambda c: {"token_classifier": TokenClassificationHead(c, 3)}, "holds a 'ner' head, which the ONNX graph "
+                                                                          "leaves out"),
+    ("pair-classification", lambda c: {"classifier": SequenceClassificationHead(c, 2)}, "takes one text per row"),
+    ("classification", lambda c: {"classifier": SequenceClassificationHead(c, 3)}, None)])
+def test_export_says_when_the_folders_predictions_are_not_all_in_the_graph(tmp_path, capsys, task, heads, note):
+    """An NER folder's export silently held sentence vectors only (its head left out), and a pair classifier's
+    graph has no token types; each says so in one line. The outputs are the graph's either way."""
+    folder = make_model_folder(tmp_path / task)
+    checkpoint = load_checkpoint(folder)
+    labels = ["O", "B-X", "I-X"] if task == "ner" else (["no", "yes"] if task.startswith("pair") else LABELS)
+    save_checkpoint(folder, checkpoint.encoder, checkpoint.tokenizer, heads(checkpoint.config),
+                    {"task": task, "labels": labels})
+    assert main(["export-onnx", "--model", str(folder), "--output", str(tmp_path / "onnx" / "model.onnx")]) == 0
+    captured = capsys.readouterr()
+    assert json.loads(captured.out)["outputs"] == (["embeddings"] if task == "ner" else ["embeddings", "logits"])
+    assert (note in captured.err) if note else "bertkit:" not in captured.err
