@@ -21,7 +21,7 @@ import os
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 import numpy as np
 
@@ -51,8 +51,10 @@ class SearchIndex:
     generation: int
     documents: int
 
-    def __init__(self, folder: str, served_model: Optional[str], dimension: int, default_pooling: str,
+    def __init__(self, folder: str, served_model: Optional[str], dimension: Callable[[str], int], default_pooling: str,
                  timeout_s: float = 30.0, layers: str = "last"):
+        """dimension(pooling): the width of the served model's vectors with that pooling (a whitening applies to
+        the pooling it was fitted on only, so an index built with another pooling holds other widths)."""
         self.folder = str(Path(folder).resolve())
         self.timeout_s = timeout_s
         self._busy_since: Optional[float] = None     # monotonic start of the search running now
@@ -83,16 +85,18 @@ class SearchIndex:
                                f"queries with the model folder's layers={self.layers!r}, so rebuild the index "
                                "with those")
         dimension = getattr(index.info(), "dim", None)
-        if dimension is not None and int(dimension) != self.model_dimension:
+        pooling = spec.get("pooling") or self.default_pooling
+        expected = self.model_dimension(pooling)
+        if dimension is not None and int(dimension) != expected:
             raise BertkitError(f"index {folder} holds {dimension}-dimensional vectors but the model gives "
-                               f"{self.model_dimension}; serve the model the index was built with "
-                               f"({spec.get('model')})")
+                               f"{expected} with pooling {pooling!r}; serve the model the index was built with "
+                               f"({spec.get('model')}), or rebuild the index")
         built_with, served = spec.get("model"), self.served_model
         warning = None
         if built_with and served and Path(built_with).resolve() != Path(served).resolve():
             warning = (f"index {folder} was built with {built_with}; queries are embedded with "
                        f"{served}: results are only meaningful if both are the same model")
-        return {"pooling": spec.get("pooling") or self.default_pooling, "built_with": built_with,
+        return {"pooling": pooling, "built_with": built_with,
                 "max_length": spec.get("max_length"), "long_texts": spec.get("long_texts") or "truncate",
                 "stride": spec.get("stride"),
                 "dimension": dimension, "warning": warning, "generation": index.generation,

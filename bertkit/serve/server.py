@@ -7,7 +7,7 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import torch
 
@@ -84,13 +84,21 @@ def _build(config: ServeConfig, model: Any, runner: BatchRunner, name: str, line
     if config.index:
         try:
             # The pooling rule of bertkit.search's ModelTextEncoder, so queries match the documents.
-            service.index = SearchIndex(config.index, config.model or None, runner.dimension or 0,
+            service.index = SearchIndex(config.index, config.model or None, _vector_width(runner),
                                         runner.default_pooling, config.request_timeout_s,
                                         runner.default_layers)
         except BaseException:
             service.close()
             raise
     return service
+
+
+def _vector_width(runner: BatchRunner) -> Callable[[str], int]:
+    """pooling -> the width of the runner's vectors with it: a folder's whitening applies to the pooling it was
+    fitted on only. An ONNX graph has one pooling, checked when a query is embedded."""
+    if isinstance(runner, ModelRunner):
+        return lambda pooling: runner.sentence_encoder(pooling, False).dim
+    return lambda pooling: runner.dimension or 0
 
 
 def serve(config: ServeConfig, model: Any = None, log_level: str = "info") -> None:

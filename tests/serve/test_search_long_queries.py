@@ -39,3 +39,27 @@ def test_search_scores_equal_the_library_for_a_long_query(tmp_path, tiny_model_d
         assert [h["score"] for h in body["results"]] == pytest.approx([h.score for h in expected], abs=1e-5)
         missing = client.post("/search", json={"query": "cat", "filter": {"knd": "animal"}})
         assert missing.status_code == 422 and "filter field 'knd': no document" in missing.json()["detail"]
+
+
+def test_an_index_built_with_another_pooling_than_a_whitened_folder_is_served(tmp_path, tiny_model_dir):
+    pytest.importorskip("faiss")
+    import bertkit
+    from bertkit.embed.whitening import whiten_model
+
+    words = [d[1] for d in DOCUMENTS[:3]]
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("\n".join(f"{words[i % 3]} {words[(i * 7) % 3]} {i}" for i in range(80)) + "\n")
+    whitened = tmp_path / "whitened"
+    whiten_model(bertkit.load(tiny_model_dir), corpus, whitened, dim=8)       # mean pooling: 32 -> 8 dims
+    folder = tmp_path / "idx"
+    index = Index.create(folder, encoder=ModelTextEncoder(EncoderSpec(str(whitened), pooling="cls")))
+    index.add([d[0] for d in DOCUMENTS], [d[1] for d in DOCUMENTS])          # cls: not whitened, 32 dims
+    index.save()
+    index.close()
+    expected = Index.open(folder).search("the cat", k=3)
+    # the server compared the index's 32 dims with the folder's default (whitened mean) 8 and refused to start
+    service = build_service(ServeConfig(model=str(whitened), index=str(folder), backend="thread"))
+    with TestClient(create_app(service)) as client:
+        answer = client.post("/search", json={"query": "the cat", "k": 3})
+        assert answer.status_code == 200, answer.text
+        assert [h["score"] for h in answer.json()["results"]] == pytest.approx([h.score for h in expected], abs=1e-5)
