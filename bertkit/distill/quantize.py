@@ -72,6 +72,9 @@ class QuantizeReport:
 
 
 def run_quantize(config: QuantizeConfig) -> QuantizeReport:
+    if config.dev is not None and config.texts is not None:
+        raise BertkitError("quantize measures on --dev (a classifier's accuracy, and the cosine on its texts) or on "
+                           "--texts (the cosine), not both")
     check_new_output(config.output, model=config.model)      # the fp32 folder is the gate's reference
     source = load_checkpoint(config.model, device="cpu", precision="fp32")
     require_bert_encoder(source, "quantize")   # XLNet: --precision bf16 instead (its folders hold HF-layout floats)
@@ -115,6 +118,8 @@ def _sample(source: Checkpoint, config: QuantizeConfig) -> tuple[Sample, str]:
         return _dev_sample(source, config, options)
     if config.texts is not None:
         texts = [t for t in read_texts(config.texts) if t.strip()]
+        if not texts:
+            raise BertkitError(f"--texts {config.texts}: no text to measure on (every line is blank)")
         if len(texts) > config.max_texts:
             texts = random.Random(0).sample(texts, config.max_texts)
         return Sample(texts, options, source.sentence), f"{len(texts)} texts of {config.texts}"

@@ -260,3 +260,15 @@ def test_the_gates_dev_rows_are_cut_as_the_folders_evaluate_cuts_them(tmp_path, 
     reference = [f.input_ids for f in task.encode(measured[0].examples, quiet=True)]
     assert max(map(len, reference)) == 4
     assert [[f.input_ids for f in dev_set.features] for dev_set in measured] == [reference, reference]
+
+
+def test_blank_texts_or_both_samples_are_one_line_errors(tmp_path, capsys):
+    """--texts of blank lines was a numpy ValueError traceback; --dev with --texts silently ignored --texts."""
+    source = make_model_folder(tmp_path / "cls")
+    blank = tmp_path / "blank.txt"
+    blank.write_text("\n   \n\t\n", encoding="utf-8")
+    dev = write_examples(tmp_path / "dev.jsonl", 6)
+    for extra, message in ((["--texts", str(blank)], "blank.txt: no text to measure on"),
+                           (["--dev", str(dev), "--texts", str(write_texts(tmp_path / "t.txt"))], "not both")):
+        assert main(["quantize", "--model", str(source), "--output", str(tmp_path / "q"), *extra]) == 2
+        assert message in capsys.readouterr().err and not (tmp_path / "q").exists()
