@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 
 from bertkit.cli.precision_option import add_precision_flag, say_precision
-from bertkit.errors import BertkitError
+from bertkit.errors import BertkitError, BertkitWarning
 from bertkit.cli.flags import add_layers_flag, positive_int
 from bertkit.options import POOLINGS
 from bertkit.progress import progress_wanted
@@ -94,7 +94,8 @@ def run_encode(args: argparse.Namespace) -> int:
         raise BertkitError(f"--max-length {args.max_length} > {limit}, the position limit of {args.model}; "
                            "use a smaller --max-length or --long-texts sliding-window")
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore")   # truncation is reported below, once
+        # truncation is reported below, once; every other warning (a high [UNK] rate, say) still prints
+        warnings.filterwarnings("ignore", message=r"\d+ of \d+ texts were longer than", category=BertkitWarning)
         try:
             vectors = model.encode(texts, batch_size=args.batch_size, max_length=args.max_length,
                                    pooling=args.pooling, layers=args.layers, normalize=args.normalize,

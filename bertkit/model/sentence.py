@@ -8,6 +8,7 @@ steps are those of sentence-transformers (Transformer -> Pooling -> Dense -> Nor
 """
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass, field, replace
 from typing import Optional, Sequence
 
@@ -15,6 +16,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from bertkit.errors import BertkitWarning
 from bertkit.model.encoder import Encoder, EncoderOutput
 from bertkit.model.pooling import ROW_POOLINGS, check_options, layer_indices, needs_all_layers, normalize, parse_layers, \
     pool, pool_rows, select_layers
@@ -113,6 +115,12 @@ class SentencePipeline:
         if whitening is not None and whiten and not whitening.fits(config.pooling, config.layers):
             raise ValueError(f"the saved whitening was fitted on pooling={whitening.pooling} "
                              f"layers={whitening.layers}; encode with those, or pass whiten=False")
+        if whitening is not None and whiten is None and not whitening.fits(config.pooling, config.layers):
+            # the vectors come out unwhitened and wider than the folder's own: say so once per encoder
+            warnings.warn(f"pooling={config.pooling} layers={config.layers}: the folder's whitening was fitted on "
+                          f"pooling={whitening.pooling} layers={whitening.layers}, so these vectors are not whitened "
+                          f"({whitening.dim_in} dims, not {whitening.dim_out}); leave --pooling/--layers out for "
+                          "the whitened ones", BertkitWarning, stacklevel=3)
         return SentenceEncoder(encoder, config, self.dense, None if whiten is False else whitening)
 
 

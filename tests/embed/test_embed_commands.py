@@ -2,10 +2,12 @@
 from __future__ import annotations
 
 import json
+import warnings
 
 import pytest
 
 from bertkit.cli import main
+from bertkit.errors import BertkitWarning
 
 
 def test_whiten_then_evaluate(tmp_path, tiny_model_dir, capsys, make_sentences):
@@ -79,3 +81,28 @@ def test_max_length_over_the_position_limit_is_one_line(tmp_path, tiny_model_dir
     err = capsys.readouterr().err.strip()
     assert err.startswith("bertkit: error: max_length 100000 > the model's limit") and "\n" not in err
     assert not png.exists()
+
+
+def test_encode_prints_the_unknown_rate_and_unwhitened_warnings(tmp_path, tiny_model_dir, capsys, make_sentences):
+    import numpy as np
+
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("\n".join(make_sentences(100)), encoding="utf-8")
+    white = tmp_path / "white"
+    assert main(["whiten", "--model", str(tiny_model_dir), "--corpus", str(corpus), "--output", str(white),
+                 "--dim", "8"]) == 0
+    texts = tmp_path / "texts.txt"
+    texts.write_text("жжж жж ж the cat\nгде мой кот\n", encoding="utf-8")
+    with pytest.warns(BertkitWarning) as record:
+        assert main(["encode", "--model", str(white), "--input", str(texts), "--output", str(tmp_path / "v.npy"),
+                     "--pooling", "cls"]) == 0
+    said = " ".join(str(w.message) for w in record)
+    # bertkit encode ignored every warning to print truncation once; index build printed these
+    assert "encode: " in said and "[UNK]" in said
+    assert "whitening was fitted on pooling=mean layers=last, so these vectors are not whitened (32 dims, not 8)" \
+        in said
+    assert np.load(tmp_path / "v.npy").shape == (2, 32)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", BertkitWarning)
+        assert main(["encode", "--model", str(white), "--input", str(corpus), "--output", str(tmp_path / "w.npy")]) == 0
+    assert np.load(tmp_path / "w.npy").shape == (100, 8)
