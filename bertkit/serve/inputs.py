@@ -191,18 +191,21 @@ def _token_id(tokenizer, token: str) -> int:
 
 def prepare_ids(tokenizer, id_lists: Sequence[Sequence[int]], max_length: int, truncate: bool,
                 field: str = "input") -> PreparedTexts:
-    """Token ids (OpenAI's token-array input): checked against the vocabulary, [CLS]/[SEP] added."""
+    """Token ids (OpenAI's token-array input): checked against the vocabulary, [CLS]/[SEP] added, unless the list
+    already starts with [CLS] and ends with [SEP] (the input_ids /tokenize answers): then it is not framed twice."""
     errors: list[str] = []
     sequences: list[TokenSequence] = []
     truncated: list[int] = []
     vocab_size = tokenizer.vocab_size
     for index, ids in enumerate(id_lists):
+        ids = list(ids)
+        if len(ids) >= 2 and ids[0] == tokenizer.cls_id and ids[-1] == tokenizer.sep_id:
+            ids = ids[1:-1]
         bad = [i for i in ids if not 0 <= i < vocab_size]
         if not ids or bad:
             errors.append(f"{field}[{index}] " + (f"has token ids outside 0..{vocab_size - 1}: {bad[:3]}"
                                                   if bad else "is an empty token list"))
             continue
-        ids = list(ids)
         if len(ids) + 2 > max_length:
             if not truncate:
                 errors.append(_too_long(index, len(ids) + 2, max_length, field))

@@ -202,3 +202,13 @@ def test_the_self_test_reports_the_norm_clients_get(tiny_model_dir, make_sentenc
     plain = ModelRunner(bertkit.load(tiny_model_dir, device="cpu"))
     vector = bertkit.load(tiny_model_dir, device="cpu").encode([SELF_TEST_TEXT])[0]
     assert plain.self_test()["norm"] == pytest.approx(float(np.linalg.norm(vector)), rel=1e-5)
+
+
+def test_ids_from_tokenize_embed_as_their_text(http):
+    text = http.post("/v1/embeddings", json={"input": "hello world"}).json()["data"][0]["embedding"]
+    framed = http.post("/tokenize", json={"texts": ["hello world"]}).json()["input_ids"][0]    # [CLS] ... [SEP]
+    # the ids were framed a second time: [CLS] [CLS] hello world [SEP] [SEP], another vector
+    by_ids = http.post("/v1/embeddings", json={"input": [framed]}).json()["data"][0]["embedding"]
+    np.testing.assert_allclose(by_ids, text, atol=1e-5)
+    only_frame = http.post("/v1/embeddings", json={"input": [framed[:1] + framed[-1:]]})
+    assert only_frame.status_code == 422 and "input[0] is an empty token list" in only_frame.json()["detail"]
