@@ -15,11 +15,11 @@ from torch import nn
 
 from bertkit.checkpoints import save_checkpoint
 from bertkit.data.text import read_texts
-from bertkit.distill.student import build_student
+from bertkit.distill.student import build_student, fitted_max_length, student_sentence
 from bertkit.finetune.batching import BucketedBatches, collate, inference_batches
 from bertkit.finetune.inference import no_targets
 from bertkit.model.pooling import normalize
-from bertkit.model.sentence import SentenceConfig, SentenceEncoder, SentencePipeline
+from bertkit.model.sentence import SentenceConfig, SentenceEncoder
 from bertkit.train.fit import Job, JobResult
 
 
@@ -56,10 +56,11 @@ def embedding_job(config, teacher_ckpt) -> Job:
     model = EmbeddingDistillation(student, nn.Linear(width_s, width_t) if width_s != width_t else None, config.pooling)
     teacher_sentence = SentenceEncoder(teacher, SentenceConfig(pooling=config.pooling))
     data = config.data
+    max_length = fitted_max_length(data.max_length, teacher_ckpt, student, config.student)
     train_features = _features(tokenizer, read_texts(data.train, encoding=data.encoding)[:data.max_train_examples],
-                               data.max_length)
+                               max_length)
     dev_features = (_features(tokenizer, read_texts(data.dev, encoding=data.encoding)[:data.max_dev_examples],
-                              data.max_length) if data.dev else None)
+                              max_length) if data.dev else None)
     pad_id = tokenizer.pad_id
 
     def teacher_vectors(batch) -> torch.Tensor:
@@ -100,7 +101,7 @@ def embedding_job(config, teacher_ckpt) -> Job:
     output = Path(config.output)
     meta = {"distillation": {"teacher": str(config.teacher), "task": "embedding"}}
     # the teacher's length and normalization; the student's own pooled space (no dense layers, no whitening)
-    sentence = SentencePipeline(teacher_ckpt.sentence.config.replace(pooling=config.pooling, layers="last"))
+    sentence = student_sentence(teacher_ckpt, student, pooling=config.pooling, layers="last")
 
     def save(net: EmbeddingDistillation, metrics: dict) -> None:
         save_checkpoint(output, net.student, tokenizer, {}, {**meta, "dev_metrics": metrics}, sentence=sentence)

@@ -27,9 +27,8 @@ from bertkit.distill.augment import UNLABELED, masked_copies
 from bertkit.distill.embedding_job import distill_record
 from bertkit.distill.embedding_job import embedding_job
 from bertkit.distill.output import check_new_output, require_float
-from bertkit.distill.student import build_student
+from bertkit.distill.student import build_student, fitted_max_length, student_sentence
 from bertkit.model.pooling import pooled_or_cls
-from bertkit.model.sentence import SentencePipeline
 from bertkit.errors import BertkitError
 from bertkit.finetune.batching import BucketedBatches, collate
 from bertkit.finetune.model import FinetuneModel, hf_config_extra, model_from_checkpoint, model_meta, new_head
@@ -86,7 +85,8 @@ def _distill_job(config: DistillConfig) -> Job:
     # the teacher's encoding options (long_texts, ...) at the run's max length, saved with the student so that
     # predict and evaluate encode texts as the student was trained and measured
     options = dataclasses.replace(TaskOptions.saved(teacher_ckpt.meta, Path(config.teacher) / "bertkit.json"),
-                                  max_length=config.data.max_length)
+                                  max_length=fitted_max_length(data.max_length, teacher_ckpt, student_encoder,
+                                                               config.student))
     task = build_task("classification", tokenizer, labels, options)
     train_features = task.encode(train_examples)
     train_features += masked_copies(train_features, config.augment_copies, config.augment_mask_prob,
@@ -162,7 +162,7 @@ def _distill_job(config: DistillConfig) -> Job:
     def save(net: Distillation, metrics: dict) -> None:
         save_checkpoint(output, net.student.encoder, tokenizer, {net.student.head_key: net.student.head},
                         model_meta(net.student, {**meta_extra, "dev_metrics": metrics}), hf_config_extra(net.student),
-                        sentence=SentencePipeline(teacher_ckpt.sentence.config))    # the teacher's settings only
+                        sentence=student_sentence(teacher_ckpt, net.student.encoder))    # the teacher's settings only
 
     def evaluate(net: Distillation):
         return task.evaluate(net.student, dev_features, dev_examples, config.data.eval_batch_size)

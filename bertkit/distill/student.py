@@ -15,6 +15,7 @@ from bertkit.checkpoints import load_checkpoint
 from bertkit.distill.output import require_float
 from bertkit.errors import BertkitError
 from bertkit.model.encoder import Encoder
+from bertkit.model.sentence import SentencePipeline
 
 
 def every_kth_layer(teacher_layers: int, student_layers: int) -> list[int]:
@@ -59,6 +60,26 @@ def same_vocabulary(teacher_tokenizer, student_tokenizer) -> bool:
         return False
     probe = range(0, teacher_tokenizer.vocab_size, max(1, teacher_tokenizer.vocab_size // 500))
     return all(teacher_tokenizer.id_to_token(i) == student_tokenizer.id_to_token(i) for i in probe)
+
+
+def fitted_max_length(max_length: int, teacher, student: Encoder, student_dir: Optional[str]) -> int:
+    """--max-length, cut to the smaller position table of the teacher and the student (one line says so): longer
+    rows would index past it."""
+    limit, flag, where = min((teacher.config.max_length, "--teacher", teacher.path),
+                             (student.config.max_length, "--student", student_dir), key=lambda x: x[0])
+    if max_length > limit:
+        print(f"bertkit: --max-length {max_length} is cut to {limit}, the positions of {flag} {where}", file=sys.stderr)
+    return min(max_length, limit)
+
+
+def student_sentence(teacher, student: Encoder, **changes) -> SentencePipeline:
+    """The teacher folder's sentence settings (pooling, normalization, max length; `changes` replace some) for the
+    saved student, without dense layers or whitening (fitted to the teacher's vectors), and its max length at most
+    the student's positions (else the folder would not load)."""
+    config = teacher.sentence.config.replace(**changes)
+    if config.max_length is not None and config.max_length > student.config.max_length:
+        config = config.replace(max_length=student.config.max_length)
+    return SentencePipeline(config)
 
 
 def build_student(student_dir: Optional[str], student_layers: Optional[int], teacher) -> tuple[Encoder, object]:

@@ -16,6 +16,7 @@ from bertkit.finetune.classification import SequenceFeature
 from bertkit.finetune.config import TaskOptions
 from bertkit.distill.student import every_kth_layer, student_from_teacher
 from bertkit.model.encoder import Encoder
+from bertkit.model.sentence import SentenceConfig, SentencePipeline
 
 from bertkit.finetune.predict import evaluate_file
 from distill_fixtures import WORDS, make_model_folder, tiny_config, write_examples
@@ -263,3 +264,26 @@ def test_student_shapes_the_losses_cannot_use_are_one_line_errors_before_trainin
         run_distill(job_config(DistillConfig, teacher=str(teacher), train=str(data), output=str(tmp_path / "s"),
                                epochs=1, device="cpu", progress_bar=False, **extra))
     assert not (tmp_path / "s" / "model.safetensors").exists()
+
+
+@pytest.mark.parametrize("task", ["classification", "embedding"])
+def test_rows_longer_than_the_students_positions_are_cut_to_them(tmp_path, capsys, task):
+    """A --student with an 8-position table was an IndexError traceback on 26-token rows at --max-length 128; the
+    length is now cut to the smaller table, said in one line and saved, so predict cuts texts the same way."""
+    teacher = make_model_folder(tmp_path / "teacher", layers=2)
+    checkpoint = load_checkpoint(teacher)
+    tokenizer = checkpoint.tokenizer
+    save_checkpoint(teacher, checkpoint.encoder, tokenizer, checkpoint.heads, checkpoint.meta,
+                    sentence=SentencePipeline(SentenceConfig(max_length=24)))
+    save_checkpoint(tmp_path / "short", Encoder(tiny_config(num_layers=1, max_position_embeddings=8)), tokenizer)
+    data = tmp_path / "long.jsonl"
+    data.write_text("".join(json.dumps({"text": " ".join(WORDS * 2), "label": label}) + "\n"
+                            for label in ("sport", "business", "arts")), encoding="utf-8")
+    run_distill(job_config(DistillConfig, teacher=str(teacher), student=str(tmp_path / "short"), task=task,
+                           train=str(data), output=str(tmp_path / "s"), epochs=1, progress_bar=False, device="cpu"))
+    assert "--max-length 128 is cut to 8, the positions of --student" in capsys.readouterr().err
+    if task == "classification":
+        assert TaskOptions.saved(load_checkpoint(tmp_path / "s").meta).max_length == 8
+        assert len(evaluate_file(tmp_path / "s", data)) > 0
+    else:           # the teacher encodes at most 24 tokens: the student at most its 8
+        assert bertkit.load(tmp_path / "s").encode([" ".join(WORDS * 2)]).shape == (1, 32)
