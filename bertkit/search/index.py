@@ -123,6 +123,11 @@ class Index:
         folder = Path(folder)
         if settings.metric not in ("cosine", "ip"):
             raise BertkitError(f"index metric {settings.metric!r} is not one of ['cosine', 'ip']")
+        if settings.backend == "milvus" and settings.kind not in ("auto", "flat"):
+            # it was ignored: Milvus Lite searches FLAT, a Milvus server picks its own structure (AUTOINDEX)
+            raise BertkitError(f"index kind {settings.kind!r} is a faiss structure; the milvus backend chooses its "
+                               "own (flat in Milvus Lite, AUTOINDEX on a server): leave --kind out, or use "
+                               "--backend faiss")
         if (folder / generations.MANIFEST).exists() and not overwrite:
             raise BertkitError(f"{folder} already holds an index; open it, or pass overwrite to replace it")
         folder.mkdir(parents=True, exist_ok=True)

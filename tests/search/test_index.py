@@ -385,3 +385,11 @@ def test_an_nprobe_under_one_is_one_error(tmp_path, nprobe):
     with pytest.raises(BertkitError, match=f"nprobe {nprobe}: the number of IVF lists to probe must be an integer"):
         Index.open(tmp_path / "idx", nprobe=nprobe)
     assert len(Index.open(tmp_path / "idx", nprobe=3).search(_vectors(1)[0], k=2)) == 2
+
+
+@pytest.mark.parametrize("kind", ["ivf", "ivfpq"])
+def test_a_faiss_kind_with_the_milvus_backend_is_one_error(tmp_path, kind):
+    # the kind was ignored and a flat Milvus index built, saying "milvus flat index" after the fact
+    with pytest.raises(BertkitError, match=f"index kind '{kind}' is a faiss structure; the milvus backend"):
+        Index.create(tmp_path / "idx", settings=IndexSettings(backend="milvus", kind=kind))
+    assert not (tmp_path / "idx" / "index.json").exists()
