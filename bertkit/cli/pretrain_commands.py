@@ -99,6 +99,10 @@ def register(subparsers) -> None:
     e.add_argument("--max-length", type=int, default=128)
     e.add_argument("--batch-size", type=positive_int, default=32)
     e.add_argument("--masking", choices=["token", "whole-word", "span"], default="token")
+    e.add_argument("--segmenter", choices=["none", "jieba"], default="none",
+                   help="jieba: Chinese words for whole-word / span masking, as pretrain --data.segmenter "
+                        "(default: none, each Chinese character a word)")
+    e.add_argument("--encoding", default="utf-8", help="of the corpus files (gb18030 for GBK Chinese text)")
     e.add_argument("--seed", type=int, default=0)
     e.add_argument("--device", default="auto")
     e.set_defaults(func=run_evaluate_mlm)
@@ -163,6 +167,6 @@ def run_evaluate_mlm(args: argparse.Namespace) -> int:
     from bertkit.pretrain.job import evaluate_mlm_on_corpus
 
     metrics = evaluate_mlm_on_corpus(args.model, args.corpus, args.max_length, args.batch_size, args.masking,
-                                     args.seed, args.device)
+                                     args.seed, args.device, args.segmenter, args.encoding)
     print(json.dumps(metrics))
     return 0

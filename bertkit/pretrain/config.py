@@ -10,6 +10,9 @@ from bertkit.job_config import AT_LEAST_ONE, FRACTION, NON_NEGATIVE, TrainConfig
 from bertkit.model.config import PRESETS, EncoderConfig
 from bertkit.pretrain.masking import MaskingStrategy
 
+MIN_MAX_LENGTH = 8    # the shortest instance: [CLS], [SEP] and a few tokens to mask
+
+
 @dataclass
 class DataConfig:
     max_length: int = 128                 # tokens per instance, [CLS]/[SEP] included
@@ -31,7 +34,7 @@ class DataConfig:
     encoding: str = "utf-8"               # of the corpus files (gb18030 for GBK Chinese text)
 
     def __post_init__(self) -> None:
-        check_ranges(self, {"max_length": (8, math.inf, True), "batch_size": AT_LEAST_ONE,
+        check_ranges(self, {"max_length": (MIN_MAX_LENGTH, math.inf, True), "batch_size": AT_LEAST_ONE,
                             "mask_rate": (0.0, 1.0, False), "dupe_factor": AT_LEAST_ONE,
                             "short_seq_prob": FRACTION, "shard_tokens": AT_LEAST_ONE,
                             "heldout_fraction": (0.0, 1.0, True), "max_heldout_instances": NON_NEGATIVE,

@@ -13,12 +13,14 @@ import torch
 
 from bertkit.checkpoints import load_checkpoint
 from bertkit.checkpoints.hf import implied_parameters
+from bertkit.checkpoints.json_files import META_FILE, read_json
+from bertkit.checkpoints.weights import INDEX_FILES, WEIGHT_FILES
 from bertkit.data.shards import build_shards, open_shards, tokenizer_fingerprint
 from bertkit.errors import BertkitError
 from bertkit.folder_names import refuse_links
 from bertkit.model.config import EncoderConfig
 from bertkit.pretrain.batching import PretrainingBatches, SpecialIds
-from bertkit.pretrain.config import PretrainConfig
+from bertkit.pretrain.config import MIN_MAX_LENGTH, PretrainConfig
 from bertkit.pretrain.instances import Instances, build_instances
 from bertkit.pretrain.lexicon import Lexicon, read_lexicon
 from bertkit.pretrain.masking import MaskingConfig
@@ -124,6 +126,20 @@ def _check_fits_memory(encoder: EncoderConfig) -> None:
                            f"this machine's {memory / 2**30:,.0f} GiB; lower --encoder.* sizes")
 
 
+def _check_output_holds_no_other_model(output: Path) -> None:
+    """A pre-training run writes its model into `output` itself. A model there that is not an earlier pre-training
+    run's (a fine-tuned model, a downloaded one) would be replaced by the new weights: refused in one line."""
+    if not any((output / name).is_file() for name in ("config.json", *WEIGHT_FILES, *INDEX_FILES)):
+        return
+    meta = output / META_FILE
+    task = read_json(meta).get("task") if meta.is_file() else None
+    if task == "pretraining":
+        return
+    held = f"a {task} model" if isinstance(task, str) else "a model that no bertkit pre-training wrote"
+    raise BertkitError(f"--output {output} holds {held}, which this run would replace; name a new folder (to "
+                       f"continue pre-training that model, pass it as --model)")
+
+
 def _lexicon(config: PretrainConfig, tokenizer: Tokenizer) -> Optional[Lexicon]:
     masking, path = config.data.masking, config.data.lexicon
     if path is not None and masking not in ("phrase", "entity"):
@@ -144,6 +160,8 @@ def run_pretraining(config: PretrainConfig, corpus: Sequence[str], output: str |
     output = Path(output)
     objective = objective_for(config)
     check_resume(config.train.resume, output)
+    if not config.train.resume:
+        _check_output_holds_no_other_model(output)
     device = pick_device(config.train.device)
     init_distributed(device)
     checkpoint = load_checkpoint(init) if init is not None else None
@@ -193,8 +211,14 @@ def run_pretraining(config: PretrainConfig, corpus: Sequence[str], output: str |
 
 
 def evaluate_mlm_on_corpus(model_dir: str, corpus: Sequence[str], max_length: int = 128, batch_size: int = 32,
-                           masking: str = "token", seed: int = 0, device: str = "auto") -> dict[str, float]:
-    """MLM loss / accuracy / perplexity of a saved model on a corpus (packed instances, fixed masks)."""
+                           masking: str = "token", seed: int = 0, device: str = "auto", segmenter: str = "none",
+                           encoding: str = "utf-8") -> dict[str, float]:
+    """MLM loss / accuracy / perplexity of a saved model on a corpus (packed instances, fixed masks). Whole-word
+    and span masking take words from the WordPiece `##` pieces; Chinese words need segmenter="jieba" (without
+    it every character is a word of its own, and whole-word masking is token masking)."""
+    if max_length < MIN_MAX_LENGTH:
+        raise BertkitError(f"--max-length {max_length} is under {MIN_MAX_LENGTH}: an instance holds [CLS], [SEP] "
+                           "and the tokens to mask")
     checkpoint = load_checkpoint(model_dir)
     if "mlm" not in checkpoint.heads:
         raise BertkitError(f"{model_dir} has no MLM head (heads: {', '.join(checkpoint.heads) or 'none'}); "
@@ -205,7 +229,7 @@ def evaluate_mlm_on_corpus(model_dir: str, corpus: Sequence[str], max_length: in
     target = pick_device(device)
     model = PretrainingModel(checkpoint.config, False, checkpoint.encoder, checkpoint.heads["mlm"]).to(target)
     with tempfile.TemporaryDirectory(prefix="bertkit-eval-shards-") as tmp:
-        build_shards(corpus, checkpoint.tokenizer, tmp)
+        build_shards(corpus, checkpoint.tokenizer, tmp, segmenter, encoding=encoding)
         shards = open_shards(tmp)
         instances = build_instances(shards, "packed", max_length, seed)
         data = PretrainingBatches(shards, instances, SpecialIds.from_tokenizer(checkpoint.tokenizer),

@@ -203,3 +203,59 @@ def test_settings_no_run_could_use_are_one_line_before_anything_is_written(tmp_p
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and message in err[0], err
     assert not (tmp_path / "m" / "run").exists() or "GiB" in message
+
+
+def test_an_output_holding_another_model_is_refused_and_kept(tmp_path, corpus, vocab_dir, tokenizer, capsys):
+    """Pre-training writes its model into --output itself: a fine-tuned or downloaded model there was silently
+    replaced by the new (random-start) weights. An earlier pre-training run's folder may still be rerun."""
+    from bertkit.checkpoints import save_checkpoint
+    from bertkit.model.config import EncoderConfig
+    from bertkit.model.encoder import Encoder
+
+    encoder = Encoder(EncoderConfig(vocab_size=tokenizer.vocab_size, hidden_size=32, num_layers=1, num_heads=2,
+                                    intermediate_size=64, max_position_embeddings=64))
+    finetuned, foreign = tmp_path / "finetuned", tmp_path / "foreign"
+    save_checkpoint(finetuned, encoder, tokenizer, meta={"task": "classification"})
+    save_checkpoint(foreign, encoder, tokenizer)
+    (foreign / "bertkit.json").unlink()                 # as a folder downloaded from the hub holds
+    for folder, held in ((finetuned, "holds a classification model"), (foreign, "holds a model that no bertkit")):
+        weights = (folder / "model.safetensors").read_bytes()
+        capsys.readouterr()
+        assert pretrain(["--corpus", str(corpus), "--output", str(folder), "--vocab", str(vocab_dir),
+                         "--max-steps", "2"]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and held in err[0] and "--model" in err[0], err
+        assert (folder / "model.safetensors").read_bytes() == weights and not (folder / "run").exists()
+
+    rerun = tmp_path / "pretrained"
+    for _ in range(2):
+        assert pretrain(["--corpus", str(corpus), "--output", str(rerun), "--vocab", str(vocab_dir),
+                         "--max-steps", "2"]) == 0
+
+
+def test_evaluate_mlm_reads_gbk_and_masks_chinese_words_with_jieba(tmp_path, vocab_dir, capsys):
+    """evaluate-mlm told a GBK corpus's user to pass --encoding, which it did not have; its whole-word masking had
+    no segmenter, so on Chinese (every character a word) it was token masking under another name."""
+    pytest.importorskip("jieba")
+    model = tmp_path / "model"
+    corpus = write_corpus(tmp_path / "corpus.txt")
+    assert pretrain(["--corpus", str(corpus), "--output", str(model), "--vocab", str(vocab_dir), "--max-steps", "2"]) == 0
+    lines = ["我们今天去公园。", "今天天气很好，我们是中国人。", "中国人今天很好。", ""] * 30
+    utf8, gbk = tmp_path / "zh.txt", tmp_path / "zh_gbk.txt"
+    utf8.write_text("\n".join(lines), encoding="utf-8")
+    gbk.write_bytes("\n".join(lines).encode("gb18030"))
+
+    def evaluate(*args) -> dict:
+        capsys.readouterr()
+        assert main(["evaluate-mlm", "--model", str(model), "--max-length", "32", *args]) == 0
+        return json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+
+    token = evaluate("--corpus", str(utf8))
+    assert evaluate("--corpus", str(gbk), "--encoding", "gb18030") == token
+    assert evaluate("--corpus", str(utf8), "--masking", "whole-word") == token    # one character, one word
+    words = evaluate("--corpus", str(utf8), "--masking", "whole-word", "--segmenter", "jieba")
+    assert words != token and words["tokens"] > 0
+    capsys.readouterr()
+    assert main(["evaluate-mlm", "--model", str(model), "--corpus", str(utf8), "--max-length", "2"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--max-length 2 is under 8" in err[0], err
