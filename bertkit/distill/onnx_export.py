@@ -34,6 +34,7 @@ from bertkit.tokenizer import Tokenizer
 # the tasks whose head the graph computes (the "classifier" head reading one text: logits); others export vectors only
 GRAPH_TASKS = ("classification", "multi-label", "regression")
 # (batch, sequence length) pairs the export is compared with PyTorch at; they differ from the trace shape.
+DEFAULT_OPSET = 17
 CHECK_SHAPES = ((1, 3), (2, 17), (5, 64), (3, 128))
 TOLERANCE = 1e-3
 
@@ -66,7 +67,7 @@ class ExportResult(NamedTuple):
 
 
 def export_onnx(model_dir: str | os.PathLike, output: str | os.PathLike, pooling: Optional[str] = None,
-                normalized: Optional[bool] = None, opset: int = 17, check: bool = True) -> ExportResult:
+                normalized: Optional[bool] = None, opset: int = DEFAULT_OPSET, check: bool = True) -> ExportResult:
     """pooling, normalized: default to the folder's; its dense layers and whitening are in the graph too."""
     output = Path(output)
     if output.suffix != ".onnx":
@@ -98,8 +99,15 @@ def export_onnx(model_dir: str | os.PathLike, output: str | os.PathLike, pooling
         with torch.no_grad(), warnings.catch_warnings():
             # Tracer warnings flag shape-dependent Python (the reshapes); the shape checks below are the real test.
             warnings.simplefilter("ignore", torch.jit.TracerWarning)
-            torch.onnx.export(graph, example, str(tmp), input_names=["input_ids", "attention_mask"],
-                              output_names=list(names), dynamic_axes=axes, opset_version=opset, dynamo=False)
+            try:
+                torch.onnx.export(graph, example, str(tmp), input_names=["input_ids", "attention_mask"],
+                                  output_names=list(names), dynamic_axes=axes, opset_version=opset, dynamo=False)
+            except (torch.onnx.errors.OnnxExporterError, RuntimeError) as err:
+                if opset == DEFAULT_OPSET:
+                    raise
+                reason = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+                raise BertkitError(f"--opset {opset}: the exporter cannot write this model at it ({reason}); the "
+                                   f"default is {DEFAULT_OPSET}") from None
         _write_metadata(tmp, _metadata(checkpoint, sentence, model_dir))
         diff = max_abs_difference(graph, tmp, encoder.config.vocab_size) if check else float("nan")
         if check and not diff <= TOLERANCE:

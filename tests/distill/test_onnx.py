@@ -226,3 +226,13 @@ def test_export_says_when_the_folders_predictions_are_not_all_in_the_graph(tmp_p
     captured = capsys.readouterr()
     assert json.loads(captured.out)["outputs"] == (["embeddings"] if task == "ner" else ["embeddings", "logits"])
     assert (note in captured.err) if note else "bertkit:" not in captured.err
+
+
+@pytest.mark.parametrize("opset, reason", [("9", "scaled_dot_product_attention"), ("99", "99")])
+def test_an_opset_the_exporter_cannot_write_is_one_line(model_dir, tmp_path, capsys, opset, reason):
+    """--opset 9 was an UnsupportedOperatorError traceback, --opset 99 a RuntimeError one; nothing is left behind."""
+    out = tmp_path / "onnx" / "model.onnx"
+    assert main(["export-onnx", "--model", str(model_dir), "--output", str(out), "--opset", opset]) == 2
+    err = capsys.readouterr().err
+    assert f"--opset {opset}: the exporter cannot write this model" in err and reason in err
+    assert len(err.strip().splitlines()) == 1 and not list(out.parent.iterdir())
