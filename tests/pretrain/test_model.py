@@ -4,7 +4,7 @@ import torch
 from bertkit.checkpoints import load_checkpoint, save_checkpoint
 from bertkit.model.config import EncoderConfig
 from bertkit.pretrain.masking import IGNORE_INDEX
-from bertkit.pretrain.objectives.mlm import PretrainingModel, pretraining_loss
+from bertkit.pretrain.objectives.mlm import PretrainingModel, evaluate_mlm, pretraining_loss
 
 transformers = pytest.importorskip("transformers")
 
@@ -55,3 +55,25 @@ def test_saved_folder_loads_in_transformers_with_identical_logits(tmp_path, toke
         torch.testing.assert_close(ours.pair_logits, theirs.seq_relationship_logits, atol=1e-5, rtol=1e-4)
     reloaded = load_checkpoint(tmp_path / "m")
     assert set(reloaded.heads) == ({"mlm", "pair"} if with_pair else {"mlm"})
+
+
+def test_held_out_evaluation_reports_the_pair_task_of_nsp_and_sop(tokenizer):
+    """mlm+nsp / mlm+sop evaluated only the MLM: the held-out NSP/SOP loss and accuracy (Google's
+    next_sentence_loss / next_sentence_accuracy) were missing. Reference: the pair head's logits over all pairs."""
+    model = tiny_model(True, tokenizer.vocab_size)
+    torch.manual_seed(1)
+    batches = []
+    for size in (3, 5):
+        ids = torch.randint(5, tokenizer.vocab_size, (size, 10))
+        labels = torch.full_like(ids, IGNORE_INDEX)
+        labels[:, 4] = ids[:, 4]
+        batches.append({"input_ids": ids, "attention_mask": torch.ones_like(ids), "token_type_ids": torch.zeros_like(ids),
+                        "labels": labels, "pair_labels": torch.randint(0, 2, (size,))})
+    metrics = evaluate_mlm(model, batches, torch.device("cpu"))
+    with torch.no_grad():
+        logits = torch.cat([model(b["input_ids"], b["attention_mask"], b["token_type_ids"], b["labels"]).pair_logits
+                            for b in batches])
+    pair_labels = torch.cat([b["pair_labels"] for b in batches])
+    assert metrics["pair_loss"] == pytest.approx(float(torch.nn.functional.cross_entropy(logits, pair_labels)), rel=1e-5)
+    assert metrics["pair_accuracy"] == pytest.approx(float((logits.argmax(-1) == pair_labels).float().mean()))
+    assert "pair_loss" not in evaluate_mlm(tiny_model(False, tokenizer.vocab_size), batches, torch.device("cpu"))

@@ -88,10 +88,12 @@ def masked_lm_loss(out, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, d
 @torch.no_grad()
 def evaluate_mlm(model: PretrainingModel, batches, device: torch.device) -> dict[str, float]:
     """Held-out MLM loss, accuracy and perplexity, reduced batch by batch: only (N, V) logits of one batch
-    exist at a time, never the whole corpus'."""
+    exist at a time, never the whole corpus'. With an NSP / SOP head, its held-out loss and accuracy too
+    (Google's run_pretraining.py reports next_sentence_loss and next_sentence_accuracy beside the MLM's)."""
     was_training = model.training
     model.eval()
     loss_sum, correct, count = 0.0, 0, 0
+    pair_loss_sum, pair_correct, pairs = 0.0, 0, 0
     for batch in batches:
         batch = {k: v.to(device) for k, v in batch.items()}
         labels = batch["labels"]
@@ -100,10 +102,17 @@ def evaluate_mlm(model: PretrainingModel, batches, device: torch.device) -> dict
         loss_sum += float(F.cross_entropy(out.mlm_logits.float(), targets, reduction="sum"))
         correct += int((out.mlm_logits.argmax(-1) == targets).sum())
         count += int(targets.numel())
+        if out.pair_logits is not None and "pair_labels" in batch:
+            pair_loss_sum += float(F.cross_entropy(out.pair_logits.float(), batch["pair_labels"], reduction="sum"))
+            pair_correct += int((out.pair_logits.argmax(-1) == batch["pair_labels"]).sum())
+            pairs += int(batch["pair_labels"].numel())
     model.train(was_training)
     loss = loss_sum / max(count, 1)
-    return {"loss": loss, "mlm_accuracy": correct / max(count, 1), "perplexity": float(torch.tensor(loss).exp()),
-            "tokens": count}
+    metrics = {"loss": loss, "mlm_accuracy": correct / max(count, 1), "perplexity": float(torch.tensor(loss).exp()),
+               "tokens": count}
+    if pairs:
+        metrics.update(pair_loss=pair_loss_sum / pairs, pair_accuracy=pair_correct / pairs)
+    return metrics
 
 
 class MaskedLM(Objective):
