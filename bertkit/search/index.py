@@ -66,6 +66,17 @@ def _new_backend(settings: IndexSettings, dim: int, folder: Path, generation: in
     raise BertkitError(f"index backend {settings.backend!r} is not one of ['faiss', 'milvus']")
 
 
+def _check_backend(settings: IndexSettings) -> None:
+    """Before any document is encoded: an unknown backend, or one whose package is missing, is one error now
+    (the backend is built when the first vectors arrive, after the first chunk of documents was encoded)."""
+    if settings.backend == "faiss":
+        import bertkit.search.faiss_backend  # noqa: F401
+    elif settings.backend == "milvus":
+        import bertkit.search.milvus_backend  # noqa: F401
+    else:
+        raise BertkitError(f"index backend {settings.backend!r} is not one of ['faiss', 'milvus']")
+
+
 def _open_committed(folder: Path, nprobe: int | None) -> tuple[dict, DocumentStore, VectorBackend]:
     """(manifest, store, backend) of the generation index.json names. A writer that commits twice while
     this runs may delete that generation's files: then open the newer one it committed."""
@@ -123,6 +134,7 @@ class Index:
         folder = Path(folder)
         if settings.metric not in ("cosine", "ip"):
             raise BertkitError(f"index metric {settings.metric!r} is not one of ['cosine', 'ip']")
+        _check_backend(settings)
         if settings.backend == "milvus" and settings.kind not in ("auto", "flat"):
             # it was ignored: Milvus Lite searches FLAT, a Milvus server picks its own structure (AUTOINDEX)
             raise BertkitError(f"index kind {settings.kind!r} is a faiss structure; the milvus backend chooses its "

@@ -393,3 +393,14 @@ def test_a_faiss_kind_with_the_milvus_backend_is_one_error(tmp_path, kind):
     with pytest.raises(BertkitError, match=f"index kind '{kind}' is a faiss structure; the milvus backend"):
         Index.create(tmp_path / "idx", settings=IndexSettings(backend="milvus", kind=kind))
     assert not (tmp_path / "idx" / "index.json").exists()
+
+
+def test_a_backend_whose_package_is_missing_is_one_error_before_anything_is_made(tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "pymilvus", None)                     # as if not installed
+    monkeypatch.delitem(sys.modules, "bertkit.search.milvus_backend", raising=False)
+    # it was raised at the first add, after the first chunk of documents had been encoded
+    with pytest.raises(BertkitError, match="the Milvus backend needs pymilvus: pip install pymilvus milvus-lite"):
+        Index.create(tmp_path / "idx", settings=IndexSettings(backend="milvus"))
+    assert not (tmp_path / "idx").exists()
+    with pytest.raises(BertkitError, match="index backend 'annoy' is not one of"):
+        Index.create(tmp_path / "idx", settings=IndexSettings(backend="annoy"))
