@@ -128,6 +128,9 @@ def whiten_model(model, corpus: str | Path, output: str | Path, dim: int | None 
     defaults."""
     pooling = pooling or model.sentence.config.pooling
     layers = layers or model.sentence.config.layers
+    width = model.sentence_encoder(pooling, layers, normalize=False, whiten=False).dim
+    if dim is not None and not 1 <= dim <= width:      # now, not after encoding the whole corpus
+        raise BertkitError(f"--dim {dim}: must be between 1 and the model's vector size {width}")
     bar = progress_bar(None, progress)    # the corpus is streamed: its length is unknown until the end
     batches = (_counted(bar, texts, encode_unwhitened(model, texts, batch_size=batch_size, max_length=max_length,
                                                       pooling=pooling, layers=layers, normalize=False))

@@ -85,3 +85,19 @@ def test_an_index_over_a_whitened_model_encodes_queries_the_same_way(tmp_path, t
     index.close()
     with Index.open(tmp_path / "idx") as reopened:
         assert reopened.search(texts[7], k=1)[0].id == "7"
+
+
+@pytest.mark.parametrize("dim", [0, 33])
+def test_a_dim_outside_the_vector_size_is_refused_before_the_corpus_is_encoded(tmp_path, tiny_model_dir,
+                                                                                make_sentences, dim):
+    import bertkit
+
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("\n".join(make_sentences(40)) + "\n", encoding="utf-8")
+    model = bertkit.load(tiny_model_dir)
+    encoded = []
+    real_encode = model.encode
+    model.encode = lambda texts, **options: encoded.append(len(texts)) or real_encode(texts, **options)
+    with pytest.raises(BertkitError, match=f"--dim {dim}: must be between 1 and the model's vector size 32"):
+        whiten_model(model, corpus, tmp_path / "white", dim=dim)
+    assert encoded == [] and not (tmp_path / "white").exists()     # it encoded the whole corpus first
