@@ -132,13 +132,25 @@ def pretrain_config(args: argparse.Namespace):
     try:
         return config_from_args(cls, args, "pretrain", given)
     except ConfigError as err:
-        if not args.config or "unknown key" not in str(err):     # the other arch's preset: keys it lacks
+        # a config of the other arch has keys this one lacks: say so only when --config is one (an unknown key of a
+        # flag, an override or a typo in the user's own file is not)
+        other_cls = _bert_config() if args.arch == "gpt" else _gpt_config()
+        if not args.config or "unknown key" not in str(err) or not _loads_alone(other_cls, args.config):
             raise
         presets = {"bert": "tiny", "gpt": "gpt-tiny"}
         arch = "gpt" if args.arch == "gpt" else "bert"
         other = "gpt" if arch == "bert" else "bert"
         raise ConfigError(f"{err} (is {args.config} a preset for --arch {other}? --arch {arch} takes presets "
                           f"such as {presets[arch]})") from None
+
+
+def _loads_alone(cls, config: str) -> bool:
+    """Whether the --config file or preset loads into `cls` without any flag or override."""
+    try:
+        config_from_args(cls, argparse.Namespace(config=config), "pretrain", {})
+    except ConfigError:
+        return False
+    return True
 
 
 def run_pretrain(args: argparse.Namespace) -> int:

@@ -88,3 +88,19 @@ def test_max_steps_and_time_budget_stay_exclusive(capsys):
         build_parser().parse_known_args(["pretrain", "--corpus", "c", "--output", "o", "--max-steps", "3",
                                          "--time-budget", "5m"])
     assert "not allowed with argument" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv,right,wrong", [
+    (["--config", "tiny-zh", "--data.batchsize=3"], "unknown key data.batchsize", "a preset for --arch gpt"),
+    (["--config", "{own}", "--max-steps", "3"], "own.toml: unknown key data.batchsize", "a preset for --arch gpt"),
+    (["--config", "gpt-tiny"], "is gpt-tiny a preset for --arch gpt?", None),
+    (["--arch", "gpt", "--config", "tiny"], "is tiny a preset for --arch bert?", None),
+])
+def test_the_other_arch_is_suspected_only_for_a_config_of_the_other_arch(tmp_path, argv, right, wrong):
+    """A typo in an override or in the user's own file was blamed on the preset ('is tiny-zh a preset for --arch
+    gpt?'); only a --config that loads as the other arch's config gets that hint."""
+    own = tmp_path / "own.toml"
+    own.write_text("[data]\nbatchsize = 3\n", encoding="utf-8")
+    with pytest.raises(BertkitError) as caught:
+        _config([arg.replace("{own}", str(own)) for arg in argv])
+    assert right in str(caught.value) and (wrong is None or wrong not in str(caught.value))
