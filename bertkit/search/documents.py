@@ -13,7 +13,7 @@ from typing import Any
 from bertkit.data.text import check_readable, iter_jsonl, iter_lines
 from bertkit.errors import BertkitError, InputFileError
 from bertkit.progress import progress_bar
-from bertkit.search.index import Index
+from bertkit.search.index import IdsAlreadyIndexed, Index
 from bertkit.search.store import metadata_json
 from bertkit.tokenizer.tokenizer import EMPTY_TEXT
 
@@ -25,6 +25,7 @@ class Document:
     id: str
     text: str
     metadata: dict[str, Any]
+    line: int = 0        # its line in the documents file
 
 
 def read_documents(path: str | Path, require_text: bool = True) -> Iterator[Document]:
@@ -48,7 +49,7 @@ def read_documents(path: str | Path, require_text: bool = True) -> Iterator[Docu
                 metadata_json(row)
         except BertkitError as err:
             raise InputFileError(path, str(err), line=number) from None
-        yield Document(doc_id, text if isinstance(text, str) else "", row)
+        yield Document(doc_id, text if isinstance(text, str) else "", row, number)
 
 
 def _chunks(documents: Iterator[Document], size: int) -> Iterator[list[Document]]:
@@ -71,7 +72,11 @@ def add_documents(index: Index, path: str | Path, replace: bool, chunk_size: int
     try:
         for chunk in _chunks(read_documents(path), chunk_size):
             write = index.upsert if replace else index.add
-            write([d.id for d in chunk], [d.text for d in chunk], metadata=[d.metadata for d in chunk])
+            try:
+                write([d.id for d in chunk], [d.text for d in chunk], metadata=[d.metadata for d in chunk])
+            except IdsAlreadyIndexed as err:        # name the file and the line of the first one
+                line = next(d.line for d in chunk if d.id == err.ids[0])
+                raise IdsAlreadyIndexed(err.ids, f"{path}:{line}: ") from None
             count += len(chunk)
             if bar is not None:
                 bar.update(len(chunk))

@@ -34,6 +34,16 @@ from bertkit.search.store import DocumentStore, FilterValue, metadata_json
 from bertkit.search.writer_lock import WriterLock
 
 
+class IdsAlreadyIndexed(BertkitError):
+    """`add` of ids the index holds; `ids` in the order given."""
+
+    def __init__(self, ids: list[str], where: str = ""):
+        self.ids = ids
+        shown = ", ".join(repr(i) for i in ids[:5])
+        super().__init__(f"{where}{len(ids)} ids already in the index ({shown}); use `bertkit index update` "
+                         "(Index.upsert) to replace them")
+
+
 @dataclass(frozen=True)
 class IndexSettings:
     backend: str = "faiss"          # "faiss" | "milvus"
@@ -292,9 +302,7 @@ class Index:
             self.backend = _new_backend(self.settings, vectors.shape[1], self.folder, self.generation + 1)
         existing = self.store.row_ids_for(ids)
         if existing and not replace:
-            shown = ", ".join(repr(i) for i in list(existing)[:5])
-            raise BertkitError(f"{len(existing)} ids already in the index ({shown}); use `bertkit index update` "
-                               "(Index.upsert) to replace them")
+            raise IdsAlreadyIndexed([i for i in ids if i in existing])
         next_row = self.store.next_row_id()
         row_ids = []
         for doc_id in ids:

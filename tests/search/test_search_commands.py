@@ -188,3 +188,16 @@ def test_an_empty_query_is_named_as_the_flag(tmp_path, tiny_model_dir, capsys):
     assert main(["search", "--index", str(index), "--query", "cat", "--query", "  "]) == 2
     # it said "text 0 is empty", naming neither the flag nor which query (here the second)
     assert "--query '  ' (query 2 of 2) is empty or whitespace-only" in capsys.readouterr().err
+
+
+def test_adding_an_id_already_indexed_names_the_file_and_line(tmp_path, tiny_model_dir, capsys):
+    docs = _write(tmp_path / "docs.jsonl", DOCS)
+    index = tmp_path / "idx"
+    assert main(["index", "build", "--model", str(tiny_model_dir), "--input", str(docs), "--index", str(index)]) == 0
+    more = _write(tmp_path / "more.jsonl", [{"id": "new", "text": "a red bird"}, {"id": "d3", "text": "a king"}])
+    capsys.readouterr()
+    assert main(["index", "add", "--index", str(index), "--input", str(more)]) == 2
+    # it named the id only, not where it came from
+    assert "more.jsonl:2: 1 ids already in the index ('d3'); use `bertkit index update`" in capsys.readouterr().err
+    assert main(["index", "info", "--index", str(index)]) == 0
+    assert json.loads(capsys.readouterr().out)["documents"] == 4                 # nothing of the file was added
