@@ -20,6 +20,9 @@ from typing import Any, Optional, Sequence
 from bertkit.errors import BertkitWarning
 
 UNKNOWN_WARN_RATE = 0.05
+# A vocabulary whose pieces are this share of the text's script is for that language, only short of characters
+# (Chinese vocabularies trained with bertkit: 44-76% CJK pieces); an English one holds a few (MiniLM: 488 of 30,522).
+SAME_SCRIPT_SHARE = 0.2
 SAMPLE_TEXTS = 2000        # texts the rate is measured on (tokenized here when the caller has no ids at hand)
 EXAMPLE_TEXTS = 200        # texts searched for examples of unknown words once the rate is over the line
 _WARNED: "weakref.WeakSet" = weakref.WeakSet()    # one warning per loaded tokenizer, not one per batch
@@ -120,6 +123,11 @@ def _cause(tokenizer, spans: Counter) -> str:
         script, _ = scripts.most_common(1)[0]
         if script != "LATIN":
             pieces = sum(1 for piece in vocab if any(_script(c) == script for c in piece))
+            if pieces >= SAME_SCRIPT_SHARE * len(vocab):
+                return (f"the text is largely {script} script and so is the vocabulary ({pieces} {script} pieces of "
+                        f"{len(vocab)}), but it lacks these characters: a vocabulary trained on too little text or "
+                        "with a low --limit-alphabet; train it again on more text, or add the characters with "
+                        "`bertkit vocab extend` and continue pre-training (`bertkit pretrain --model`)")
             return (f"the text is largely {script} script and the vocabulary holds {pieces} {script} pieces of "
                     f"{len(vocab)}: a vocabulary for another language; pick a model (--model) pre-trained on this "
                     "language, or a multilingual one, or add the characters with `bertkit vocab extend` and "

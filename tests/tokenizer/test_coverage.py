@@ -133,3 +133,15 @@ def test_prompt_and_seq2seq_finetune_warn_on_chinese(tmp_path):
                      "--template", "{text} a [MASK] .", "--verbalizer", "pets=cat,other=dog"]) == 0
     with pytest.warns(UserWarning, match=r"fine-tune data .*rows.jsonl: 100% .*CJK script"):
         assert main(["finetune", "--task", "seq2seq", *common, "--output", str(tmp_path / "s2s")]) == 0
+
+
+def test_a_chinese_vocab_short_of_characters_is_not_called_another_language():
+    """A Chinese vocabulary trained on too little text warned 'a vocabulary for another language' on Chinese
+    reviews; the cause now says it lacks characters of its own script."""
+    known = sorted(set("".join(CHINESE[:2])) - set("，。"))
+    tokenizer = Tokenizer.from_vocab({t: i for i, t in enumerate(VOCAB[:5] + known)})
+    texts = ["中华人民共和国成立了，国家和人民。"] * 3
+    coverage = measure_coverage(tokenizer, texts)
+    assert coverage.rate > UNKNOWN_WARN_RATE
+    assert "another language" not in coverage.cause and "lacks these characters" in coverage.cause
+    assert "another language" in measure_coverage(english_tokenizer(), CHINESE).cause
