@@ -177,6 +177,14 @@ def read_pairs(path, encoding: str = "utf-8", limit: int | None = None
     return a, b, scores or None
 
 
+def paraphrase_targets(texts_b: Sequence[str]) -> tuple[list[str], list[set[int]]]:
+    """Unlabelled pairs as retrieval: the distinct text_b form the corpus (a text shared by several pairs is one
+    document, so finding it counts for each of them), and pair i's relevant document is its own text_b."""
+    corpus = list(dict.fromkeys(texts_b))
+    where = {t: i for i, t in enumerate(corpus)}
+    return corpus, [{where[t]} for t in texts_b]
+
+
 def evaluate_model(model, queries=None, corpus=None, pairs=None, pooling: str | None = None,
                    layers: str | None = None, batch_size: int = 64, max_length: int | None = None,
                    progress: bool = False) -> dict:
@@ -198,8 +206,7 @@ def evaluate_model(model, queries=None, corpus=None, pairs=None, pooling: str | 
         if scores is not None:
             results["spearman"] = spearman(pair_similarities(encode(a), encode(b)), scores)
         else:
-            unique_b = list(dict.fromkeys(b))
-            where = {t: i for i, t in enumerate(unique_b)}
-            metrics = retrieval_metrics(encode(a), encode(unique_b), [{where[t]} for t in b])
+            corpus, relevant = paraphrase_targets(b)
+            metrics = retrieval_metrics(encode(a), encode(corpus), relevant)
             results["pairs_retrieval"] = metrics.as_dict()
     return results

@@ -23,7 +23,8 @@ import torch.nn.functional as F
 from bertkit.atomic_write import write_json
 from bertkit.checkpoints import load_checkpoint, save_checkpoint
 from bertkit.data.text import check_readable, iter_lines
-from bertkit.embed.evaluation import pair_similarities, read_jsonl, read_pairs, retrieval_metrics, spearman
+from bertkit.embed.evaluation import (pair_similarities, paraphrase_targets, read_jsonl, read_pairs,
+                                      retrieval_metrics, spearman)
 from bertkit.embed.config import Mode, SimCSEConfig
 from bertkit.errors import BertkitError, InputFileError
 from bertkit.model.sentence import SentenceEncoder, SentencePipeline
@@ -141,13 +142,15 @@ def _simcse_job(config: SimCSEConfig, about: dict) -> Job:
     evaluate = None
     if config.data.dev:
         dev_a, dev_b, dev_scores = read_pairs(config.data.dev, config.data.encoding, config.data.max_dev_examples)
+        if dev_scores is None:         # the corpus and relevance of evaluate-embeddings --pairs
+            dev_b, dev_relevant = paraphrase_targets(dev_b)
 
         def evaluate(model):
             size = config.data.eval_batch_size
             va, vb = embed(model, tokenizer, dev_a, max_length, size), embed(model, tokenizer, dev_b, max_length, size)
             if dev_scores is not None:
                 return {"spearman": spearman(pair_similarities(va, vb), dev_scores)}
-            return {"recall_at_1": retrieval_metrics(va, vb, [{i} for i in range(len(dev_b))]).recall_at_1}
+            return {"recall_at_1": retrieval_metrics(va, vb, dev_relevant).recall_at_1}
 
     output = Path(config.output)
     mode = "unsupervised" if data.positives is None else ("triplets" if data.negatives is not None else "pairs")

@@ -66,3 +66,17 @@ def test_pairs_with_hard_negatives_lower_the_loss(tmp_path, tiny_model_dir, make
     with pytest.raises(BertkitError, match="lower --batch-size"):
         run_simcse(job_config(SimCSEConfig, model=str(tiny_model_dir), train=str(train), output=str(tmp_path / "o2"),
                                 batch_size=100, device="cpu"))
+
+
+def test_dev_retrieval_counts_a_shared_text_b_as_evaluate_embeddings_does(tmp_path, tiny_model_dir, make_sentences):
+    texts = make_sentences(3, seed=7)
+    rows = [{"text_a": t, "text_b": t} for t in texts for _ in range(2)]   # each text_b shared by two pairs
+    dev = tmp_path / "dev.jsonl"
+    dev.write_text("\n".join(json.dumps(r) for r in rows) + "\n", encoding="utf-8")
+    train = tmp_path / "corpus.txt"
+    train.write_text("\n".join(make_sentences(16)) + "\n", encoding="utf-8")
+    config = job_config(SimCSEConfig, model=str(tiny_model_dir), train=str(train), output=str(tmp_path / "out"),
+                        batch_size=8, max_steps=1, lr=1e-9, progress_bar=False, device="cpu", dev=str(dev))
+    result = run_simcse(config)
+    # the copies of a text_b were separate documents that tie: one of each pair "missed" (recall 0.5, not 1.0)
+    assert result.last_eval["recall_at_1"] == pytest.approx(1.0)
