@@ -134,6 +134,12 @@ def test_heads_train_only_fits_an_mlm_head_to_an_encoder_without_one(tmp_path, c
     fitted = tmp_path / "fitted"
     assert pretrain(["--corpus", str(corpus), "--output", str(fitted), "--model", str(bare), "--max-steps", "6",
                      "--heads.train_only=true"]) == 0
+    assert "no MLM head" not in capsys.readouterr().err
+    # without --heads.train_only the random new head trains with the encoder: said in one line, with the way out
+    assert pretrain(["--corpus", str(corpus), "--output", str(tmp_path / "direct"), "--model", str(bare),
+                     "--max-steps", "1"]) == 0
+    said = [line for line in capsys.readouterr().err.splitlines() if "no MLM head" in line]
+    assert len(said) == 1 and "--heads.train-only=true" in said[0], said
     before, after = load_checkpoint(bare).encoder.state_dict(), load_checkpoint(fitted)
     assert "mlm" in after.heads
     for name, tensor in after.encoder.state_dict().items():

@@ -16,6 +16,7 @@ from bertkit.model.heads import MaskedLMHead, SentencePairHead
 from bertkit.pretrain.masking import IGNORE_INDEX
 from bertkit.pretrain.objectives.base import Objective, SaveContext
 from bertkit.train.distributed import global_sum, world_size
+from bertkit.train.loop import say
 
 
 class PretrainingOutput(NamedTuple):
@@ -134,6 +135,10 @@ class MaskedLM(Objective):
         for key, head in model.heads().items():
             if key not in init.heads:       # a new head starts as BERT initializes its heads
                 head.apply(model.encoder._init_weights)
+        if "mlm" not in init.heads and not self.config.heads.train_only:
+            say(f"--model {init.path} has no MLM head (a sentence-embedding or encoder-only folder): a new one starts "
+                "from random weights and its large early gradients reach the encoder; to fit the head alone first, "
+                "run with --heads.train-only=true, then continue from that folder")
         return model
 
     def loss(self, model, batch):
