@@ -13,7 +13,7 @@ from bertkit.options import POOLINGS
 
 _DISTILL_HELP = {"teacher": "fine-tuned teacher folder (classification), or any encoder (embedding)",
                  "student": "student model folder (same vocabulary)",
-                 "student_layers": "copy every k-th teacher layer into an N-layer student",
+                 "student_layers": "copy every k-th teacher layer, ending at its top one, into an N-layer student",
                  "augment_copies": "masked copies of each training text that only the teacher labels (transfer-set "
                                    "augmentation); --augment-mask-prob per token",
                  "transfer": "unlabeled in-domain texts (.txt, one per line, or .jsonl/.tsv/.csv with a text column) "
