@@ -18,6 +18,8 @@ _DISTILL_HELP = {"teacher": "fine-tuned teacher folder (classification), or any 
                                    "augmentation); --augment-mask-prob per token",
                  "transfer": "unlabeled in-domain texts (.txt, one per line, or .jsonl/.tsv/.csv with a text column) "
                              "that the teacher labels for the student; their labels, if any, are ignored",
+                 "pooling": "embedding task: the sentence vector both models produce; none: the teacher folder's "
+                            "pooling",
                  "save_every": "save the training state every N steps (for --resume); 0: only at the end",
                  "resume": "continue the interrupted run in --output from its last saved state"}
 

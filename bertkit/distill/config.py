@@ -24,7 +24,7 @@ class DistillConfig:
     augment_copies: int = 0               # masked copies of each training text, labeled by the teacher only
     augment_mask_prob: float = 0.1
     transfer: Optional[str] = None        # unlabeled texts (.txt lines, or .jsonl/.tsv/.csv text) the teacher labels
-    pooling: str = "mean"                 # embedding task: the sentence vector both models produce
+    pooling: Optional[str] = None         # embedding task: the sentence vector both models produce; None: the teacher's
     data: JobData = field(default_factory=lambda: JobData(max_length=128))
     train: TrainConfig = field(default_factory=lambda: TrainConfig(epochs=3, lr=5e-5, warmup_ratio=0.1, seed=42,
                                                                         log_every=10))

@@ -1,8 +1,8 @@
 """Embedding distillation: the student's sentence vector learns the teacher's (MSE), on unlabelled texts.
 
 When the student is narrower, a learned linear map takes its vector to the teacher's width during training
-only; the saved student then encodes in its own space (mean pooling by default). The dev metric is the mean
-cosine between student and teacher vectors (through the map), higher is better.
+only; the saved student then encodes in its own space (the teacher folder's pooling by default). The dev metric
+is the mean cosine between student and teacher vectors (through the map), higher is better.
 """
 from __future__ import annotations
 
@@ -18,7 +18,9 @@ from bertkit.data.text import read_texts
 from bertkit.distill.student import build_student, fitted_max_length, student_sentence
 from bertkit.finetune.batching import BucketedBatches, collate, inference_batches
 from bertkit.finetune.inference import no_targets
+from bertkit.errors import BertkitError
 from bertkit.model.pooling import normalize
+from bertkit.options import POOLINGS
 from bertkit.model.sentence import SentenceConfig, SentenceEncoder
 from bertkit.train.fit import Job, JobResult
 
@@ -53,8 +55,11 @@ def embedding_job(config, teacher_ckpt) -> Job:
     teacher = teacher_ckpt.encoder.eval()
     student, tokenizer = build_student(config.student, config.student_layers, teacher_ckpt)
     width_s, width_t = student.config.hidden_size, teacher.config.hidden_size
-    model = EmbeddingDistillation(student, nn.Linear(width_s, width_t) if width_s != width_t else None, config.pooling)
-    teacher_sentence = SentenceEncoder(teacher, SentenceConfig(pooling=config.pooling))
+    pooling = config.pooling or teacher_ckpt.sentence.config.pooling     # the teacher's own unless asked
+    if pooling not in POOLINGS[:-1]:
+        raise BertkitError(f"--pooling {pooling}: choose one of {', '.join(POOLINGS[:-1])}")
+    model = EmbeddingDistillation(student, nn.Linear(width_s, width_t) if width_s != width_t else None, pooling)
+    teacher_sentence = SentenceEncoder(teacher, SentenceConfig(pooling=pooling))
     data = config.data
     max_length = fitted_max_length(data.max_length, teacher_ckpt, student, config.student)
     train_features = _features(tokenizer, read_texts(data.train, encoding=data.encoding)[:data.max_train_examples],
@@ -101,7 +106,7 @@ def embedding_job(config, teacher_ckpt) -> Job:
     output = Path(config.output)
     meta = {"distillation": {"teacher": str(config.teacher), "task": "embedding"}}
     # the teacher's length and normalization; the student's own pooled space (no dense layers, no whitening)
-    sentence = student_sentence(teacher_ckpt, student, pooling=config.pooling, layers="last")
+    sentence = student_sentence(teacher_ckpt, student, pooling=pooling, layers="last")
 
     def save(net: EmbeddingDistillation, metrics: dict) -> None:
         save_checkpoint(output, net.student, tokenizer, {}, {**meta, "dev_metrics": metrics}, sentence=sentence)

@@ -298,3 +298,25 @@ def test_rows_longer_than_the_students_positions_are_cut_to_them(tmp_path, capsy
         assert len(evaluate_file(tmp_path / "s", data)) > 0
     else:           # the teacher encodes at most 24 tokens: the student at most its 8
         assert bertkit.load(tmp_path / "s").encode([" ".join(WORDS * 2)]).shape == (1, 32)
+
+
+def test_embedding_student_learns_the_teachers_own_pooling_by_default(tmp_path):
+    """A CLS-pooling teacher: the student learned the teacher's mean-pooled vectors and was saved with mean pooling,
+    so its vectors were not the ones the teacher folder encodes; the recorded dev cosine is now against them."""
+    teacher = make_model_folder(tmp_path / "teacher", layers=2)
+    checkpoint = load_checkpoint(teacher)
+    save_checkpoint(teacher, checkpoint.encoder, checkpoint.tokenizer, checkpoint.heads, checkpoint.meta,
+                    sentence=SentencePipeline(SentenceConfig(pooling="cls", normalize=True)))
+    lines = ["sport goal team", "bank profit", "film music star", "the market"]
+    texts = tmp_path / "texts.txt"
+    texts.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    record = run_distill(job_config(DistillConfig, teacher=str(teacher), student_layers=1, task="embedding",
+                                    train=str(texts), dev=str(texts), output=str(tmp_path / "emb"), epochs=1,
+                                    batch_size=2, progress_bar=False, device="cpu"))
+    student = bertkit.load(tmp_path / "emb")
+    assert student.encode_defaults["pooling"] == "cls"
+    cosine = float((student.encode(lines) * bertkit.load(teacher).encode(lines)).sum(1).mean())
+    assert record["dev"]["cosine"] == pytest.approx(cosine, abs=1e-5)
+    with pytest.raises(BertkitError, match="--pooling foo: choose one of"):
+        run_distill(job_config(DistillConfig, teacher=str(teacher), student_layers=1, task="embedding",
+                               train=str(texts), output=str(tmp_path / "bad"), pooling="foo", device="cpu"))
