@@ -15,7 +15,8 @@ from bertkit.errors import BertkitError, InputFileError
 from bertkit.progress import progress_bar
 from bertkit.search.index import IdsAlreadyIndexed, Index
 from bertkit.search.store import metadata_json
-from bertkit.tokenizer.tokenizer import EMPTY_TEXT
+from bertkit.tokenizer.encoding import TextTooLongError
+from bertkit.tokenizer.tokenizer import EMPTY_TEXT, InvalidTextError
 
 CHUNK = 4096   # documents encoded and added per step: bounded memory, length-sorted batches inside
 
@@ -77,6 +78,15 @@ def add_documents(index: Index, path: str | Path, replace: bool, chunk_size: int
             except IdsAlreadyIndexed as err:        # name the file and the line of the first one
                 line = next(d.line for d in chunk if d.id == err.ids[0])
                 raise IdsAlreadyIndexed(err.ids, f"{path}:{line}: ") from None
+            except TextTooLongError as err:         # the encoder names "text N" of the chunk: name its line
+                document = chunk[err.index]
+                raise InputFileError(path, f"document {document.id!r} has {err.length} tokens, over the limit of "
+                                           f"{err.limit}; pass --long-texts truncate or --long-texts sliding-window",
+                                     line=document.line) from None
+            except InvalidTextError as err:
+                document = chunk[err.index]
+                raise InputFileError(path, f"'text' of document {document.id!r} {err.reason}",
+                                     line=document.line) from None
             count += len(chunk)
             if bar is not None:
                 bar.update(len(chunk))

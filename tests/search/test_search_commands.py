@@ -201,3 +201,16 @@ def test_adding_an_id_already_indexed_names_the_file_and_line(tmp_path, tiny_mod
     assert "more.jsonl:2: 1 ids already in the index ('d3'); use `bertkit index update`" in capsys.readouterr().err
     assert main(["index", "info", "--index", str(index)]) == 0
     assert json.loads(capsys.readouterr().out)["documents"] == 4                 # nothing of the file was added
+
+
+def test_a_document_the_encoder_refuses_is_named_by_file_and_line(tmp_path, tiny_model_dir, capsys):
+    docs = _write(tmp_path / "docs.jsonl", [{"id": "a", "text": "the cat"}, {"id": "b", "text": "the cat sat on the mat"}])
+    build = ["index", "build", "--model", str(tiny_model_dir), "--input", str(docs), "--index", str(tmp_path / "i")]
+    assert main([*build, "--max-length", "5", "--long-texts", "error"]) == 2
+    # it said "text 1 has 8 tokens ...": the position in an encoding chunk, not the file's line
+    assert "docs.jsonl:2: document 'b' has 8 tokens, over the limit of 5; pass --long-texts truncate" \
+        in capsys.readouterr().err
+    with open(docs, "a", encoding="utf-8") as f:
+        f.write(json.dumps({"id": "c", "text": "bad \ud800 text"}) + "\n")
+    assert main(build) == 2
+    assert "docs.jsonl:3: 'text' of document 'c' holds a lone UTF-16 surrogate" in capsys.readouterr().err
