@@ -6,6 +6,7 @@ is the mean cosine between student and teacher vectors (through the map), higher
 """
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import NamedTuple
 
@@ -60,6 +61,12 @@ def embedding_job(config, teacher_ckpt) -> Job:
         raise BertkitError(f"--pooling {pooling}: choose one of {', '.join(POOLINGS[:-1])}")
     model = EmbeddingDistillation(student, nn.Linear(width_s, width_t) if width_s != width_t else None, pooling)
     teacher_sentence = SentenceEncoder(teacher, SentenceConfig(pooling=pooling))
+    left_out = [name for name, present in (("dense layers", len(teacher_ckpt.sentence.dense)),
+                                           ("whitening", teacher_ckpt.sentence.whitening is not None)) if present]
+    if left_out:
+        print(f"bertkit: the student learns the teacher's {pooling}-pooled vectors, before its {' and '.join(left_out)}"
+              "; the saved student has none, so its vectors are not in the space the teacher folder encodes to",
+              file=sys.stderr)
     data = config.data
     max_length = fitted_max_length(data.max_length, teacher_ckpt, student, config.student)
     train_features = _features(tokenizer, read_texts(data.train, encoding=data.encoding)[:data.max_train_examples],

@@ -320,3 +320,17 @@ def test_embedding_student_learns_the_teachers_own_pooling_by_default(tmp_path):
     with pytest.raises(BertkitError, match="--pooling foo: choose one of"):
         run_distill(job_config(DistillConfig, teacher=str(teacher), student_layers=1, task="embedding",
                                train=str(texts), output=str(tmp_path / "bad"), pooling="foo", device="cpu"))
+
+
+def test_embedding_student_of_a_teacher_with_dense_layers_says_what_it_learns(tmp_path, capsys, tiny_model_dir,
+                                                                              make_sentence_transformers_folder):
+    """A sentence-transformers teacher with a Dense layer (32 -> 16): the student learns the pooled 32-wide vectors
+    before it and is saved without it, which the user is told (its vectors are not the teacher's 16-wide ones)."""
+    teacher = make_sentence_transformers_folder(tiny_model_dir, tmp_path / "st", dense=[(32, 16, "Tanh")])
+    texts = tmp_path / "texts.txt"
+    texts.write_text("the cat sat\nhello world\n", encoding="utf-8")
+    run_distill(job_config(DistillConfig, teacher=str(teacher), student_layers=1, task="embedding", train=str(texts),
+                           output=str(tmp_path / "emb"), epochs=1, progress_bar=False, device="cpu"))
+    assert "pooled vectors, before its dense layers" in capsys.readouterr().err
+    assert bertkit.load(teacher).encode(["hello"]).shape == (1, 16)
+    assert bertkit.load(tmp_path / "emb").encode(["hello"]).shape == (1, 32)
