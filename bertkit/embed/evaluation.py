@@ -15,6 +15,7 @@ import numpy as np
 from bertkit.data.text import check_readable, iter_jsonl
 from bertkit.embed.whitening import encode_composed
 from bertkit.errors import BertkitError, InputFileError
+from bertkit.tokenizer.tokenizer import EMPTY_TEXT
 
 
 @dataclass(frozen=True)
@@ -113,6 +114,8 @@ def read_jsonl(path: str | Path, encoding: str = "utf-8") -> list[tuple[int, dic
 def _text(path, number: int, row: dict, field: str) -> str:
     if not isinstance(row.get(field), str):
         raise InputFileError(path, f"missing string field {field!r}", line=number)
+    if not row[field].strip():      # the encoder would name "text N" of a list the user never saw
+        raise InputFileError(path, f"{field!r} {EMPTY_TEXT}", line=number)
     return row[field]
 
 

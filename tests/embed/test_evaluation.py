@@ -68,3 +68,16 @@ def test_a_pair_score_that_is_not_a_number_names_the_line(tmp_path, bad):
         read_pairs(pairs)                               # was a ValueError/TypeError traceback from float()
     pairs.write_text('{"text_a": "a", "text_b": "b", "score": 4}\n{"text_a": "a", "text_b": "c", "score": "2.5"}\n')
     assert read_pairs(pairs)[2] == [4.0, 2.5]
+
+
+def test_an_empty_text_is_named_by_file_line_and_field(tmp_path):
+    pairs = tmp_path / "pairs.jsonl"
+    pairs.write_text('{"text_a": "a", "text_b": "b"}\n{"text_a": "c", "text_b": "  "}\n')
+    # the encoder said "text 1 is empty", its index in the list of text_b
+    with pytest.raises(InputFileError, match=r"pairs.jsonl:2: 'text_b' is empty or whitespace-only"):
+        read_pairs(pairs)
+    corpus, queries = tmp_path / "c.jsonl", tmp_path / "q.jsonl"
+    corpus.write_text('{"id": 1, "text": "a"}\n{"id": 2, "text": ""}\n')
+    queries.write_text('{"text": "x", "relevant": 1}\n')
+    with pytest.raises(InputFileError, match=r"c.jsonl:2: 'text' is empty or whitespace-only"):
+        read_retrieval_files(queries, corpus)
