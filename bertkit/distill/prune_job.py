@@ -33,13 +33,18 @@ class PruneReport:
     heads_per_layer: list[int]          # heads left per layer
     before: Measurement
     after: Measurement
+    scored_on_dev: bool = False         # heads chosen on the file the accuracy is measured on
 
     def lines(self) -> list[str]:
         speedup = self.after.sentences_per_s / max(self.before.sentences_per_s, 1e-9)
-        return [TABLE_HEADER, self.before.row(), self.after.row(),
-                f"heads per layer after pruning: {self.heads_per_layer}",
-                f"pruned / full speed: {speedup:.2f}x; accuracy change "
-                f"{100 * (self.after.accuracy - self.before.accuracy):+.2f} points (same run)"]
+        lines = [TABLE_HEADER, self.before.row(), self.after.row(),
+                 f"heads per layer after pruning: {self.heads_per_layer}",
+                 f"pruned / full speed: {speedup:.2f}x; accuracy change "
+                 f"{100 * (self.after.accuracy - self.before.accuracy):+.2f} points (same run)"]
+        if self.scored_on_dev:
+            lines.append("heads were scored on --dev itself, so the pruned accuracy is optimistic; score them on "
+                         "other labelled data (--importance-data, e.g. the training file) for a fair one")
+        return lines
 
 
 TRANSFORMERS_COPY = "transformers"
@@ -107,7 +112,8 @@ def prune_and_measure(model_dir: str | os.PathLike, output: str | os.PathLike, d
     name = f"pruned ({sum(map(len, removed.values()))} heads)"
     measure_module(name, after_net, dev_set)                 # the same warm-up as the full model's
     after = measure_module(name, after_net, dev_set)
-    return PruneReport(Path(output), removed, attention_heads(after_net.encoder), before, after)
+    return PruneReport(Path(output), removed, attention_heads(after_net.encoder), before, after,
+                       importance_data is None or Path(importance_data).resolve() == Path(dev).resolve())
 
 
 def _check_amount(fraction: Optional[float], per_layer: Optional[int], heads: list[int]) -> None:

@@ -75,3 +75,14 @@ def test_an_int8_folder_is_refused_as_a_source_naming_its_float_folder(model_dir
     assert main(args) == 2
     assert f"is an int8 folder; {'prune' if command[0] == 'prune-heads' else 'distill'}" in capsys.readouterr().err
     assert not (tmp_path / "out").exists()
+
+
+def test_prune_says_when_heads_were_scored_on_the_dev_file_it_reports(model_dir, tmp_path, capsys):
+    """The accuracy after pruning is measured on the file the heads were chosen on unless --importance-data names
+    another: the table says so then, and not when another file scored them."""
+    dev, other = write_examples(tmp_path / "dev.jsonl", 6), write_examples(tmp_path / "train.jsonl", 9)
+    note = "heads were scored on --dev itself"
+    for extra, said in (([], True), (["--importance-data", str(dev)], True), (["--importance-data", str(other)], False)):
+        assert main(["prune-heads", "--model", str(model_dir), "--output", str(tmp_path / "p"), "--dev", str(dev),
+                     "--per-layer", "1", *extra]) == 0
+        assert (note in capsys.readouterr().out) == said
