@@ -111,7 +111,8 @@ def read_jsonl(path: str | Path, encoding: str = "utf-8") -> list[tuple[int, dic
     return rows
 
 
-def _text(path, number: int, row: dict, field: str) -> str:
+def text_field(path, number: int, row: dict, field: str) -> str:
+    """row[field], a non-empty string, or an InputFileError naming the file, line and field."""
     if not isinstance(row.get(field), str):
         raise InputFileError(path, f"missing string field {field!r}", line=number)
     if not row[field].strip():      # the encoder would name "text N" of a list the user never saw
@@ -148,7 +149,7 @@ def read_retrieval_files(queries_path, corpus_path) -> RetrievalTask:
         if str(row["id"]) in position:
             raise InputFileError(corpus_path, f"id {row['id']!r} appears twice", line=number)
         position[str(row["id"])] = len(corpus)
-        corpus.append(_text(corpus_path, number, row, "text"))
+        corpus.append(text_field(corpus_path, number, row, "text"))
     queries, relevant = [], []
     for number, row in read_jsonl(queries_path):
         if "relevant" not in row:
@@ -160,7 +161,7 @@ def read_retrieval_files(queries_path, corpus_path) -> RetrievalTask:
         if wanted == [None] or missing:
             raise InputFileError(queries_path, f"'relevant' must name corpus ids; not in the corpus: "
                                                f"{missing or [None]}", line=number)
-        queries.append(_text(queries_path, number, row, "text"))
+        queries.append(text_field(queries_path, number, row, "text"))
         relevant.append({position[str(w)] for w in wanted})
     return RetrievalTask(queries, corpus, relevant)
 
@@ -171,8 +172,8 @@ def read_pairs(path, encoding: str = "utf-8", limit: int | None = None
     `limit` rows only when given."""
     a, b, scores = [], [], []
     for number, row in read_jsonl(path, encoding)[:limit]:
-        a.append(_text(path, number, row, "text_a"))
-        b.append(_text(path, number, row, "text_b"))
+        a.append(text_field(path, number, row, "text_a"))
+        b.append(text_field(path, number, row, "text_b"))
         if "score" in row:
             scores.append(_score(path, number, row["score"]))
     if scores and len(scores) != len(a):

@@ -12,9 +12,9 @@ from typing import Literal, Optional
 import numpy as np
 
 from bertkit.data.text import check_readable, iter_lines
-from bertkit.embed.evaluation import read_jsonl
+from bertkit.embed.evaluation import read_jsonl, text_field
 from bertkit.embed.whitening import encode_composed
-from bertkit.errors import BertkitError, InputFileError
+from bertkit.errors import BertkitError
 
 Method = Literal["auto", "pca", "tsne"]
 
@@ -39,16 +39,14 @@ def tsne_2d(vectors: np.ndarray, seed: int = 0) -> np.ndarray:
     return TSNE(n_components=2, perplexity=perplexity, init="pca", random_state=seed).fit_transform(vectors)
 
 
-def read_labeled(path: str | Path, text_field: str = "text", label_field: str = "label"):
+def read_labeled(path: str | Path, field: str = "text", label_field: str = "label"):
     path = check_readable(path, (".txt", ".jsonl"))
     if path.name.removesuffix(".gz").endswith(".txt"):
         texts = [line for _, line in iter_lines(path) if line.strip()]
         return texts, [""] * len(texts)
     texts, labels = [], []
     for number, row in read_jsonl(path):
-        if not isinstance(row.get(text_field), str):
-            raise InputFileError(path, f"missing string field {text_field!r}", line=number)
-        texts.append(row[text_field])
+        texts.append(text_field(path, number, row, field))
         labels.append(str(row.get(label_field, "")))
     return texts, labels
 

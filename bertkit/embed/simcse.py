@@ -24,7 +24,7 @@ from bertkit.atomic_write import write_json
 from bertkit.checkpoints import load_checkpoint, save_checkpoint
 from bertkit.data.text import check_readable, iter_lines
 from bertkit.embed.evaluation import (pair_similarities, paraphrase_targets, read_jsonl, read_pairs,
-                                      retrieval_metrics, spearman)
+                                      retrieval_metrics, spearman, text_field)
 from bertkit.embed.config import Mode, SimCSEConfig
 from bertkit.errors import BertkitError, InputFileError
 from bertkit.model.sentence import SentenceEncoder, SentencePipeline
@@ -59,21 +59,15 @@ def read_training_file(path: str | Path, mode: Mode = "auto", max_examples: Opti
         return ContrastiveData(texts, None, None)
     rows = read_jsonl(path, encoding)[:max_examples]
     if mode == "unsupervised":
-        return ContrastiveData([_field(path, n, r, "text") for n, r in rows], None, None)
-    anchors = [_field(path, n, r, "text_a") for n, r in rows]
-    positives = [_field(path, n, r, "text_b") for n, r in rows]
+        return ContrastiveData([text_field(path, n, r, "text") for n, r in rows], None, None)
+    anchors = [text_field(path, n, r, "text_a") for n, r in rows]
+    positives = [text_field(path, n, r, "text_b") for n, r in rows]
     with_negative = [("negative" in r) for _, r in rows]
     if any(with_negative) and not all(with_negative):
         first = next(n for (n, r), has in zip(rows, with_negative) if not has)
         raise InputFileError(path, "some rows have a 'negative' and this one does not; give all or none", first)
-    negatives = [_field(path, n, r, "negative") for n, r in rows] if all(with_negative) else None
+    negatives = [text_field(path, n, r, "negative") for n, r in rows] if all(with_negative) else None
     return ContrastiveData(anchors, positives, negatives)
-
-
-def _field(path, number: int, row: dict, name: str) -> str:
-    if not isinstance(row.get(name), str):
-        raise InputFileError(path, f"missing string field {name!r}", line=number)
-    return row[name]
 
 
 def embed(net: SentenceEncoder, tokenizer, texts: list[str], max_length: int, batch_size: int = 128) -> np.ndarray:

@@ -106,3 +106,11 @@ def test_encode_prints_the_unknown_rate_and_unwhitened_warnings(tmp_path, tiny_m
         warnings.simplefilter("error", BertkitWarning)
         assert main(["encode", "--model", str(white), "--input", str(corpus), "--output", str(tmp_path / "w.npy")]) == 0
     assert np.load(tmp_path / "w.npy").shape == (100, 8)
+
+
+def test_plot_embeddings_names_the_line_of_an_empty_text(tmp_path, tiny_model_dir, capsys):
+    data = tmp_path / "labeled.jsonl"
+    data.write_text('{"text": "the cat", "label": "a"}\n{"text": "a dog", "label": "b"}\n{"text": " ", "label": "b"}\n')
+    assert main(["plot-embeddings", "--model", str(tiny_model_dir), "--input", str(data),
+                 "--output", str(tmp_path / "p.png")]) == 2
+    assert "labeled.jsonl:3: 'text' is empty or whitespace-only" in capsys.readouterr().err   # it said "text 2"

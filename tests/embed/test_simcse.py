@@ -80,3 +80,16 @@ def test_dev_retrieval_counts_a_shared_text_b_as_evaluate_embeddings_does(tmp_pa
     result = run_simcse(config)
     # the copies of a text_b were separate documents that tie: one of each pair "missed" (recall 0.5, not 1.0)
     assert result.last_eval["recall_at_1"] == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize("row, message", [({"text_a": "x", "text_b": ""}, "'text_b' is empty or whitespace-only"),
+                                          ({"text_a": "x", "text_b": "y", "negative": "  "},
+                                           "'negative' is empty or whitespace-only")])
+def test_an_empty_side_of_a_training_pair_is_refused_naming_its_line(tmp_path, row, message):
+    rows = [{"text_a": f"a {i}", "text_b": f"b {i}", **({"negative": "n"} if "negative" in row else {})}
+            for i in range(3)] + [row]
+    train = tmp_path / "pairs.jsonl"
+    train.write_text("\n".join(json.dumps(r) for r in rows) + "\n", encoding="utf-8")
+    # it trained on the empty text's [CLS] [SEP] vector as a positive or negative
+    with pytest.raises(InputFileError, match=f"pairs.jsonl:4: {message}"):
+        read_training_file(train)
