@@ -26,6 +26,7 @@ from bertkit.checkpoints.hf_check_family import compare_family_with_transformers
 from bertkit.checkpoints.hf_form import choose_form, head_keys_of
 from bertkit.checkpoints.io import save_folder
 from bertkit.checkpoints.json_files import read_json
+from bertkit.checkpoints.weights import holds_model
 from bertkit.distill.onnx_model import onnx_file_of
 from bertkit.distill.prune import full_shape_copy
 from bertkit.errors import BertkitError
@@ -78,6 +79,7 @@ def convert(source: str | os.PathLike, target: str | os.PathLike) -> ConvertRepo
     reason = no_hf_form(source)
     if reason is not None:
         raise BertkitError(f"{source}: cannot be converted to a transformers folder: {reason}")
+    _check_target(Path(source), Path(target))
     if is_gpt2_folder(source):
         return _convert_gpt2(Path(source), Path(target))
     checkpoint = load_checkpoint(source, device="cpu", precision="fp32")
@@ -95,7 +97,7 @@ def convert(source: str | os.PathLike, target: str | os.PathLike) -> ConvertRepo
         meta["pruning"] = {**meta.get("pruning", {}), "form": "full shapes with the pruned heads' weights zeroed: "
                            "plain from_pretrained loads it, with exact outputs and no speed-up",
                            "pruned_heads": {str(k): v for k, v in checkpoint.encoder.pruned_heads().items()}}
-    meta["converted_from"] = str(source)
+    meta["converted_from"] = str(Path(source).resolve())   # what _check_target compares
     if quantized:
         meta.pop("quantization", None)
         meta["dequantized_from_int8"] = True
@@ -113,12 +115,25 @@ def convert(source: str | os.PathLike, target: str | os.PathLike) -> ConvertRepo
     return ConvertReport(path, found["architecture"], found.get("difference"), "; ".join(notes))
 
 
+def _check_target(source: Path, target: Path) -> None:
+    """A target holding another model (a fine-tuned one, say) would be replaced: refused in one line. The source
+    itself (converted in place) and an earlier conversion of the same source may be written again."""
+    if not target.is_dir() or not holds_model(target) or target.resolve() == source.resolve():
+        return
+    meta = read_json(target / "bertkit.json") if (target / "bertkit.json").is_file() else {}
+    earlier = meta.get("converted_from")
+    if isinstance(earlier, str) and Path(earlier).resolve() == source.resolve():
+        return
+    raise BertkitError(f"{target} holds another model, which converting {source} there would replace; name a new "
+                       "folder, or delete that one first")
+
+
 def _convert_family(checkpoint, target: Path) -> ConvertReport:
     """ELECTRA and XLNet folders: written by their family's module (checkpoints/families.py) and, when
     transformers is installed, loaded with the class config.json names and compared on probe inputs
     (checkpoints/hf_check_family.py) before the folder is put in place."""
     meta = {k: v for k, v in checkpoint.meta.items() if k != "quantization"}
-    meta["converted_from"] = str(checkpoint.path)
+    meta["converted_from"] = str(Path(checkpoint.path).resolve())
     found: dict = {}
 
     def check(folder: Path) -> None:

@@ -21,6 +21,12 @@ WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin", INT8_WEIGHTS_FILE)
 INDEX_FILES = ("model.safetensors.index.json", "pytorch_model.bin.index.json")
 
 
+def holds_model(folder: Path) -> bool:
+    """Whether `folder` holds a model (a config.json or weights): what a command writing a model into it would
+    replace."""
+    return any((Path(folder) / name).is_file() for name in ("config.json", *WEIGHT_FILES, *INDEX_FILES))
+
+
 def read_weights(folder: Path) -> dict[str, torch.Tensor]:
     for name in WEIGHT_FILES:
         if (folder / name).is_file():

@@ -47,7 +47,8 @@ def register(subparsers) -> None:
                                           "speed-up); an int8 folder as the fp32 model its int8 weights describe "
                                           "(dequantized). Models no transformers class computes (pre-LN, partial "
                                           "layer sharing, linear probes, hybrids, TF-IDF baselines) are refused "
-                                          "with the reason, exit code 2.")
+                                          "with the reason, exit code 2; so is a target that holds another model "
+                                          "(the source itself, or an earlier conversion of it, is written again).")
     p.add_argument("source")
     p.add_argument("target")
     p.set_defaults(func=run_convert)

@@ -51,13 +51,13 @@ def register(subparsers) -> None:
 
 
 def run_train(args: argparse.Namespace) -> int:
-    from bertkit.checkpoints.weights import WEIGHT_FILES
+    from bertkit.checkpoints.weights import holds_model
     from bertkit.tokenizer.train import train_wordpiece
 
     if not args.corpus:
         raise BertkitError("vocab train needs --corpus FILE [FILE ...]")
     output = Path(args.output)
-    if (output / "config.json").is_file() or any((output / name).exists() for name in WEIGHT_FILES):
+    if holds_model(output):
         raise BertkitError(f"--output {output} holds a model; a new vocabulary there would no longer match its "
                            "weights (write it to a new folder, or grow the model's own with `bertkit vocab extend`)")
     if output.exists() and not output.is_dir():

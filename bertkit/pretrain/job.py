@@ -14,7 +14,7 @@ import torch
 from bertkit.checkpoints import load_checkpoint
 from bertkit.checkpoints.hf import implied_parameters
 from bertkit.checkpoints.json_files import META_FILE, read_json
-from bertkit.checkpoints.weights import INDEX_FILES, WEIGHT_FILES
+from bertkit.checkpoints.weights import holds_model
 from bertkit.data.shards import build_shards, open_shards, tokenizer_fingerprint
 from bertkit.errors import BertkitError
 from bertkit.folder_names import refuse_links
@@ -129,7 +129,7 @@ def _check_fits_memory(encoder: EncoderConfig) -> None:
 def _check_output_holds_no_other_model(output: Path) -> None:
     """A pre-training run writes its model into `output` itself. A model there that is not an earlier pre-training
     run's (a fine-tuned model, a downloaded one) would be replaced by the new weights: refused in one line."""
-    if not any((output / name).is_file() for name in ("config.json", *WEIGHT_FILES, *INDEX_FILES)):
+    if not holds_model(output):
         return
     meta = output / META_FILE
     task = read_json(meta).get("task") if meta.is_file() else None

@@ -180,3 +180,22 @@ def test_bertkit_convert_stays_the_function_after_the_module_is_imported():
     import bertkit
     importlib.import_module("bertkit.conversion")
     assert callable(bertkit.convert) and bertkit.convert is bertkit.api.convert
+
+
+def test_convert_refuses_a_target_holding_another_model_and_keeps_it(tmp_path, monkeypatch, capsys):
+    """`convert pretrained finetuned` replaced the fine-tuned model with the converted one, silently. A target that
+    holds another model is now refused; the source itself and an earlier conversion of the same source are not."""
+    pretrained = write(tmp_path / "pretrained", config(), ("mlm",))
+    finetuned = write(tmp_path / "finetuned", config(), ("classifier",))
+    weights = (finetuned / "model.safetensors").read_bytes()
+    assert main(["convert", str(pretrained), str(finetuned)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "holds another model" in err[0], err
+    assert (finetuned / "model.safetensors").read_bytes() == weights
+    assert load_checkpoint(finetuned).meta.get("task") == "classification"
+
+    first = convert(pretrained, tmp_path / "hf")
+    monkeypatch.chdir(tmp_path)                         # the same source named from elsewhere, converted again
+    again = convert("pretrained", "hf")
+    assert again.architecture == first.architecture == "BertForMaskedLM"
+    assert convert(pretrained, pretrained).architecture == "BertForMaskedLM"
