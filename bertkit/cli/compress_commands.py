@@ -2,6 +2,7 @@
 bertkit.distill. Each command that changes a model measures what it changed and prints it."""
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 
@@ -32,8 +33,9 @@ def register(subparsers) -> None:
     p.add_argument("--model", required=True, help="model folder")
     p.add_argument("--output", required=True, help="the .onnx file; the tokenizer is written beside it")
     p.add_argument("--pooling", default=None, choices=POOLINGS[:-1], help="default: the model folder's")
-    p.add_argument("--normalize", action="store_true", default=None,
-                   help="L2-normalize the vectors inside the graph (default: as the model folder says)")
+    p.add_argument("--normalize", action=argparse.BooleanOptionalAction, default=None,
+                   help="L2-normalize the vectors inside the graph, or not (--no-normalize) (default: as the model "
+                        "folder says)")
     p.add_argument("--opset", type=int, default=17)
     p.set_defaults(func=_export_onnx)
 

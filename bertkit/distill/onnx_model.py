@@ -109,7 +109,7 @@ class OnnxModel:
                                "only; export again for other layers")
         if normalize is False and self.meta.get("normalize"):
             raise BertkitError(f"{self.path} was exported with normalization inside the graph; export again "
-                               "without --normalize to get unnormalized vectors")
+                               "with --no-normalize to get unnormalized vectors")
         vectors = self._run(check_texts(texts), batch_size, max_length)[0]
         if normalize and not self.meta.get("normalize"):
             vectors = vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)

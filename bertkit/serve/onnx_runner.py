@@ -50,7 +50,7 @@ class OnnxRunner(BatchRunner):
             return (f"pooling {pooling!r}: this ONNX export computes {self.default_pooling!r} inside its graph; "
                     f"export again with --pooling {pooling}")
         if self.default_normalize and not normalize:
-            return "this ONNX export normalizes inside its graph; export again without normalization"
+            return "this ONNX export normalizes inside its graph; export again with --no-normalize"
         return None
 
     def _outputs(self, sequences: list[TokenSequence]) -> list[np.ndarray]:

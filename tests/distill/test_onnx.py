@@ -10,6 +10,8 @@ from bertkit.cli import main
 from bertkit.distill.onnx_export import ExportedGraph, export_onnx, make_session, read_metadata
 from bertkit.distill.onnx_model import OnnxModel, onnx_file_of
 from bertkit.model.heads import SequenceClassificationHead, TokenClassificationHead
+from bertkit.model.sentence import SentenceConfig, SentencePipeline
+from bertkit.errors import BertkitError
 from bertkit.finetune.predict import evaluate_file
 from bertkit.tokenizer import Tokenizer
 from distill_fixtures import LABELS, WORDS, make_model_folder, write_examples
@@ -236,3 +238,19 @@ def test_an_opset_the_exporter_cannot_write_is_one_line(model_dir, tmp_path, cap
     err = capsys.readouterr().err
     assert f"--opset {opset}: the exporter cannot write this model" in err and reason in err
     assert len(err.strip().splitlines()) == 1 and not list(out.parent.iterdir())
+
+
+def test_a_normalizing_folder_exports_unnormalized_vectors_with_no_normalize(model_dir, tmp_path, capsys):
+    """A folder that normalizes exported normalizing graphs whatever was asked (--normalize could only turn it on),
+    while the error for encode(normalize=False) said to export 'without --normalize'."""
+    checkpoint = load_checkpoint(model_dir)
+    save_checkpoint(model_dir, checkpoint.encoder, checkpoint.tokenizer, checkpoint.heads, checkpoint.meta,
+                    sentence=SentencePipeline(SentenceConfig(pooling="mean", normalize=True)))
+    texts = ["sport goal team", "bank profit"]
+    assert main(["export-onnx", "--model", str(model_dir), "--output", str(tmp_path / "on" / "model.onnx")]) == 0
+    with pytest.raises(BertkitError, match="export again with --no-normalize"):
+        bertkit.load(tmp_path / "on").encode(texts, normalize=False)
+    assert main(["export-onnx", "--model", str(model_dir), "--output", str(tmp_path / "off" / "model.onnx"),
+                 "--no-normalize"]) == 0
+    np.testing.assert_allclose(bertkit.load(tmp_path / "off").encode(texts, normalize=False),
+                               bertkit.load(model_dir).encode(texts, normalize=False), atol=1e-5)
