@@ -65,6 +65,9 @@ def _distill_job(config: DistillConfig) -> Job:
         if config.augment_copies or config.transfer:
             raise BertkitError("--augment-copies and --transfer are for --task classification (the teacher labels "
                                "the extra texts)")
+        if config.hidden_weight or config.attention_weight:
+            raise BertkitError("--hidden-weight and --attention-weight are for --task classification; --task "
+                               "embedding trains on the sentence vectors only")
         return embedding_job(config, teacher_ckpt)
     if teacher_ckpt.meta.get("task") != "classification" or TASKS["classification"].head not in teacher_ckpt.heads:
         raise BertkitError(f"--teacher {config.teacher} is not a fine-tuned classifier; run bertkit finetune first")

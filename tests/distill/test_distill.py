@@ -223,6 +223,9 @@ def test_augment_options_are_checked(tmp_path):
     with pytest.raises(BertkitError, match="classification"):
         run_distill(job_config(DistillConfig, teacher=str(teacher), student_layers=1, task="embedding", train=str(data),
                                   output=str(tmp_path / "s"), augment_copies=1, device="cpu"))
+    with pytest.raises(BertkitError, match="--hidden-weight and --attention-weight are for --task classification"):
+        run_distill(job_config(DistillConfig, teacher=str(teacher), student_layers=1, task="embedding", train=str(data),
+                               output=str(tmp_path / "s"), hidden_weight=1.0, device="cpu"))
 
 
 def test_transfer_texts_are_labeled_by_the_teacher_only(tmp_path):
