@@ -26,7 +26,9 @@ def register(subparsers) -> None:
     p.add_argument("--max-length", type=int, default=None,
                    help="tokens per text (default: the folder's max_seq_length, else the position limit)")
     p.add_argument("--batch-size", type=positive_int, default=32)
-    p.add_argument("--normalize", action="store_true", default=None, help="L2-normalize the vectors")
+    p.add_argument("--normalize", action=argparse.BooleanOptionalAction, default=None,
+                   help="L2-normalize the vectors, or not (default: the model folder's, e.g. a sentence-transformers "
+                        "folder with a Normalize step; else not)")
     p.add_argument("--long-texts", choices=("truncate", "sliding-window", "error"), default="truncate",
                    help="texts over max-length: cut and count (default), average overlapping windows, or fail")
     p.add_argument("--stride", type=int, default=None,

@@ -114,3 +114,25 @@ def test_plot_embeddings_names_the_line_of_an_empty_text(tmp_path, tiny_model_di
     assert main(["plot-embeddings", "--model", str(tiny_model_dir), "--input", str(data),
                  "--output", str(tmp_path / "p.png")]) == 2
     assert "labeled.jsonl:3: 'text' is empty or whitespace-only" in capsys.readouterr().err   # it said "text 2"
+
+
+def test_encode_no_normalize_gives_the_raw_vectors_of_a_normalizing_folder(tmp_path, tiny_model_dir, capsys):
+    import numpy as np
+
+    import bertkit
+    from bertkit.model.sentence import SentencePipeline
+
+    model = bertkit.load(tiny_model_dir)
+    model.sentence = SentencePipeline(model.sentence.config.replace(normalize=True))   # as all-MiniLM-L6-v2's
+    model.save(tmp_path / "unit")
+    texts = tmp_path / "texts.txt"
+    texts.write_text("the cat sat\na red apple\n", encoding="utf-8")
+    encode = ["encode", "--model", str(tmp_path / "unit"), "--input", str(texts)]
+    assert main([*encode, "--output", str(tmp_path / "unit.npy")]) == 0
+    np.testing.assert_allclose(np.linalg.norm(np.load(tmp_path / "unit.npy"), axis=1), 1.0, atol=1e-5)
+    # the folder's normalization could not be turned off from the command line (the API and server can)
+    assert main([*encode, "--output", str(tmp_path / "raw.npy"), "--no-normalize"]) == 0
+    raw = np.load(tmp_path / "raw.npy")
+    np.testing.assert_allclose(raw, bertkit.load(tmp_path / "unit").encode(["the cat sat", "a red apple"],
+                                                                          normalize=False), atol=1e-5)
+    assert not np.allclose(np.linalg.norm(raw, axis=1), 1.0)
