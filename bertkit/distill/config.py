@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal, Optional
 
-from bertkit.job_config import JobData, TrainConfig
+from bertkit.job_config import AT_LEAST_ONE, FRACTION, NON_NEGATIVE, POSITIVE, JobData, TrainConfig, check_ranges
 
 
 @dataclass
@@ -28,3 +28,10 @@ class DistillConfig:
     data: JobData = field(default_factory=lambda: JobData(max_length=128))
     train: TrainConfig = field(default_factory=lambda: TrainConfig(epochs=3, lr=5e-5, warmup_ratio=0.1, seed=42,
                                                                         log_every=10))
+
+    def __post_init__(self) -> None:
+        """A temperature of 0 made every loss NaN (three roll-backs, then an error about the lr); a negative one, an
+        alpha outside [0, 1] or a negative loss weight trained away from the teacher without a word."""
+        check_ranges(self, {"temperature": POSITIVE, "alpha": FRACTION, "hidden_weight": NON_NEGATIVE,
+                            "attention_weight": NON_NEGATIVE, "augment_copies": NON_NEGATIVE,
+                            "student_layers": AT_LEAST_ONE})

@@ -8,6 +8,7 @@ import bertkit
 
 from bertkit.job_config import job_config
 from bertkit.checkpoints import load_checkpoint, save_checkpoint
+from bertkit.cli import main
 from bertkit.distill import losses
 from bertkit.distill.augment import UNLABELED, masked_copies
 from bertkit.distill.job import DistillConfig, run_distill
@@ -337,3 +338,15 @@ def test_embedding_student_of_a_teacher_with_dense_layers_says_what_it_learns(tm
     assert "pooled vectors, before its dense layers" in capsys.readouterr().err
     assert bertkit.load(teacher).encode(["hello"]).shape == (1, 16)
     assert bertkit.load(tmp_path / "emb").encode(["hello"]).shape == (1, 32)
+
+
+@pytest.mark.parametrize("field, value", [("temperature", 0.0), ("temperature", -1.0), ("alpha", 1.5),
+                                          ("alpha", -0.5), ("hidden_weight", -1.0), ("attention_weight", -2.0)])
+def test_distillation_settings_out_of_range_are_one_line_before_anything_runs(tmp_path, capsys, field, value):
+    """temperature 0 made every loss NaN (three roll-backs, then 'lower the lr'); the others trained silently."""
+    teacher = make_model_folder(tmp_path / "teacher", layers=2)
+    data = write_examples(tmp_path / "train.jsonl", 6)
+    flag = "--" + field.replace("_", "-")
+    assert main(["distill", "--teacher", str(teacher), "--student-layers", "1", "--train", str(data), "--output",
+                 str(tmp_path / "s"), "--max-steps", "2", flag, str(value)]) == 2
+    assert f"{field} must be a number" in capsys.readouterr().err and not (tmp_path / "s").exists()
