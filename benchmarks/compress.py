@@ -25,7 +25,8 @@ from bertkit.job_config import job_config
 from bertkit.api import minilm_path
 from bertkit.checkpoints import load_checkpoint
 from bertkit.distill.job import DistillConfig, run_distill
-from bertkit.distill.measure import TABLE_HEADER, folder_size, load_dev_set, measure_logits, measure_module
+from bertkit.distill.measure import (TABLE_HEADER, folder_size, folder_task_options, load_dev_set, measure_logits,
+                                     measure_module)
 from bertkit.distill.onnx_export import export_onnx
 from bertkit.distill.onnx_model import OnnxModel
 from bertkit.distill.prune import load_pruned_transformers
@@ -101,7 +102,8 @@ def main() -> None:
         if not args.measure_only else None
 
     teacher, teacher_ckpt = classifier(teacher_dir)
-    test_set = load_dev_set(teacher_ckpt.tokenizer, teacher.label_names, test, args.max_length, args.eval_examples)
+    test_set = load_dev_set(teacher_ckpt.tokenizer, teacher.label_names, test,
+                            folder_task_options(teacher_ckpt, args.max_length), args.eval_examples)
     variants = [("teacher fp32 (6 layers)", teacher, work / "teacher" if not args.teacher else Path(teacher_dir)),
                 ("student distilled (3 layers)", classifier(work / "student-distilled")[0], work / "student-distilled"),
                 ("student no teacher (3 layers)", classifier(work / "student-no-teacher")[0], work / "student-no-teacher"),

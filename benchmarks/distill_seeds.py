@@ -38,7 +38,7 @@ from bertkit.job_config import job_config
 from bertkit.api import minilm_path
 from bertkit.checkpoints import load_checkpoint, save_checkpoint
 from bertkit.distill.job import DistillConfig, run_distill
-from bertkit.distill.measure import load_dev_set, measure_module
+from bertkit.distill.measure import folder_task_options, load_dev_set, measure_module
 from bertkit.distill.student import student_from_teacher
 from bertkit.finetune.job import FinetuneConfig, run_finetune
 from bertkit.finetune.model import model_from_checkpoint
@@ -87,7 +87,7 @@ def split_labeled(train_path: str, count: int, labeled_path: Path, unlabeled_pat
 def score_on_test(folder: Path, test_path: str, max_length: int) -> float:
     checkpoint = load_checkpoint(folder)
     net = model_from_checkpoint(checkpoint, "classification", checkpoint.meta.get("labels"))
-    test = load_dev_set(checkpoint.tokenizer, net.label_names, test_path, max_length)
+    test = load_dev_set(checkpoint.tokenizer, net.label_names, test_path, folder_task_options(checkpoint, max_length))
     return measure_module(folder.name, net, test).accuracy
 
 
