@@ -82,8 +82,8 @@ class SearchIndex:
         spec: dict[str, Any] = index.encoder.spec() if index.encoder is not None else {}
         if (spec.get("layers") or self.layers) != self.layers:
             raise BertkitError(f"index {folder} was built from layers={spec['layers']!r}; the server embeds "
-                               f"queries with the model folder's layers={self.layers!r}, so rebuild the index "
-                               "with those")
+                               f"queries with layers={self.layers!r}: start it with --layers={spec['layers']}, "
+                               "or rebuild the index with its layers")
         dimension = getattr(index.info(), "dim", None)
         pooling = spec.get("pooling") or self.default_pooling
         expected = self.model_dimension(pooling)

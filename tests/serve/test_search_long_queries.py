@@ -63,3 +63,22 @@ def test_an_index_built_with_another_pooling_than_a_whitened_folder_is_served(tm
         answer = client.post("/search", json={"query": "the cat", "k": 3})
         assert answer.status_code == 200, answer.text
         assert [h["score"] for h in answer.json()["results"]] == pytest.approx([h.score for h in expected], abs=1e-5)
+
+
+def test_an_index_built_from_other_layers_names_the_serve_flag_that_fits_it(tmp_path, tiny_model_dir):
+    pytest.importorskip("faiss")
+    from bertkit.errors import BertkitError
+
+    folder = tmp_path / "idx"
+    index = Index.create(folder, encoder=ModelTextEncoder(EncoderSpec(str(tiny_model_dir), layers="-2,-1")))
+    index.add([d[0] for d in DOCUMENTS], [d[1] for d in DOCUMENTS])
+    index.save()
+    index.close()
+    # it said only "rebuild the index", though serve --layers makes the server embed queries as the index did
+    with pytest.raises(BertkitError, match=r"start it with --layers=-2,-1, or rebuild the index"):
+        build_service(ServeConfig(model=str(tiny_model_dir), index=str(folder), backend="thread"))
+    expected = Index.open(folder).search("the cat", k=3)
+    service = build_service(ServeConfig(model=str(tiny_model_dir), index=str(folder), backend="thread", layers="-2,-1"))
+    with TestClient(create_app(service)) as client:
+        hits = client.post("/search", json={"query": "the cat", "k": 3}).json()["results"]
+        assert [h["score"] for h in hits] == pytest.approx([h.score for h in expected], abs=1e-5)
