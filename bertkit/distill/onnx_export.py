@@ -27,7 +27,7 @@ from bertkit.checkpoints.families import require_bert_encoder
 from bertkit.distill.student import same_vocabulary
 from bertkit.errors import BertkitError, CheckpointError
 from bertkit.model.pooling import pooled_or_cls
-from bertkit.model.precision import dequantize_encoder
+from bertkit.model.precision import dequantize_encoder, has_int8
 from bertkit.model.sentence import SentenceEncoder
 from bertkit.tokenizer import Tokenizer
 
@@ -79,6 +79,9 @@ def export_onnx(model_dir: str | os.PathLike, output: str | os.PathLike, pooling
     checkpoint = load_checkpoint(model_dir, precision="fp32")
     require_bert_encoder(checkpoint, "export-onnx")
     _check_tokenizer_beside(output.parent, checkpoint.tokenizer)
+    if has_int8(checkpoint.encoder):
+        print(f"bertkit: {model_dir} is an int8 folder; the ONNX graph holds the fp32 weights its int8 weights "
+              "describe (the int8 accuracy, not its speed or size)", file=sys.stderr)
     dequantize_encoder(checkpoint.encoder)       # an int8 folder: the fp32 model its int8 weights describe
     encoder = checkpoint.encoder.float().eval()
     classifier = checkpoint.heads.get("classifier")

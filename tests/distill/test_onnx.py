@@ -254,3 +254,17 @@ def test_a_normalizing_folder_exports_unnormalized_vectors_with_no_normalize(mod
                  "--no-normalize"]) == 0
     np.testing.assert_allclose(bertkit.load(tmp_path / "off").encode(texts, normalize=False),
                                bertkit.load(model_dir).encode(texts, normalize=False), atol=1e-5)
+
+
+def test_exporting_an_int8_folder_says_the_graph_is_fp32(model_dir, tmp_path, capsys):
+    """The export of an int8 folder holds the fp32 weights its int8 weights describe; it said nothing, so a user
+    expected int8 speed and size from it."""
+    data = write_examples(tmp_path / "dev.jsonl", 6)
+    assert main(["quantize", "--model", str(model_dir), "--output", str(tmp_path / "q"), "--dev", str(data),
+                 "--max-accuracy-drop", "100", "--min-mean-cosine", "0", "--min-cosine", "0"]) == 0
+    capsys.readouterr()
+    assert main(["export-onnx", "--model", str(tmp_path / "q"), "--output", str(tmp_path / "onnx" / "model.onnx")]) == 0
+    assert "is an int8 folder; the ONNX graph holds the fp32 weights" in capsys.readouterr().err
+    texts = ["sport goal team", "the bank profit market shares"]
+    assert [p["label"] for p in OnnxModel(tmp_path / "onnx" / "model.onnx").predict(texts)] == \
+        [p["label"] for p in bertkit.load(tmp_path / "q").predict(texts)]
