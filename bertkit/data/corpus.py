@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator, Sequence
 
-from bertkit.data.text import check_readable, iter_lines
+from bertkit.data.text import iter_lines
 from bertkit.errors import BertkitWarning, InputFileError
 
 _CLOSERS = re.escape("\"'”’」』）)]")
@@ -50,10 +50,30 @@ class CorpusPosition:
     line: int = 0
 
 
+# The structured formats other commands read, and archives: never a raw corpus (a JSONL file's keys and braces
+# would be trained on as text). Any other name is read as plain text (WMT / OPUS corpora are named train.zh,
+# news.2019.en.shuffled.deduped, ...); the reader still refuses binary and wrongly encoded files.
+NOT_CORPUS_SUFFIXES = (".jsonl", ".json", ".csv", ".tsv", ".conll", ".parquet", ".arrow", ".zip", ".bz2", ".xz",
+                       ".zst", ".tar", ".safetensors", ".bin", ".pt", ".npy")
+
+
 def check_corpus_files(paths: Sequence[str | Path]) -> list[Path]:
     if not paths:
         raise InputFileError("(corpus)", "no corpus files given; pass --corpus FILE [FILE ...]")
-    return [check_readable(p, (".txt", ".text", ".raw", ".corpus", "")) for p in paths]
+    files = []
+    for p in paths:
+        path = Path(p)
+        if not path.exists():
+            raise InputFileError(path, "file not found")
+        if path.is_dir():
+            raise InputFileError(path, "is a folder; pass text files (one sentence or paragraph per line)")
+        suffix = (path.with_suffix("").suffix if path.suffix == ".gz" else path.suffix).lower()
+        if suffix in NOT_CORPUS_SUFFIXES:
+            raise InputFileError(path, f"a {suffix} file is not a plain-text corpus: pass text files with one "
+                                       "sentence or paragraph per line and a blank line between documents "
+                                       "(.gz accepted; decompress other archives)")
+        files.append(path)
+    return files
 
 
 def iter_documents(paths: Sequence[str | Path], start: CorpusPosition = CorpusPosition(),

@@ -16,6 +16,7 @@ from tokenizers.models import BPE
 from tokenizers.trainers import BpeTrainer
 
 from bertkit.atomic_write import json_text
+from bertkit.data.corpus import check_corpus_files
 from bertkit.data.text import iter_lines
 from bertkit.errors import BertkitError, CheckpointError
 
@@ -120,12 +121,7 @@ def train_bpe(files: Sequence[str | Path], vocab_size: int = 50257, min_frequenc
               encoding: str = "utf-8", show_progress: bool = False) -> BPETokenizer:
     """A byte-level BPE tokenizer trained on text files (.gz too); the 256 byte symbols come first and
     <|endoftext|> last, as in GPT-2's vocabulary."""
-    paths = [Path(p) for p in files]
-    if not paths:
-        raise BertkitError("no input files given for BPE training")
-    for path in paths:
-        if not path.is_file():
-            raise BertkitError(f"{path}: file not found (give UTF-8 text files, .gz accepted)")
+    paths = check_corpus_files(files)
     alphabet = pre_tokenizers.ByteLevel.alphabet()
     if vocab_size <= len(alphabet) + 1:
         raise BertkitError(f"vocab_size {vocab_size} leaves no room for merges after the {len(alphabet)} byte "

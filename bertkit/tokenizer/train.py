@@ -20,8 +20,9 @@ from tokenizers import Tokenizer as RustTokenizer, pre_tokenizers
 from tokenizers.models import WordPiece
 from tokenizers.trainers import WordPieceTrainer
 
+from bertkit.data.corpus import check_corpus_files
 from bertkit.data.text import iter_lines
-from bertkit.errors import BertkitError, InputFileError
+from bertkit.errors import BertkitError
 from bertkit.tokenizer.tokenizer import Tokenizer
 from bertkit.tokenizer.wordpiece import SPECIAL_TOKENS, UNK, bert_normalizer
 
@@ -43,9 +44,7 @@ def train_wordpiece(files: Sequence[str | Path], vocab_size: int = 30522, lowerc
     vocab trained again (a Chinese corpus has thousands of characters, each a word of its own: a cap of 2000
     left frequent ones as [UNK] in a vocab that had room for them).
     """
-    paths = [_check_file(path) for path in files]
-    if not paths:
-        raise BertkitError("no input files given for vocabulary training")
+    paths = check_corpus_files(files)
     reserved = [*SPECIAL_TOKENS, *(f"[unused{i}]" for i in range(num_unused))]
     if vocab_size <= len(reserved):
         raise BertkitError(f"vocab_size {vocab_size} leaves no room for word pieces after the {len(reserved)} "
@@ -157,12 +156,3 @@ class _Corpus:
         if batch:
             self.num_lines += len(batch)
             yield batch
-
-
-def _check_file(path: str | Path) -> Path:
-    path = Path(path)
-    if not path.exists():
-        raise InputFileError(path, "file not found")
-    if path.is_dir():
-        raise InputFileError(path, "is a folder; pass text files (one sentence or paragraph per line)")
-    return path

@@ -51,9 +51,28 @@ def test_binary_and_missing_files_are_one_line_errors(tmp_path):
         list(iter_documents([]))
 
 
-def test_a_corpus_of_another_type_lists_the_types_read(tmp_path):
-    path = tmp_path / "corpus.jsonl"
-    path.write_text('{"text": "a"}\n')
-    with pytest.raises(BertkitError, match=r"unsupported file type '.jsonl'; expected .txt, .text, .raw, .corpus, "
-                                           r"no extension \(optionally .gz\)$"):    # had an empty item: ", ,"
-        check_corpus_files([path])
+def test_a_structured_file_is_refused_and_any_other_name_is_read_as_text(tmp_path):
+    """Pre-training refused plain-text corpora named as WMT / OPUS name theirs (train.zh, news.2019.en.shuffled.deduped:
+    'unsupported file type') while vocab training read them; now every corpus reader shares one check, which refuses
+    the structured formats other commands read (a JSONL file's braces are no corpus) and reads any other name."""
+    from bertkit.tokenizer import train_wordpiece
+    from bertkit.tokenizer.bpe import train_bpe
+
+    jsonl = tmp_path / "corpus.jsonl"
+    jsonl.write_text('{"text": "a"}\n')
+    with pytest.raises(BertkitError, match=r"corpus.jsonl: a .jsonl file is not a plain-text corpus"):
+        check_corpus_files([jsonl])
+    text = "我们今天去公园。\n今天天气很好。\n\nThe cat sat on the mat. The dog ran.\n"
+    names = ("train.zh", "news.2019.en.shuffled.deduped", "wiki.TXT", "plain")
+    for name in names:
+        (tmp_path / name).write_text(text, encoding="utf-8")
+    paths = [tmp_path / name for name in names]
+    assert check_corpus_files(paths) == paths
+    docs = [doc for doc, _ in iter_documents([tmp_path / "train.zh"])]
+    assert docs == [["我们今天去公园。", "今天天气很好。"], ["The cat sat on the mat.", "The dog ran."]]
+    for train in (lambda files: train_wordpiece(files, vocab_size=200, num_unused=0),
+                  lambda files: train_bpe(files, vocab_size=300)):
+        with pytest.raises(BertkitError, match="is a folder"):
+            train([tmp_path])
+        with pytest.raises(BertkitError, match="not a plain-text corpus"):
+            train([jsonl])
