@@ -29,9 +29,11 @@ from bertkit.pretrain.objectives.base import Objective, SaveContext
 from bertkit.pretrain.objectives.mlm import PretrainingModel, evaluate_mlm
 from bertkit.runtime import init_distributed, pick_device
 from bertkit.tokenizer import Tokenizer, train_wordpiece
+from bertkit.tokenizer.train import is_cjk
 from bertkit.train import IndexedBatches, TrainResult
 from bertkit.train import distributed as dist_
 from bertkit.train.fit import Job, check_resume, fit
+from bertkit.train.loop import say
 
 TOKENIZER_DIR = "tokenizer"
 
@@ -140,6 +142,27 @@ def _check_output_holds_no_other_model(output: Path) -> None:
                        f"continue pre-training that model, pass it as --model)")
 
 
+# Tokens of the first shard looked at: enough to tell a Chinese corpus from an English one.
+SCRIPT_SAMPLE_TOKENS = 100_000
+
+
+def _warn_characters_as_words(config: PretrainConfig, tokenizer: Tokenizer, shards: list) -> None:
+    """Word-level masking takes its words from WordPiece's `##` pieces, and a Chinese character is a word of its
+    own there: without a segmenter, whole-word masking of Chinese is token masking. Said once, with the fix."""
+    if config.data.masking not in ("whole-word", "span", "phrase") or config.data.segmenter != "none":
+        return
+    vocab = tokenizer.backend.get_vocab()
+    chinese = np.zeros(max(vocab.values()) + 1, dtype=bool)
+    for token, index in vocab.items():
+        chinese[index] = len(token) == 1 and is_cjk(token)
+    sample = np.asarray(shards[0].tokens[:SCRIPT_SAMPLE_TOKENS], dtype=np.int64)
+    share = float(chinese[sample].mean()) if len(sample) else 0.0
+    if share >= 0.3:
+        say(f"--masking {config.data.masking}: {share:.0%} of the corpus's tokens are Chinese characters, each a word "
+            "of its own without a segmenter, so this masks single characters; add --data.segmenter jieba to mask "
+            "whole Chinese words (Chinese BERT-wwm)")
+
+
 def _lexicon(config: PretrainConfig, tokenizer: Tokenizer) -> Optional[Lexicon]:
     masking, path = config.data.masking, config.data.lexicon
     if path is not None and masking not in ("phrase", "entity"):
@@ -170,6 +193,8 @@ def run_pretraining(config: PretrainConfig, corpus: Sequence[str], output: str |
     shards_dir = Path(config.data.shards_dir) if config.data.shards_dir else output / "shards"
     refuse_links(shards_dir)           # built, read back and deleted: nothing in it may point elsewhere
     shards, train_set, heldout = prepare_data(config, corpus, tokenizer, shards_dir, seed, objective)
+    if dist_.rank() == 0:
+        _warn_characters_as_words(config, tokenizer, shards)
     specials = SpecialIds.from_tokenizer(tokenizer)
     masking = objective.masking()
     lexicon = _lexicon(config, tokenizer)

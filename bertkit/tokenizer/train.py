@@ -69,7 +69,7 @@ def _train(corpus: "_Corpus", lowercase: bool, reserved: list[str], alphabet: li
     backend = RustTokenizer(WordPiece(unk_token=UNK))
     backend.normalizer = bert_normalizer(lowercase)
     backend.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
-    continuations = [f"##{char}" for char in alphabet if not (_is_punctuation(char) or _is_cjk(char))]
+    continuations = [f"##{char}" for char in alphabet if not (_is_punctuation(char) or is_cjk(char))]
     trainer = WordPieceTrainer(
         vocab_size=vocab_size, min_frequency=min_frequency, special_tokens=[*reserved, *continuations],
         limit_alphabet=len(alphabet), initial_alphabet=alphabet, continuing_subword_prefix="##",
@@ -119,7 +119,7 @@ def _is_punctuation(char: str) -> bool:
     return unicodedata.category(char).startswith("P")
 
 
-def _is_cjk(char: str) -> bool:
+def is_cjk(char: str) -> bool:
     """CJK ideographs, which the BERT normalizer surrounds with spaces (each is a word of its own)."""
     code = ord(char)
     return any(low <= code <= high for low, high in _CJK_RANGES)

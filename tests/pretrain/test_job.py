@@ -265,3 +265,18 @@ def test_evaluate_mlm_reads_gbk_and_masks_chinese_words_with_jieba(tmp_path, voc
     assert main(["evaluate-mlm", "--model", str(model), "--corpus", str(utf8), "--max-length", "2"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "--max-length 2 is under 8" in err[0], err
+
+
+def test_whole_word_masking_of_chinese_without_a_segmenter_is_said(tmp_path, vocab_dir, capsys):
+    """--masking whole-word on Chinese without --data.segmenter jieba masked single characters (each is a word of
+    its own in WordPiece) without a word; the run now says so once, and not when jieba segments the words."""
+    pytest.importorskip("jieba")
+    corpus = tmp_path / "zh.txt"
+    corpus.write_text("\n".join(["我们今天去公园。", "今天天气很好，我们是中国人。", "中国人今天很好。", ""] * 20),
+                      encoding="utf-8")
+    said = {}
+    for segmenter in ("none", "jieba"):
+        assert pretrain(["--corpus", str(corpus), "--output", str(tmp_path / segmenter), "--vocab", str(vocab_dir),
+                         "--max-steps", "1", "--masking", "whole-word", f"--data.segmenter={segmenter}"]) == 0
+        said[segmenter] = [line for line in capsys.readouterr().err.splitlines() if "--data.segmenter jieba" in line]
+    assert len(said["none"]) == 1 and "Chinese characters" in said["none"][0] and said["jieba"] == []
