@@ -18,6 +18,7 @@ import torch
 
 from bertkit.data.labels import LabelMap
 from bertkit.data.readers import ReadOptions
+from bertkit.errors import BertkitError
 from bertkit.finetune.inference import forward_features, stack
 from bertkit.finetune.config import TaskOptions
 from bertkit.finetune.tasks import build_task, read_examples
@@ -57,7 +58,10 @@ def folder_task_options(checkpoint, max_length: Optional[int] = None) -> TaskOpt
 
 def load_dev_set(tokenizer, label_names: Sequence[str], path: str | os.PathLike, options: TaskOptions,
                  limit: Optional[int] = None, task_name: str = "classification") -> DevSet:
-    """`path`'s labelled rows encoded with `options` (folder_task_options: as the folder's evaluate encodes them)."""
+    """`path`'s labelled rows encoded with `options` (folder_task_options: as the folder's evaluate encodes them);
+    limit (--max-dev-examples): the first rows only, at least one (a negative one sliced rows off the end)."""
+    if limit is not None and limit < 1:
+        raise BertkitError(f"--max-dev-examples must be >= 1, got {limit}")
     examples = read_examples(task_name, path, LabelMap(tuple(label_names)), True, ReadOptions())[:limit]
     task = build_task(task_name, tokenizer, list(label_names), options)
     features = task.encode(examples)

@@ -86,3 +86,16 @@ def test_prune_says_when_heads_were_scored_on_the_dev_file_it_reports(model_dir,
         assert main(["prune-heads", "--model", str(model_dir), "--output", str(tmp_path / "p"), "--dev", str(dev),
                      "--per-layer", "1", *extra]) == 0
         assert (note in capsys.readouterr().out) == said
+
+
+@pytest.mark.parametrize("command", ["prune-heads", "quantize"])
+@pytest.mark.parametrize("limit", ["0", "-2"])
+def test_max_dev_examples_below_one_is_one_line(model_dir, tmp_path, capsys, command, limit):
+    """prune-heads --max-dev-examples 0 was a numpy ValueError traceback, and -2 measured all rows but the last
+    two without a word (quantize too)."""
+    dev = write_examples(tmp_path / "dev.jsonl", 6)
+    amount = ["--per-layer", "1"] if command == "prune-heads" else []
+    assert main([command, "--model", str(model_dir), "--output", str(tmp_path / "o"), "--dev", str(dev),
+                 "--max-dev-examples", limit, *amount]) == 2
+    assert f"--max-dev-examples must be >= 1, got {limit}" in capsys.readouterr().err
+    assert not (tmp_path / "o").exists()
