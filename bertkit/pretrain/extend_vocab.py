@@ -23,6 +23,7 @@ import torch
 from torch import nn
 
 from bertkit.checkpoints.io import load_checkpoint, save_checkpoint
+from bertkit.checkpoints.weights import holds_model
 from bertkit.data.corpus import check_corpus_files
 from bertkit.data.text import iter_lines
 from bertkit.errors import BertkitError
@@ -87,6 +88,10 @@ def extend_vocab(model_dir: str | Path, corpus_lines: Iterable[str], output: str
     output bias grows with the same rule. Everything else (weights, heads, task metadata) is carried over."""
     if init not in INIT_CHOICES:
         raise BertkitError(f"vocab extend: --init {init!r} is not one of {', '.join(INIT_CHOICES)}")
+    output = Path(output)
+    if holds_model(output) and output.resolve() != Path(model_dir).resolve():
+        raise BertkitError(f"vocab extend: --output {output} holds another model, which the extended one would "
+                           "replace; name a new folder (or --model's own, to extend it in place)")
     checkpoint = load_checkpoint(model_dir)
     tokenizer = checkpoint.tokenizer
     if tokenizer is None:
@@ -129,7 +134,12 @@ def _grown_embedding(old: nn.Embedding, count: int, init: str, unk_id: int) -> n
 
 
 def corpus_text(paths: Sequence[str], encoding: str = "utf-8") -> Iterable[str]:
-    """The lines of the corpus files (.gz accepted), after the pre-training corpus checks."""
-    for path in check_corpus_files(paths):
+    """The lines of the corpus files (.gz accepted), after the pre-training corpus checks; a corpus with no
+    non-blank line is an error (an extension of nothing said 'added 0 tokens' and wrote a copy)."""
+    files, text = check_corpus_files(paths), False
+    for path in files:
         for _, line in iter_lines(path, encoding):
+            text = text or bool(line.strip())
             yield line
+    if not text:
+        raise BertkitError(f"the corpus is empty: no non-blank lines in {', '.join(map(str, files))}")

@@ -127,3 +127,30 @@ def test_cli_missing_corpus_is_one_line_exit_2_and_writes_nothing(mlm_model_dir,
 def _tensors(tokenizer, batch):
     padded = tokenizer.pad_to_tensors(batch)
     return padded["input_ids"], padded["attention_mask"]
+
+
+def test_cli_refuses_an_empty_corpus_and_an_output_holding_another_model(mlm_model_dir, tmp_path, capsys):
+    """An empty corpus said 'added 0 tokens' and wrote a copy; an --output holding another model (a fine-tuned
+    one) was replaced by the extended model. Both are one line, exit 2, nothing written; --output = --model
+    extends in place."""
+    empty, corpus = tmp_path / "empty.txt", tmp_path / "corpus.txt"
+    empty.write_text("\n \n", encoding="utf-8")
+    corpus.write_text("\n".join(CORPUS) + "\n", encoding="utf-8")
+    other = tmp_path / "other"
+    save_checkpoint(other, Encoder(EncoderConfig(vocab_size=30, hidden_size=16, num_layers=1, num_heads=2,
+                                                 intermediate_size=32)), None, meta={"task": "classification"})
+    weights = (other / "model.safetensors").read_bytes()
+    for corpus_file, output, message in ((empty, tmp_path / "new", "the corpus is empty"),
+                                         (corpus, other, "holds another model")):
+        capsys.readouterr()
+        assert main(["vocab", "extend", "--model", str(mlm_model_dir), "--corpus", str(corpus_file), "--output",
+                     str(output)]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and message in err[0], err
+    assert not (tmp_path / "new").exists() and (other / "model.safetensors").read_bytes() == weights
+
+    in_place = tmp_path / "in_place"
+    save_checkpoint(in_place, *(lambda c: (c.encoder, c.tokenizer, c.heads))(load_checkpoint(mlm_model_dir)))
+    assert main(["vocab", "extend", "--model", str(in_place), "--corpus", str(corpus), "--output", str(in_place),
+                 "--min-count", "1"]) == 0
+    assert Tokenizer.from_folder(in_place).tokenize("人") == ["人"]
