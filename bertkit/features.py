@@ -130,7 +130,8 @@ def encode_token_vectors(encoder: Encoder, tokenizer: Tokenizer, texts: Sequence
     """pooling 'none': one (T_i, C) array of token vectors per text, padding removed."""
     check_options("none", layers)
     if options.long_texts == "sliding-window":
-        raise ValueError("pooling 'none' returns token vectors; it cannot average sliding windows")
+        raise EncodeOptionError("pooling 'none' returns token vectors; it cannot average sliding windows (use "
+                                "long_texts 'truncate' or 'error'; CLI: --long-texts)")
     report = report if report is not None else EncodeReport()
     texts = check_texts(texts)
     batch = _tokenize(encoder, tokenizer, texts, options, report)

@@ -136,3 +136,13 @@ def test_encode_no_normalize_gives_the_raw_vectors_of_a_normalizing_folder(tmp_p
     np.testing.assert_allclose(raw, bertkit.load(tmp_path / "unit").encode(["the cat sat", "a red apple"],
                                                                           normalize=False), atol=1e-5)
     assert not np.allclose(np.linalg.norm(raw, axis=1), 1.0)
+
+
+def test_encode_token_vectors_with_sliding_windows_is_one_line(tmp_path, tiny_model_dir, capsys):
+    texts = tmp_path / "texts.txt"
+    texts.write_text("the cat sat\n", encoding="utf-8")
+    code = main(["encode", "--model", str(tiny_model_dir), "--input", str(texts), "--output", str(tmp_path / "t.npz"),
+                 "--pooling", "none", "--long-texts", "sliding-window"])
+    # it was a ValueError traceback
+    assert code == 2 and "pooling 'none' returns token vectors; it cannot average sliding windows" \
+        in capsys.readouterr().err
