@@ -65,6 +65,12 @@ class QuantizeReport:
         lines = [f"gate measured on {self.sample}", table(self.rows)]
         if self.kept:
             lines.append(f"kept in higher precision: {', '.join(self.kept)}")
+        fp32, last_round = self.rows[0], self.rows[-len(INT8_KERNELS):]
+        best = max(last_round, key=lambda row: row.sentences_per_s)
+        ratio = best.sentences_per_s / max(fp32.sentences_per_s, 1e-9)
+        lines.append(f"speed: {best.name} {ratio:.2f}x fp32 on this machine (one timed pass each, so a busy machine "
+                     "makes it noisy)" + ("; int8 is slower than fp32 here: keep the fp32 folder for speed"
+                                          if ratio < 1.0 else ""))
         if self.sizes:
             lines.append(f"folder size: {self.sizes['int8'] / 2**20:.1f} MiB int8 vs {self.sizes['fp32'] / 2**20:.1f} "
                          f"MiB fp32 ({100 * self.sizes['int8'] / self.sizes['fp32']:.0f}%)")

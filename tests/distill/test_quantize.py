@@ -7,11 +7,14 @@ import numpy as np
 import torch
 
 import bertkit
-from bertkit.checkpoints import save_checkpoint
+import bertkit.distill.prune_job as prune_job
+import bertkit.distill.quantize as quantize
+from bertkit.checkpoints import load_checkpoint, save_checkpoint
 from bertkit.cli import main
-from bertkit.distill.quantize import QuantizeConfig, run_quantize
-from bertkit.distill.quantize_gate import INT8_KERNELS, Sample, int8_variant, quantized_copy, sentence_vectors
+from bertkit.distill.quantize import QuantizeConfig, QuantizeReport, run_quantize
+from bertkit.distill.quantize_gate import INT8_KERNELS, Row, Sample, int8_variant, quantized_copy, sentence_vectors
 from bertkit.features import EncodeOptions
+from bertkit.finetune.loaded import finetuned_model
 from bertkit.model import Encoder, EncoderConfig
 from bertkit.model.heads import SequenceClassificationHead
 from bertkit.model.int8 import Int8Linear
@@ -235,10 +238,6 @@ def test_the_gates_dev_rows_are_cut_as_the_folders_evaluate_cuts_them(tmp_path, 
     """A classifier fine-tuned at max_length 4 (long_texts truncate): the accuracy the gate prints is measured on
     the token rows `bertkit evaluate` makes for that folder (the saved task options), not on 128-token rows;
     prune-heads measures the same way."""
-    import bertkit.distill.prune_job as prune_job
-    import bertkit.distill.quantize as quantize
-    from bertkit.checkpoints import load_checkpoint
-    from bertkit.finetune.loaded import finetuned_model
     source = make_model_folder(tmp_path / "cls")
     checkpoint = load_checkpoint(source)
     save_checkpoint(source, checkpoint.encoder, checkpoint.tokenizer, checkpoint.heads,
@@ -272,3 +271,15 @@ def test_blank_texts_or_both_samples_are_one_line_errors(tmp_path, capsys):
                            (["--dev", str(dev), "--texts", str(write_texts(tmp_path / "t.txt"))], "not both")):
         assert main(["quantize", "--model", str(source), "--output", str(tmp_path / "q"), *extra]) == 2
         assert message in capsys.readouterr().err and not (tmp_path / "q").exists()
+
+
+def test_the_report_says_how_fast_int8_was_and_when_it_was_slower(tmp_path):
+    """The table listed sentences/s per row but never compared them: an int8 folder slower than fp32 on this
+    machine was written without a word. The ratio is the table's own numbers."""
+    rows = [Row("fp32", 100.0, reference=True), Row("int8 (int_mm, fp32 elsewhere)", 80.0),
+            Row("int8 (weights dequantized to bf16)", 90.0)]
+    text = "\n".join(QuantizeReport(rows, [], "sample", tmp_path).lines())
+    assert "speed: int8 (weights dequantized to bf16) 0.90x fp32" in text and "int8 is slower than fp32 here" in text
+    rows[1].sentences_per_s = 250.0
+    text = "\n".join(QuantizeReport(rows, [], "sample", tmp_path).lines())
+    assert "speed: int8 (int_mm, fp32 elsewhere) 2.50x fp32" in text and "slower" not in text
