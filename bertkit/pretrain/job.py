@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -60,6 +61,12 @@ def _tokenizer(config: PretrainConfig, corpus: Sequence[str], output: Path, init
     if given is not None:
         return given
     saved = output / TOKENIZER_DIR
+    # The vocab trained for this run, kept for --resume only: a new run into an earlier run's folder (another
+    # corpus, another --vocab-size) trains its own instead of taking the old one.
+    refuse_links(saved)
+    if not config.train.resume and saved.is_dir() and dist_.rank() == 0:
+        shutil.rmtree(saved)
+    dist_.barrier()
     if not (saved / "vocab.txt").is_file() and not (saved / "tokenizer.json").is_file():
         if dist_.rank() == 0:   # train once, share through the run folder
             train_wordpiece(list(corpus), config.vocab.vocab_size, config.vocab.lowercase,
@@ -228,8 +235,10 @@ def run_pretraining(config: PretrainConfig, corpus: Sequence[str], output: str |
         def save_model(m: torch.nn.Module, saved: dict) -> None:
             objective.save(m, SaveContext(output, tokenizer, {**meta, "step": saved["step"]}, sentence))
 
+        trained_vocab = (output / TOKENIZER_DIR,) if init is None and vocab is None else ()
         return Job(model, objective.loss, batches, save_model, evaluate, save_with_state=True,
-                   scratch=() if config.data.shards_dir else (shards_dir,), record={"objective": config.data.objective})
+                   scratch=(() if config.data.shards_dir else (shards_dir,)) + trained_vocab,
+                   record={"objective": config.data.objective})
 
     result = fit(config, build, output)
     return PretrainResult(output, result.loop)

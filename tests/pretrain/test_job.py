@@ -280,3 +280,20 @@ def test_whole_word_masking_of_chinese_without_a_segmenter_is_said(tmp_path, voc
                          "--max-steps", "1", "--masking", "whole-word", f"--data.segmenter={segmenter}"]) == 0
         said[segmenter] = [line for line in capsys.readouterr().err.splitlines() if "--data.segmenter jieba" in line]
     assert len(said["none"]) == 1 and "Chinese characters" in said["none"][0] and said["jieba"] == []
+
+
+def test_a_new_run_into_an_earlier_runs_folder_trains_its_own_vocab(tmp_path, corpus):
+    """The vocab a run trained stayed in <output>/tokenizer, and the next run into that folder took it whatever its
+    corpus or --vocab-size: an English vocab for a Chinese corpus, silently. Reference: the vocab trained alone."""
+    from bertkit.tokenizer import train_wordpiece
+
+    chinese = tmp_path / "zh.txt"
+    chinese.write_text("\n".join(["我们今天去公园。", "今天天气很好，我们是中国人。", "中国人今天很好。", ""] * 20),
+                       encoding="utf-8")
+    out = tmp_path / "run"
+    for text, size in ((corpus, 300), (chinese, 200)):
+        assert pretrain(["--corpus", str(text), "--output", str(out), "--max-steps", "1",
+                         f"--vocab.vocab_size={size}"]) == 0
+    train_wordpiece([chinese], vocab_size=200).save(tmp_path / "alone")
+    assert (out / "vocab.txt").read_text(encoding="utf-8") == (tmp_path / "alone" / "vocab.txt").read_text("utf-8")
+    assert not (out / "tokenizer").exists()       # kept for --resume only: a finished run removes it
