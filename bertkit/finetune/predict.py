@@ -17,7 +17,7 @@ import numpy as np
 from bertkit.atomic_write import write_jsonl
 from bertkit.data.labels import LabelMap
 from bertkit.data.ner_readers import RawText, TaggedSentence, read_raw_texts
-from bertkit.data.readers import ReadOptions
+from bertkit.data.readers import ReadOptions, TextExample
 from bertkit.data.squad import QAExample
 from bertkit.errors import BertkitError, CheckpointError
 from bertkit.finetune.classification import examples_from_inputs
@@ -193,7 +193,8 @@ def predict_file(model: Any, input_path: str | Path, output_path: str | Path, en
     rows = _rows_predictor(model)
     if rows is not None:
         _check_linear_task(task, rows)
-        examples = read_examples(rows.task or "classification", input_path, None, False, ReadOptions(encoding))
+        examples = _without_gold(read_examples(rows.task or "classification", input_path, None, False,
+                                               ReadOptions(encoding)))
         return _write_predictions(output_path, examples, rows.predict_examples(examples, batch_size))
     generate_job = _own_model_folder(model)
     if generate_job is not None:
@@ -206,7 +207,7 @@ def predict_file(model: Any, input_path: str | Path, output_path: str | Path, en
     if raw is not None:   # NER on raw text lines / {"text"} rows: words split as Model.predict(texts) splits them
         predictions = _predict_ner_texts(net, task_object, [row.text for row in raw], batch_size)
         return _write_predictions(output_path, raw, predictions)
-    examples = read_examples(net.task, input_path, None, False, ReadOptions(encoding))
+    examples = _without_gold(read_examples(net.task, input_path, None, False, ReadOptions(encoding)))
     predictions = task_object.predict(net, task_object.encode(examples), examples, batch_size)
     return _write_predictions(output_path, examples, predictions)
 
@@ -236,6 +237,13 @@ def _check_task(task: Optional[str], generate_job: tuple[str, Path]) -> None:
     saved, folder = generate_job
     if task is not None and task != saved and not (TASKS[saved].job == "prompt" and task == "classification"):
         raise CheckpointError(f"{folder} was fine-tuned for {saved!r}, not {task!r}")
+
+
+def _without_gold(examples: Sequence) -> list:
+    """The rows a file to predict holds, without the gold labels or tags some carry: predict reads none of them,
+    and a label the model never saw (a new class in a relabelled file) is no error here."""
+    return [ex._replace(label=None) if isinstance(ex, TextExample) else
+            ex._replace(tags=None) if isinstance(ex, TaggedSentence) else ex for ex in examples]
 
 
 def _input_fields(example) -> dict:

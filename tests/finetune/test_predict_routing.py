@@ -170,3 +170,28 @@ def test_a_loaded_model_predicts_where_it_was_loaded(finetune_model_dir, tmp_pat
     assert classifier.predict(["the good movie", "a film"]) == expected
     assert str(next(finetuned_model(classifier)[0].parameters()).device) == "cpu"
     assert str(next(finetuned_model(str(folder))[0].parameters()).device) == "meta"     # a path: the automatic one
+
+
+def test_predict_reads_a_file_whose_labels_the_model_does_not_know(finetune_model_dir, tmp_path):
+    """`bertkit predict --input test.jsonl` on a labelled file holding a label the model never saw (a new class, a
+    relabelled set) was a KeyError traceback: the rows were encoded with training targets. predict reads no gold
+    label: it predicts every row as it predicts the same file without its labels."""
+    from bertkit.cli import main
+
+    model = bertkit.load(finetune_model_dir)
+    torch.manual_seed(3)
+    head = SequenceClassificationHead(model.config, 2)
+    folder = save_checkpoint(tmp_path / "cls", model.encoder, model.tokenizer, {"classifier": head},
+                             {"task": "classification", "labels": ["pos", "neg"]})
+    texts = ["a very good movie", "not a good film", "bad"]
+    labelled, bare = tmp_path / "labelled.jsonl", tmp_path / "bare.jsonl"
+    labelled.write_text("".join(json.dumps({"text": t, "label": lab}) + "\n"
+                                for t, lab in zip(texts, ["pos", "brand-new", "neg"])), encoding="utf-8")
+    bare.write_text("".join(json.dumps({"text": t}) + "\n" for t in texts), encoding="utf-8")
+    for name in ("labelled", "bare"):
+        assert main(["predict", "--model", str(folder), "--input", str(tmp_path / f"{name}.jsonl"),
+                     "--output", str(tmp_path / f"{name}.out.jsonl")]) == 0
+    read = [[json.loads(line) for line in (tmp_path / f"{name}.out.jsonl").read_text().splitlines()]
+            for name in ("labelled", "bare")]
+    expected = [p["label"] for p in bertkit.load(folder).predict(texts)]
+    assert read[0] == read[1] and [row["label"] for row in read[0]] == expected
