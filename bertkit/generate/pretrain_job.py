@@ -25,7 +25,7 @@ from bertkit.runtime import init_distributed, pick_device
 from bertkit.tokenizer.bpe import BPETokenizer, train_bpe
 from bertkit.train import TrainResult
 from bertkit.train import distributed as dist_
-from bertkit.train.fit import Job, check_resume, fit
+from bertkit.train.fit import Job, check_resume, fit, fresh_unless_resumed
 
 TOKENIZER_DIR = "tokenizer"
 
@@ -47,6 +47,7 @@ def _tokenizer(config: GPTPretrainConfig, corpus: Sequence[str], output: Path, v
     if init_tokenizer is not None:
         return init_tokenizer
     saved = output / TOKENIZER_DIR
+    fresh_unless_resumed(saved, config.train.resume)    # an earlier run's vocab is for its --resume only
     if not (saved / "tokenizer.json").is_file():
         if dist_.rank() == 0:   # train once, share through the run folder (also what --resume reuses)
             train_bpe(list(corpus), vocab_size=config.vocab.vocab_size,
@@ -118,8 +119,9 @@ def run_gpt_pretraining(config: GPTPretrainConfig, corpus: Sequence[str], output
             save_gpt2(output, m, tokenizer)
 
         batches = block_batches(train_stream, block, config.data.batch_size, seed=seed)
+        trained_vocab = (output / TOKENIZER_DIR,) if checkpoint is None and vocab is None else ()
         return Job(model, causal_lm_loss, batches, save_model, heldout_evaluation(heldout_stream, config.data),
-                   save_with_state=True, record={"unigram_perplexity": unigram})
+                   save_with_state=True, scratch=trained_vocab, record={"unigram_perplexity": unigram})
 
     result = fit(config, build, output).loop
     return GPTPretrainResult(output, result, unigram)

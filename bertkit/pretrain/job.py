@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import shutil
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,7 +32,7 @@ from bertkit.tokenizer import Tokenizer, train_wordpiece
 from bertkit.tokenizer.train import is_cjk
 from bertkit.train import IndexedBatches, TrainResult
 from bertkit.train import distributed as dist_
-from bertkit.train.fit import Job, check_resume, fit
+from bertkit.train.fit import Job, check_resume, fit, fresh_unless_resumed
 from bertkit.train.loop import say
 
 TOKENIZER_DIR = "tokenizer"
@@ -61,12 +60,9 @@ def _tokenizer(config: PretrainConfig, corpus: Sequence[str], output: Path, init
     if given is not None:
         return given
     saved = output / TOKENIZER_DIR
-    # The vocab trained for this run, kept for --resume only: a new run into an earlier run's folder (another
-    # corpus, another --vocab-size) trains its own instead of taking the old one.
-    refuse_links(saved)
-    if not config.train.resume and saved.is_dir() and dist_.rank() == 0:
-        shutil.rmtree(saved)
-    dist_.barrier()
+    # kept for --resume only: a new run into an earlier run's folder (another corpus, another --vocab-size) trains
+    # its own vocab instead of taking the old one
+    fresh_unless_resumed(saved, config.train.resume)
     if not (saved / "vocab.txt").is_file() and not (saved / "tokenizer.json").is_file():
         if dist_.rank() == 0:   # train once, share through the run folder
             train_wordpiece(list(corpus), config.vocab.vocab_size, config.vocab.lowercase,

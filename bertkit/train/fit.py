@@ -139,6 +139,15 @@ def check_resume(resume: bool, output: str | Path) -> None:
         raise BertkitError(f"--resume: no training state at {saved}; start without --resume")
 
 
+def fresh_unless_resumed(folder: Path, resume: bool) -> None:
+    """A folder a run builds for itself and keeps for --resume only (the vocab a pre-training run trained, then
+    listed in its Job's `scratch`): a new run into an earlier run's output starts without the earlier one's."""
+    refuse_links(folder)
+    if not resume and folder.is_dir() and dist_.rank() == 0:
+        shutil.rmtree(folder)
+    dist_.barrier()
+
+
 def record_run(config: Any, run_dir: Path, files: Optional[dict[str, Any]] = None) -> None:
     """The run record: the effective config, package versions and the job's own JSON files, in run_dir."""
     refuse_links(run_dir)

@@ -75,3 +75,20 @@ def test_gpt_preset_with_bert_arch_gets_a_hint(tmp_path, corpus, capsys):
     assert main(["pretrain", "--corpus", str(corpus), "--output", str(tmp_path / "o"),
                  "--config", str(PRESETS / "gpt-tiny.toml")]) == 2
     assert "--arch gpt" in capsys.readouterr().err
+
+
+def test_a_new_gpt_run_into_an_earlier_runs_folder_trains_its_own_vocab(tmp_path, corpus):
+    """--arch gpt kept its trained BPE vocab in <output>/tokenizer and the next run into that folder took it, whatever
+    its corpus or --vocab-size. Reference: the BPE vocab trained alone on the second corpus."""
+    from bertkit.tokenizer.bpe import train_bpe
+
+    other = tmp_path / "other.txt"
+    other.write_text("\n\n".join("\n".join(["我们今天去公园。", "今天天气很好，我们是中国人。"]) for _ in range(20)),
+                     encoding="utf-8")
+    out = tmp_path / "gpt"
+    for text, size in ((corpus, 300), (other, 280)):
+        assert main(["pretrain", "--arch", "gpt", "--corpus", str(text), "--output", str(out), "--config",
+                     str(PRESETS / "gpt-tiny.toml"), "--vocab-size", str(size), "--max-steps", "1", *TINY]) == 0
+    alone = train_bpe([other], vocab_size=280, min_frequency=1).backend.get_vocab()
+    assert load_gpt2(out).tokenizer.backend.get_vocab() == alone
+    assert not (out / "tokenizer").exists()       # kept for --resume only: a finished run removes it
