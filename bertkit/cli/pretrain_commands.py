@@ -81,7 +81,8 @@ def register(subparsers) -> None:
     help = {            "vocab.vocab_size": "train a vocab of this size on the corpus (WordPiece; byte-level BPE for gpt)",
             "train.max_steps": "optimizer steps (unsets --time-budget)",
             "train.time_budget": "fit the schedule to wall-clock time: 30m, 2h, ... (unsets --max-steps)",
-            "train.resume": "continue the interrupted run in --output exactly"}
+            "train.resume": "continue the interrupted run in --output exactly, with its settings (only the length "
+                            "and the eval / save / log intervals may change)"}
     bert, gpt = _bert_config(), _gpt_config()
     add_config_flags(p, bert, skip=NOT_FLAGS | set(MASKED_LM), aliases=ALIASES, help=help, group_of=groups,
                      config_flag=False, bool_values=True)

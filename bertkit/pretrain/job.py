@@ -2,6 +2,7 @@
 -> HF-compatible model folder(s). What is trained, and how it is saved, is the objective's (objectives/)."""
 from __future__ import annotations
 
+import json
 import os
 import tempfile
 from dataclasses import dataclass
@@ -14,6 +15,7 @@ import torch
 from bertkit.checkpoints import load_checkpoint
 from bertkit.checkpoints.hf import implied_parameters
 from bertkit.checkpoints.json_files import META_FILE, read_json
+from bertkit.config import config_to_dict
 from bertkit.checkpoints.weights import holds_model
 from bertkit.data.shards import build_shards, open_shards, tokenizer_fingerprint
 from bertkit.errors import BertkitError
@@ -32,7 +34,7 @@ from bertkit.tokenizer import Tokenizer, train_wordpiece
 from bertkit.tokenizer.train import is_cjk
 from bertkit.train import IndexedBatches, TrainResult
 from bertkit.train import distributed as dist_
-from bertkit.train.fit import Job, check_resume, fit, fresh_unless_resumed
+from bertkit.train.fit import Job, check_resume, fit, fresh_unless_resumed, run_folder
 from bertkit.train.loop import say
 
 TOKENIZER_DIR = "tokenizer"
@@ -166,6 +168,39 @@ def _warn_characters_as_words(config: PretrainConfig, tokenizer: Tokenizer, shar
             "whole Chinese words (Chinese BERT-wwm)")
 
 
+# What a resumed run may change: how long it runs, how often it evaluates, saves and logs, and where. Any other
+# setting (lr, batch size, masking, the data) was either ignored (the optimizer and schedule come back from the
+# saved state) or made a run that is not the interrupted one, while run/config.effective.json named the new value.
+RESUME_MAY_CHANGE = frozenset({
+    "train.resume", "train.max_steps", "train.epochs", "train.time_budget", "train.eval_every", "train.save_every",
+    "train.checkpoint_on_eval", "train.log_every", "train.device", "train.progress_bar", "train.max_rollbacks",
+    "train.early_stopping_patience", "train.early_stopping_start", "data.eval_batch_size"})
+
+
+def _check_resumed_settings(config: PretrainConfig, output: Path) -> None:
+    """--resume continues the interrupted run exactly: a setting it may not change is refused in one line."""
+    saved = run_folder(output) / "config.effective.json"
+    if not saved.is_file():
+        return
+    before, now = _flat(read_json(saved)), _flat(json.loads(json.dumps(config_to_dict(config))))   # as saved
+    changed = [f"{key} {before[key]!r} -> {now.get(key)!r}" for key in sorted(before)
+               if key not in RESUME_MAY_CHANGE and before[key] != now.get(key)]
+    if changed:
+        raise BertkitError(f"--resume: {', '.join(changed)} differ from the interrupted run ({saved}); resume with "
+                           "its settings, or start a new run in another --output")
+
+
+def _flat(tree: dict, prefix: str = "") -> dict:
+    """{"train": {"lr": 1e-3}} -> {"train.lr": 1e-3}."""
+    flat = {}
+    for key, value in tree.items():
+        if isinstance(value, dict):
+            flat.update(_flat(value, f"{prefix}{key}."))
+        else:
+            flat[f"{prefix}{key}"] = value
+    return flat
+
+
 def _lexicon(config: PretrainConfig, tokenizer: Tokenizer) -> Optional[Lexicon]:
     masking, path = config.data.masking, config.data.lexicon
     if path is not None and masking not in ("phrase", "entity"):
@@ -186,7 +221,9 @@ def run_pretraining(config: PretrainConfig, corpus: Sequence[str], output: str |
     output = Path(output)
     objective = objective_for(config)
     check_resume(config.train.resume, output)
-    if not config.train.resume:
+    if config.train.resume:
+        _check_resumed_settings(config, output)
+    else:
         _check_output_holds_no_other_model(output)
     device = pick_device(config.train.device)
     init_distributed(device)

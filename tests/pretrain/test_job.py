@@ -297,3 +297,26 @@ def test_a_new_run_into_an_earlier_runs_folder_trains_its_own_vocab(tmp_path, co
     train_wordpiece([chinese], vocab_size=200).save(tmp_path / "alone")
     assert (out / "vocab.txt").read_text(encoding="utf-8") == (tmp_path / "alone" / "vocab.txt").read_text("utf-8")
     assert not (out / "tokenizer").exists()       # kept for --resume only: a finished run removes it
+
+
+def test_resume_refuses_changed_settings_and_takes_a_new_length(tmp_path, corpus, vocab_dir, monkeypatch, capsys):
+    """--resume with another --train.lr ran on with the saved lr while run/config.effective.json named the new one;
+    other changes (mask rate, masking) silently made a run that was not the interrupted one. They are refused
+    in one line; how often it evaluates (or how long it goes) may change, and it is then the uninterrupted run."""
+    common = ["--corpus", str(corpus), "--vocab", str(vocab_dir), "--train.save_every=5", "--train.warmup_steps=2",
+              "--output", str(tmp_path / "cut")]
+    real_loss = interrupt_at(monkeypatch, MaskedLM, 8)
+    assert pretrain([*common, "--max-steps", "12"]) == 130
+    monkeypatch.setattr(MaskedLM, "loss", real_loss)
+    for changed, named in ((["--train.weight_decay=0.1"], "train.weight_decay 0.01 -> 0.1"),
+                           (["--data.mask_rate=0.3"], "data.mask_rate 0.15 -> 0.3"),
+                           (["--masking", "whole-word"], "data.masking 'token' -> 'whole-word'")):
+        capsys.readouterr()
+        assert pretrain([*common, "--max-steps", "12", "--resume", *changed]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and named in err[0] and "differ from the interrupted run" in err[0], err
+    assert pretrain([*common, "--max-steps", "12", "--resume", "--train.eval_every=3"]) == 0
+    assert pretrain(["--corpus", str(corpus), "--vocab", str(vocab_dir), "--train.save_every=5",
+                     "--train.warmup_steps=2", "--output", str(tmp_path / "whole"), "--max-steps", "12"]) == 0
+    cut, whole = losses(tmp_path / "cut"), losses(tmp_path / "whole")
+    assert len(whole) == 12 and all(cut[step] == pytest.approx(whole[step], abs=1e-5) for step in range(6, 13))
