@@ -177,6 +177,7 @@ def _jieba_word_starts(text: str, offsets: list[tuple[int, int]]) -> np.ndarray:
     (Cui et al. 2019, Chinese BERT-wwm)."""
     import jieba   # optional dependency: bertkit[zh]
 
+    jieba.setLogLevel(60)   # its "Building prefix dict ..." lines on stderr are not the run's (and ignored --quiet)
     starts, inside = set(), set()
     position = 0
     for word in jieba.cut(text):

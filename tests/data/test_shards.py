@@ -35,6 +35,20 @@ def test_jieba_marks_chinese_words():
     assert starts == [True, False, True, True, False]          # 我们 / 去 / 公园
 
 
+def test_jieba_segmentation_prints_nothing():
+    """jieba's own "Building prefix dict ... Loading model cost 0.9 seconds" lines came out on every pre-training run
+    with --data.segmenter jieba, --quiet or not. Run in a fresh process: jieba logs on its first use only."""
+    pytest.importorskip("jieba")
+    import subprocess
+    import sys
+
+    code = ("from bertkit.data.shards import _jieba_word_starts; "
+            "print(_jieba_word_starts('我们去公园', [(i, i + 1) for i in range(5)]).tolist())")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and done.stdout.strip() == "[True, False, True, True, False]"
+    assert done.stderr == ""
+
+
 def test_interrupted_build_resumes_after_the_last_shard(tmp_path, monkeypatch):
     tokenizer = make_tokenizer()
     corpus = write_corpus(tmp_path / "c.txt", documents=300)
