@@ -136,9 +136,9 @@ class MaskedLM(Objective):
             if key not in init.heads:       # a new head starts as BERT initializes its heads
                 head.apply(model.encoder._init_weights)
         if "mlm" not in init.heads and not self.config.heads.train_only:
-            say(f"--model {init.path} has no MLM head (a sentence-embedding or encoder-only folder): a new one starts "
-                "from random weights and its large early gradients reach the encoder; to fit the head alone first, "
-                "run with --heads.train-only=true, then continue from that folder")
+            say(f"--model {init.path} has no MLM head (an encoder-only, sentence-embedding or fine-tuned folder): a "
+                "new one starts from random weights and its large early gradients reach the encoder; to fit the head "
+                "alone first, run with --heads.train-only=true, then continue from that folder")
         return model
 
     def loss(self, model, batch):
