@@ -8,7 +8,6 @@ import time
 
 from bertkit.cli.precision_option import add_precision_flag, say_precision
 from bertkit.errors import BertkitError
-from bertkit.tokenizer.tokenizer import EMPTY_TEXT
 from bertkit.cli.flags import add_layers_flag, positive_int
 from bertkit.options import POOLINGS
 from bertkit.progress import progress_wanted
@@ -198,6 +197,7 @@ def run_info(args: argparse.Namespace) -> int:
 
 def run_search(args: argparse.Namespace) -> int:
     from bertkit.api import Index
+    from bertkit.tokenizer.tokenizer import EMPTY_TEXT
 
     if args.k < 1:
         raise BertkitError(f"-k {args.k}: must be >= 1")
