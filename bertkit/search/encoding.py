@@ -10,6 +10,8 @@ calls on first use.
 """
 from __future__ import annotations
 
+import math
+import warnings
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Callable, Protocol
@@ -23,6 +25,12 @@ from bertkit.options import POOLINGS
 
 # Loads a model folder: called as load_model(folder, precision=...) and returns a model like `bertkit.load`'s.
 LoadModel = Callable[..., Any]
+
+# Every save records the encoder's vector of this text in index.json ("probe"). A model folder changed in place
+# after the build (whiten or simcse written into it, a fine-tune over it) keeps its name and width but no longer
+# gives the index's vectors: its probe disagrees. One model in fp32, bf16 or int8 agrees to 0.999 and more.
+PROBE_TEXT = "bertkit index probe: this text's vector shows whether a model still gives the index's vectors."
+PROBE_AGREEMENT = 0.99      # the least cosine between the recorded probe and the model's own
 
 
 class TextEncoder(Protocol):
@@ -112,10 +120,11 @@ class ModelTextEncoder:
     def layers(self) -> str:
         return self._spec.layers or self.model.sentence.config.layers
 
-    def encode(self, texts: list[str]) -> np.ndarray:
+    def encode(self, texts: list[str], long_texts: str | None = None) -> np.ndarray:
+        """long_texts: the spec's unless given (the probe is cut, never refused, under long_texts 'error')."""
         return encode_composed(self.model, list(texts), batch_size=self._spec.batch_size,
                                max_length=self._spec.max_length, pooling=self.pooling(),
-                               layers=self.layers(), normalize=False, long_texts=self._spec.long_texts,
+                               layers=self.layers(), normalize=False, long_texts=long_texts or self._spec.long_texts,
                                stride=self._spec.stride)
 
     def spec(self) -> dict:
@@ -123,6 +132,40 @@ class ModelTextEncoder:
         if self._model is not None:   # record what was actually used, not just "the default"
             spec["pooling"], spec["layers"] = self.pooling(), self.layers()
         return spec
+
+
+def probe_of(encoder: TextEncoder) -> list[float]:
+    """The encoder's vector of PROBE_TEXT, as index.json records it (its [UNK] rate or length is no news to the
+    user: warnings are not shown)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        vector = (encoder.encode([PROBE_TEXT], long_texts="truncate") if isinstance(encoder, ModelTextEncoder)
+                  else encoder.encode([PROBE_TEXT]))
+    return [float(x) for x in np.asarray(vector, dtype=np.float32).reshape(-1)]
+
+
+def check_probe(recorded: list[float] | None, vector: Any, where: object, model: object) -> None:
+    """Refuse a model whose vector of PROBE_TEXT is not the one the index recorded: its vectors are not the
+    index's, so every score would be wrong. Indexes saved before probes were recorded (None) are not checked;
+    other widths are refused by the width check, with its own message."""
+    if recorded is None:
+        return
+    saved, given = np.asarray(recorded, dtype=np.float64), np.asarray(vector, dtype=np.float64).reshape(-1)
+    if saved.shape != given.shape:
+        return
+    norms = float(np.linalg.norm(saved) * np.linalg.norm(given))
+    agreement = float(saved @ given) / norms if norms > 0 else 0.0
+    if agreement < PROBE_AGREEMENT:
+        raise BertkitError(f"{where}: model {model} no longer gives the vectors the index was built with (its "
+                           f"vector of a fixed text agrees to cosine {agreement:.3f}); was the folder changed since "
+                           "(whiten, simcse or a fine-tune written into it)? Rebuild the index (bertkit index build "
+                           "--overwrite), or use the model it was built with")
+
+
+def is_probe(value: Any) -> bool:
+    """index.json's "probe": absent (null) or a list of finite numbers."""
+    return value is None or (isinstance(value, list) and all(
+        isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) for x in value))
 
 
 def as_text_encoder(encoder, load_model: LoadModel | None = None) -> TextEncoder | None:

@@ -18,6 +18,7 @@ from pathlib import Path
 from bertkit.atomic_write import fsync_tree, write_json
 from bertkit.errors import BertkitError
 from bertkit.folder_names import member
+from bertkit.search.encoding import is_probe
 
 MANIFEST = "index.json"
 FORMAT_VERSION = 1
@@ -49,6 +50,8 @@ def _check_fields(folder: Path, path: Path, manifest: dict) -> None:
     for key in ("settings", "info"):
         if not isinstance(manifest.get(key), dict):
             raise BertkitError(f"{path}: {key} must be an object, got {manifest.get(key)!r}")
+    if not is_probe(manifest.get("probe")):
+        raise BertkitError(f"{path}: probe must be a list of finite numbers, got {str(manifest.get('probe'))[:80]}")
     files = manifest.get("backend_files")
     if not isinstance(files, list):      # empty for a Milvus server's collection, which lives on the server
         raise BertkitError(f"{path}: backend_files must be a list of file names, got {files!r}")

@@ -29,7 +29,8 @@ import numpy as np
 from bertkit.errors import BertkitError
 from bertkit.search import generations
 from bertkit.search.backend import BackendInfo, VectorBackend
-from bertkit.search.encoding import LoadModel, ModelTextEncoder, TextEncoder, as_text_encoder, spec_from_manifest
+from bertkit.search.encoding import (LoadModel, ModelTextEncoder, TextEncoder, as_text_encoder, check_probe, probe_of,
+                                    spec_from_manifest)
 from bertkit.search.store import DocumentStore, FilterValue, metadata_json
 from bertkit.search.writer_lock import WriterLock
 
@@ -40,7 +41,8 @@ class IdsAlreadyIndexed(BertkitError):
     def __init__(self, ids: list[str], where: str = ""):
         self.ids = ids
         shown = ", ".join(repr(i) for i in ids[:5])
-        super().__init__(f"{where}{len(ids)} ids already in the index ({shown}); use `bertkit index update` "
+        counted = "1 id is" if len(ids) == 1 else f"{len(ids)} ids are"
+        super().__init__(f"{where}{counted} already in the index ({shown}); use `bertkit index update` "
                          "(Index.upsert) to replace them")
 
 
@@ -131,6 +133,8 @@ class Index:
         self.store, self.backend, self.generation = store, backend, generation
         self.lock_timeout_s = lock_timeout_s
         self._lock = lock   # held while writing: store and backend then write to generation + 1
+        self.probe: list[float] | None = None           # the recorded encoder's vector of PROBE_TEXT (index.json)
+        self._encoder_probe: list[float] | None = None  # this index's encoder's, once it has encoded
 
     @property
     def _working(self) -> bool:
@@ -197,8 +201,10 @@ class Index:
                                "load_model=bertkit.load")
         if encoder is None and spec is not None:
             encoder = ModelTextEncoder(spec, load_model)
-        return cls(folder, IndexSettings(**manifest["settings"]), encoder, store, backend, manifest["generation"],
-                   lock_timeout_s=lock_timeout_s, load_model=load_model)
+        index = cls(folder, IndexSettings(**manifest["settings"]), encoder, store, backend, manifest["generation"],
+                    lock_timeout_s=lock_timeout_s, load_model=load_model)
+        index.probe = manifest.get("probe")
+        return index
 
     def __enter__(self) -> "Index":
         return self
@@ -248,6 +254,9 @@ class Index:
             self.backend.close()
         manifest, self.store, self.backend = _open_committed(self.folder, nprobe)
         self.settings, self.generation = IndexSettings(**manifest["settings"]), manifest["generation"]
+        self.probe = manifest.get("probe")
+        if self._encoder_probe is not None:
+            check_probe(self.probe, self._encoder_probe, self.folder, self.encoder.spec().get("model"))
 
     def _release(self) -> None:
         self._lock.release()
@@ -257,6 +266,7 @@ class Index:
         if vectors is None:
             if self.encoder is None:
                 raise BertkitError("this index has no encoder: pass vectors, or create it with a model")
+            self._check_encoder()
             vectors = self.encoder.encode(list(texts))
         vectors = np.asarray(vectors, dtype=np.float32)
         if vectors.ndim == 1:
@@ -265,6 +275,13 @@ class Index:
             norms = np.linalg.norm(vectors, axis=1, keepdims=True)
             vectors = vectors / np.where(norms > 0, norms, 1.0)  # an all-zero vector stays zero, not NaN
         return np.ascontiguousarray(vectors, dtype=np.float32)
+
+    def _check_encoder(self) -> None:
+        """Before the encoder's first vectors: it must give the vectors the index recorded (check_probe)."""
+        if self._encoder_probe is None:
+            probe = probe_of(self.encoder)
+            check_probe(self.probe, probe, self.folder, self.encoder.spec().get("model"))
+            self._encoder_probe = probe
 
     def add(self, ids: Sequence, texts: Sequence[str], vectors: np.ndarray | None = None,
             metadata: Sequence[dict] | None = None) -> None:
@@ -350,6 +367,7 @@ class Index:
             "backend_files": backend_files,
             "settings": asdict(self.settings),
             "encoder": self.encoder.spec() if self.encoder is not None else None,
+            "probe": self._encoder_probe if self._encoder_probe is not None else self.probe,
             "info": asdict(info),
             "documents": self.store.count(),
         }
@@ -357,7 +375,7 @@ class Index:
         # The previous generation stays one more save: a reader that has just read the old manifest
         # can still open its files.
         generations.remove_other_generations(self.folder, keep={target, self.generation})
-        self.generation = target
+        self.generation, self.probe = target, manifest["probe"]
         self._release()
         return info
 

@@ -27,6 +27,7 @@ import numpy as np
 
 from bertkit.errors import BertkitError, TimeLimitExceeded
 from bertkit.api import Index
+from bertkit.search.encoding import check_probe
 from bertkit.search.generations import MANIFEST
 
 
@@ -52,9 +53,13 @@ class SearchIndex:
     documents: int
 
     def __init__(self, folder: str, served_model: Optional[str], dimension: Callable[[str], int], default_pooling: str,
-                 timeout_s: float = 30.0, layers: str = "last"):
+                 timeout_s: float = 30.0, layers: str = "last",
+                 probe: Optional[Callable[[str, Optional[int]], Optional[np.ndarray]]] = None):
         """dimension(pooling): the width of the served model's vectors with that pooling (a whitening applies to
-        the pooling it was fitted on only, so an index built with another pooling holds other widths)."""
+        the pooling it was fitted on only, so an index built with another pooling holds other widths).
+        probe(pooling, max_length): the served model's vector of the index's probe text (search/encoding.py), to
+        check against the one each generation recorded."""
+        self.probe = probe
         self.folder = str(Path(folder).resolve())
         self.timeout_s = timeout_s
         self._busy_since: Optional[float] = None     # monotonic start of the search running now
@@ -92,6 +97,9 @@ class SearchIndex:
                                f"{expected} with pooling {pooling!r}; serve the model the index was built with "
                                f"({spec.get('model')}), or rebuild the index")
         built_with, served = spec.get("model"), self.served_model
+        if self.probe is not None and index.probe is not None:
+            check_probe(index.probe, self.probe(pooling, spec.get("max_length")), f"index {folder}",
+                        served or built_with)
         warning = None
         if built_with and served and Path(built_with).resolve() != Path(served).resolve():
             warning = (f"index {folder} was built with {built_with}; queries are embedded with "

@@ -7,7 +7,9 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Optional
+
+import numpy as np
 
 import torch
 
@@ -15,11 +17,13 @@ import bertkit
 from bertkit.distill.onnx_model import OnnxModel
 from bertkit.errors import BertkitError
 from bertkit.finetune.linear import LinearPredictor, linear_predictor_of
+from bertkit.search.encoding import PROBE_TEXT
 from bertkit.serve.config import ServeConfig
 from bertkit.serve.linear import LinearService, TfidfService
 from bertkit.serve.onnx_runner import OnnxRunner
 from bertkit.serve.process_runner import SERVER_SWITCH_INTERVAL_S, ModelProcessSpec, ProcessRunner
-from bertkit.serve.runner import BatchRunner, ModelRunner
+from bertkit.serve.inputs import TokenSequence
+from bertkit.serve.runner import BatchRunner, EmbedItem, ModelRunner, NonFiniteResult
 from bertkit.serve.search import SearchIndex
 from bertkit.serve.service import EmbeddingService
 
@@ -86,7 +90,7 @@ def _build(config: ServeConfig, model: Any, runner: BatchRunner, name: str, line
             # The pooling rule of bertkit.search's ModelTextEncoder, so queries match the documents.
             service.index = SearchIndex(config.index, config.model or None, _vector_width(runner),
                                         runner.default_pooling, config.request_timeout_s,
-                                        runner.default_layers)
+                                        runner.default_layers, _probe_vector(runner))
         except BaseException:
             service.close()
             raise
@@ -99,6 +103,18 @@ def _vector_width(runner: BatchRunner) -> Callable[[str], int]:
     if isinstance(runner, ModelRunner):
         return lambda pooling: runner.sentence_encoder(pooling, False).dim
     return lambda pooling: runner.dimension or 0
+
+
+def _probe_vector(runner: BatchRunner) -> Callable[[str, Optional[int]], Optional[np.ndarray]]:
+    """(pooling, max_length) -> the runner's vector of the index probe text, cut as the index cut it (its
+    max_length, else the runner's), as bertkit.search's ModelTextEncoder encodes it; None if not finite."""
+    def probe(pooling: str, max_length: Optional[int]) -> Optional[np.ndarray]:
+        batch = runner.tokenizer.encode_batch([PROBE_TEXT], max_length=max_length or runner.max_length,
+                                              truncation="longest_first")
+        item = EmbedItem(TokenSequence(batch.input_ids[0], batch.token_type_ids[0]), pooling, False)
+        result = runner.embed([item])[0]
+        return None if isinstance(result, NonFiniteResult) else np.asarray(result)
+    return probe
 
 
 def serve(config: ServeConfig, model: Any = None, log_level: str = "info") -> None:

@@ -198,7 +198,7 @@ def test_adding_an_id_already_indexed_names_the_file_and_line(tmp_path, tiny_mod
     capsys.readouterr()
     assert main(["index", "add", "--index", str(index), "--input", str(more)]) == 2
     # it named the id only, not where it came from
-    assert "more.jsonl:2: 1 ids already in the index ('d3'); use `bertkit index update`" in capsys.readouterr().err
+    assert "more.jsonl:2: 1 id is already in the index ('d3'); use `bertkit index update`" in capsys.readouterr().err
     assert main(["index", "info", "--index", str(index)]) == 0
     assert json.loads(capsys.readouterr().out)["documents"] == 4                 # nothing of the file was added
 
