@@ -4,18 +4,25 @@ from __future__ import annotations
 import json
 import warnings
 
+import numpy as np
 import pytest
 
 from bertkit.cli import main
 from bertkit.errors import BertkitWarning
 
 
-def test_whiten_then_evaluate(tmp_path, tiny_model_dir, capsys, make_sentences):
+def _whitened(tmp_path, tiny_model_dir, make_sentences):
+    """(corpus of 100 sentences, the tiny model whitened to 8 dims on it)."""
     corpus = tmp_path / "corpus.txt"
     corpus.write_text("\n".join(make_sentences(100)), encoding="utf-8")
     out = tmp_path / "white"
     assert main(["whiten", "--model", str(tiny_model_dir), "--corpus", str(corpus), "--output", str(out),
                  "--dim", "8"]) == 0
+    return corpus, out
+
+
+def test_whiten_then_evaluate(tmp_path, tiny_model_dir, capsys, make_sentences):
+    _, out = _whitened(tmp_path, tiny_model_dir, make_sentences)
     assert "100 texts (32 -> 8 dims)" in capsys.readouterr().err
     pairs = tmp_path / "pairs.jsonl"
     pairs.write_text("\n".join(json.dumps({"text_a": t, "text_b": t}) for t in make_sentences(20, seed=3)))
@@ -84,13 +91,7 @@ def test_max_length_over_the_position_limit_is_one_line(tmp_path, tiny_model_dir
 
 
 def test_encode_prints_the_unknown_rate_and_unwhitened_warnings(tmp_path, tiny_model_dir, capsys, make_sentences):
-    import numpy as np
-
-    corpus = tmp_path / "corpus.txt"
-    corpus.write_text("\n".join(make_sentences(100)), encoding="utf-8")
-    white = tmp_path / "white"
-    assert main(["whiten", "--model", str(tiny_model_dir), "--corpus", str(corpus), "--output", str(white),
-                 "--dim", "8"]) == 0
+    corpus, white = _whitened(tmp_path, tiny_model_dir, make_sentences)
     texts = tmp_path / "texts.txt"
     texts.write_text("жжж жж ж the cat\nгде мой кот\n", encoding="utf-8")
     with pytest.warns(BertkitWarning) as record:
@@ -117,8 +118,6 @@ def test_plot_embeddings_names_the_line_of_an_empty_text(tmp_path, tiny_model_di
 
 
 def test_encode_no_normalize_gives_the_raw_vectors_of_a_normalizing_folder(tmp_path, tiny_model_dir, capsys):
-    import numpy as np
-
     import bertkit
     from bertkit.model.sentence import SentencePipeline
 
