@@ -56,11 +56,24 @@ def train_wordpiece(files: Sequence[str | Path], vocab_size: int = 30522, lowerc
     settings = dict(vocab_size=vocab_size, min_frequency=min_frequency, show_progress=show_progress)
     vocab = _train(corpus, lowercase, reserved, _alphabet(counts, limit), **settings)
     if limit_alphabet is None:
-        left_out = sum(1 for count in counts.values() if count >= max(min_frequency, 1)) - limit
-        room = vocab_size - len(vocab)
-        if left_out > 0 and room > 0:
-            vocab = _train(corpus, lowercase, reserved, _alphabet(counts, limit + min(left_out, room)), **settings)
+        extra = _characters_with_room(counts, limit, vocab_size - len(vocab), min_frequency)
+        if extra:
+            wider = _train(corpus, lowercase, reserved, _alphabet(counts, limit + extra), **settings)
+            vocab = wider if len(wider) <= vocab_size else vocab
     return Tokenizer.from_vocab(vocab, lowercase)
+
+
+def _characters_with_room(counts: Counter, limit: int, room: int, min_frequency: int) -> int:
+    """How many of the characters past the first `limit` (most frequent first, seen min_frequency times or
+    more) fit in `room` vocab entries: a CJK character or punctuation is one entry, any other character two
+    (itself and its ##continuation)."""
+    extra = 0
+    for char in sorted(counts, key=lambda char: (-counts[char], ord(char)))[limit:]:
+        cost = 1 if _is_punctuation(char) or is_cjk(char) else 2
+        if counts[char] < max(min_frequency, 1) or cost > room:
+            break
+        room, extra = room - cost, extra + 1
+    return extra
 
 
 def _train(corpus: "_Corpus", lowercase: bool, reserved: list[str], alphabet: list[str], vocab_size: int,

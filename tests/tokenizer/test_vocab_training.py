@@ -121,3 +121,15 @@ def test_default_alphabet_keeps_every_repeated_character_while_the_vocab_has_roo
     # an explicit --limit-alphabet is a cap the user chose: kept as given, the most frequent characters first
     capped = train_wordpiece([corpus], vocab_size=3000, limit_alphabet=1000).backend.get_vocab()
     assert sum(char in capped for char in chars) == 1000 and all(char in capped for char in chars[:500])
+
+
+def test_raising_the_alphabet_never_passes_the_vocab_size(tmp_path):
+    # 1,165 Yi syllables, each seen 3 times: a syllable that is no CJK ideograph also brings its ##continuation,
+    # two entries for one character; counting one entry each gave 2,295 tokens for --vocab-size 2200
+    chars = [chr(0xA000 + i) for i in range(1165)]
+    corpus = tmp_path / "yi.txt"
+    corpus.write_text("\n".join(" ".join(chars[i:i + 20]) for i in range(0, 1165, 20)) * 3 + "\n", encoding="utf-8")
+    for size in (2200, 2300):
+        tokenizer = train_wordpiece([corpus], vocab_size=size)
+        assert tokenizer.vocab_size <= size
+        assert sum(char in tokenizer.backend.get_vocab() for char in chars) > 1000   # the cap was still raised
