@@ -11,6 +11,7 @@ it deletes can belong to no live writer.
 from __future__ import annotations
 
 import json
+import math
 import re
 import shutil
 from pathlib import Path
@@ -18,7 +19,6 @@ from pathlib import Path
 from bertkit.atomic_write import fsync_tree, write_json
 from bertkit.errors import BertkitError
 from bertkit.folder_names import member
-from bertkit.search.encoding import is_probe
 
 MANIFEST = "index.json"
 FORMAT_VERSION = 1
@@ -57,6 +57,12 @@ def _check_fields(folder: Path, path: Path, manifest: dict) -> None:
         raise BertkitError(f"{path}: backend_files must be a list of file names, got {files!r}")
     for i, name in enumerate([manifest.get("store"), *files]):
         member(folder, name, path, "store" if i == 0 else f"backend_files[{i - 1}]", BertkitError)
+
+
+def is_probe(value) -> bool:
+    """index.json's "probe" (search/encoding.py's PROBE_TEXT): absent (null) or a list of finite numbers."""
+    return value is None or (isinstance(value, list) and all(
+        isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) for x in value))
 
 
 def commit_manifest(folder: Path, manifest: dict, new_files: list[str]) -> None:

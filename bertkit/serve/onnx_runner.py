@@ -71,10 +71,8 @@ class OnnxRunner(BatchRunner):
         return [row if np.isfinite(row).all() else NonFiniteResult("prediction") for row in logits]
 
     def self_test(self) -> dict:
-        batch = self.tokenizer.encode_batch([SELF_TEST_TEXT], max_length=self.max_length,
-                                            truncation="longest_first")
-        result = self.embed([EmbedItem(TokenSequence(batch.input_ids[0], batch.token_type_ids[0]),
-                                       self.default_pooling, self.default_normalize)])[0]
+        result = self.embed([EmbedItem(self.sequence_of(SELF_TEST_TEXT), self.default_pooling,
+                                       self.default_normalize)])[0]
         if isinstance(result, NonFiniteResult) or not np.any(result):
             raise SelfTestFailed(f"{self.model.path}: the ONNX graph gave a non-finite or all-zero vector for "
                                  f"{SELF_TEST_TEXT!r}")

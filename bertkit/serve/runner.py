@@ -83,6 +83,12 @@ class BatchRunner:
         """Why the runner cannot take a batch now (for /health), or None; the thread runner always can."""
         return None
 
+    def sequence_of(self, text: str, max_length: Optional[int] = None) -> TokenSequence:
+        """One text as the vector routes tokenize it, cut at max_length (default: the runner's)."""
+        batch = self.tokenizer.encode_batch([text], max_length=max_length or self.max_length,
+                                            truncation="longest_first")
+        return TokenSequence(batch.input_ids[0], batch.token_type_ids[0])
+
     def close(self) -> None:
         """Free what the runner holds beyond the model (a model process); the thread runner holds nothing."""
 
@@ -140,16 +146,11 @@ class ModelRunner(BatchRunner):
         return rows  # type: ignore[return-value]
 
     # --- start-up self-test ------------------------------------------------------------------------------
-    def _self_test_sequence(self) -> TokenSequence:
-        batch = self.tokenizer.encode_batch([SELF_TEST_TEXT], max_length=self.max_length,
-                                            truncation="longest_first")
-        return TokenSequence(batch.input_ids[0], batch.token_type_ids[0])
-
     def self_test(self) -> dict:
         """Encode a fixed text as /encode does by default (the folder's pooling and normalization, so the norm
         printed at start-up is the one clients get); the vector must be finite, non-zero and of the model's
         width."""
-        result = self.embed([EmbedItem(self._self_test_sequence(), self.default_pooling,
+        result = self.embed([EmbedItem(self.sequence_of(SELF_TEST_TEXT), self.default_pooling,
                                        self.default_normalize)])[0]
         if isinstance(result, NonFiniteResult):
             raise SelfTestFailed(f"the model returned a non-finite vector for {SELF_TEST_TEXT!r}")

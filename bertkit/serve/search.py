@@ -54,12 +54,14 @@ class SearchIndex:
 
     def __init__(self, folder: str, served_model: Optional[str], dimension: Callable[[str], int], default_pooling: str,
                  timeout_s: float = 30.0, layers: str = "last",
-                 probe: Optional[Callable[[str, Optional[int]], Optional[np.ndarray]]] = None):
+                 probe: Optional[Callable[[str, Optional[int]], Optional[np.ndarray]]] = None,
+                 folder_max_length: Optional[int] = None):
         """dimension(pooling): the width of the served model's vectors with that pooling (a whitening applies to
         the pooling it was fitted on only, so an index built with another pooling holds other widths).
         probe(pooling, max_length): the served model's vector of the index's probe text (search/encoding.py), to
-        check against the one each generation recorded."""
-        self.probe = probe
+        check against the one each generation recorded. folder_max_length: the served folder's own length, which
+        bertkit.search cuts queries at when the index recorded none (serve --max-length is /encode's)."""
+        self.probe, self.folder_max_length = probe, folder_max_length
         self.folder = str(Path(folder).resolve())
         self.timeout_s = timeout_s
         self._busy_since: Optional[float] = None     # monotonic start of the search running now
@@ -97,15 +99,15 @@ class SearchIndex:
                                f"{expected} with pooling {pooling!r}; serve the model the index was built with "
                                f"({spec.get('model')}), or rebuild the index")
         built_with, served = spec.get("model"), self.served_model
+        max_length = spec.get("max_length") or self.folder_max_length
         if self.probe is not None and index.probe is not None:
-            check_probe(index.probe, self.probe(pooling, spec.get("max_length")), f"index {folder}",
-                        served or built_with)
+            check_probe(index.probe, self.probe(pooling, max_length), f"index {folder}", served or built_with)
         warning = None
         if built_with and served and Path(built_with).resolve() != Path(served).resolve():
             warning = (f"index {folder} was built with {built_with}; queries are embedded with "
                        f"{served}: results are only meaningful if both are the same model")
         return {"pooling": pooling, "built_with": built_with,
-                "max_length": spec.get("max_length"), "long_texts": spec.get("long_texts") or "truncate",
+                "max_length": max_length, "long_texts": spec.get("long_texts") or "truncate",
                 "stride": spec.get("stride"),
                 "dimension": dimension, "warning": warning, "generation": index.generation,
                 "documents": len(index)}

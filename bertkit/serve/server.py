@@ -22,7 +22,6 @@ from bertkit.serve.config import ServeConfig
 from bertkit.serve.linear import LinearService, TfidfService
 from bertkit.serve.onnx_runner import OnnxRunner
 from bertkit.serve.process_runner import SERVER_SWITCH_INTERVAL_S, ModelProcessSpec, ProcessRunner
-from bertkit.serve.inputs import TokenSequence
 from bertkit.serve.runner import BatchRunner, EmbedItem, ModelRunner, NonFiniteResult
 from bertkit.serve.search import SearchIndex
 from bertkit.serve.service import EmbeddingService
@@ -78,6 +77,7 @@ def make_runner(config: ServeConfig, model: Any, loaded_here: bool) -> BatchRunn
 
 
 def _build(config: ServeConfig, model: Any, runner: BatchRunner, name: str, linear: Any) -> EmbeddingService:
+    folder_length = getattr(runner, "max_length", None)     # what bertkit.search encodes with, unless an index says
     if config.max_length is not None:                # the vector routes' limit; heads keep their position table
         if config.max_length > runner.position_limit:
             raise BertkitError(f"serve --max-length {config.max_length}: {config.model} has "
@@ -90,7 +90,7 @@ def _build(config: ServeConfig, model: Any, runner: BatchRunner, name: str, line
             # The pooling rule of bertkit.search's ModelTextEncoder, so queries match the documents.
             service.index = SearchIndex(config.index, config.model or None, _vector_width(runner),
                                         runner.default_pooling, config.request_timeout_s,
-                                        runner.default_layers, _probe_vector(runner))
+                                        runner.default_layers, _probe_vector(runner), folder_length)
         except BaseException:
             service.close()
             raise
@@ -106,13 +106,13 @@ def _vector_width(runner: BatchRunner) -> Callable[[str], int]:
 
 
 def _probe_vector(runner: BatchRunner) -> Callable[[str, Optional[int]], Optional[np.ndarray]]:
-    """(pooling, max_length) -> the runner's vector of the index probe text, cut as the index cut it (its
-    max_length, else the runner's), as bertkit.search's ModelTextEncoder encodes it; None if not finite."""
+    """(pooling, max_length) -> the runner's vector of the index probe text, cut as the index cut it, as
+    bertkit.search's ModelTextEncoder encodes it; None if not finite."""
     def probe(pooling: str, max_length: Optional[int]) -> Optional[np.ndarray]:
-        batch = runner.tokenizer.encode_batch([PROBE_TEXT], max_length=max_length or runner.max_length,
-                                              truncation="longest_first")
-        item = EmbedItem(TokenSequence(batch.input_ids[0], batch.token_type_ids[0]), pooling, False)
-        result = runner.embed([item])[0]
+        problem = runner.embedding_problem(pooling, runner.default_normalize)   # an ONNX graph's one pooling
+        if problem is not None:
+            raise BertkitError(f"serve --index: {problem}")
+        result = runner.embed([EmbedItem(runner.sequence_of(PROBE_TEXT, max_length), pooling, False)])[0]
         return None if isinstance(result, NonFiniteResult) else np.asarray(result)
     return probe
 

@@ -52,13 +52,13 @@ def test_a_model_changed_in_place_is_refused_by_search_add_and_serve(tmp_path, t
     saved = (index / "index.json").read_bytes()
     assert main(["search", "--index", str(index), "--query", "a cat"]) == 2
     err = capsys.readouterr().err
-    assert "no longer gives the vectors the index was built with" in err and err.count("\n") == 1, err
+    assert "does not give the vectors the index was built with" in err and err.count("\n") == 1, err
     more = tmp_path / "more.jsonl"
     more.write_text(json.dumps({"id": "c", "text": "a bird"}) + "\n", encoding="utf-8")
     assert main(["index", "add", "--index", str(index), "--input", str(more)]) == 2
-    assert "no longer gives the vectors" in capsys.readouterr().err
+    assert "does not give the vectors" in capsys.readouterr().err
     assert (index / "index.json").read_bytes() == saved          # nothing written
-    with pytest.raises(BertkitError, match="no longer gives the vectors"):
+    with pytest.raises(BertkitError, match="does not give the vectors"):
         build_service(ServeConfig(model=str(model), index=str(index), backend="thread"))
 
 
@@ -78,3 +78,27 @@ def test_a_tampered_probe_is_one_line_naming_index_json(tmp_path, tiny_model_dir
         (index / "index.json").write_text(json.dumps({**manifest, "probe": bad}))
         with pytest.raises(BertkitError, match=r"index\.json: probe must be a list of finite numbers"):
             bertkit.Index.open(index)
+
+
+def test_serve_max_length_keeps_the_indexs_own_length_for_search(tmp_path, tiny_model_dir):
+    """serve --max-length is /encode's limit: the probe and /search queries of an index that recorded no length are
+    cut at the folder's own, as bertkit search cuts them (cutting the probe at 8 refused a valid index)."""
+    model, index = _build(tmp_path, tiny_model_dir)
+    service = build_service(ServeConfig(model=str(model), index=str(index), backend="thread", max_length=8))
+    try:
+        assert service.index.max_length == bertkit.load(model).max_length
+    finally:
+        service.close()
+
+
+def test_a_model_used_with_another_pooling_than_the_index_is_told_so(tmp_path, tiny_model_dir):
+    model = shutil.copytree(tiny_model_dir, tmp_path / "model")
+    docs = tmp_path / "docs.jsonl"
+    docs.write_text("".join(json.dumps(d) + "\n" for d in DOCS), encoding="utf-8")
+    assert main(["index", "build", "--model", str(model), "--input", str(docs), "--index", str(tmp_path / "idx"),
+                 "--pooling", "cls"]) == 0
+    with bertkit.Index.open(tmp_path / "idx") as opened:          # the recorded encoder: cls, as built
+        assert opened.search("the cat", k=1)[0].id == "a"
+    with bertkit.Index.open(tmp_path / "idx", encoder=bertkit.load(model)) as opened:   # the folder's mean
+        with pytest.raises(BertkitError, match="or is it used with other pooling, layers or max length"):
+            opened.search("the cat", k=1)
