@@ -25,7 +25,7 @@ from bertkit.runtime import init_distributed, pick_device
 from bertkit.tokenizer.bpe import BPETokenizer, train_bpe
 from bertkit.train import TrainResult
 from bertkit.train import distributed as dist_
-from bertkit.train.fit import Job, check_resume, fit, fresh_unless_resumed
+from bertkit.train.fit import Job, check_pretraining_output, check_resume, fit, fresh_unless_resumed
 
 TOKENIZER_DIR = "tokenizer"
 
@@ -83,6 +83,8 @@ def run_gpt_pretraining(config: GPTPretrainConfig, corpus: Sequence[str], output
     `output` itself, saved at every checkpoint and at the end."""
     output = Path(output)
     check_resume(config.train.resume, output)
+    if not config.train.resume:
+        check_pretraining_output(output, init)
     init_distributed(pick_device(config.train.device))
     checkpoint = load_gpt2(init) if init is not None else None
     check_shape(config, checkpoint.config.max_position_embeddings if checkpoint else None)

@@ -14,9 +14,8 @@ import torch
 
 from bertkit.checkpoints import load_checkpoint
 from bertkit.checkpoints.hf import implied_parameters
-from bertkit.checkpoints.json_files import META_FILE, read_json
+from bertkit.checkpoints.json_files import read_json
 from bertkit.config import config_to_dict
-from bertkit.checkpoints.weights import holds_model
 from bertkit.data.shards import build_shards, open_shards, tokenizer_fingerprint
 from bertkit.errors import BertkitError
 from bertkit.folder_names import refuse_links
@@ -34,7 +33,7 @@ from bertkit.tokenizer import Tokenizer, train_wordpiece
 from bertkit.tokenizer.train import is_cjk
 from bertkit.train import IndexedBatches, TrainResult
 from bertkit.train import distributed as dist_
-from bertkit.train.fit import Job, check_resume, fit, fresh_unless_resumed, run_folder
+from bertkit.train.fit import Job, check_pretraining_output, check_resume, fit, fresh_unless_resumed, run_folder
 from bertkit.train.loop import say
 
 TOKENIZER_DIR = "tokenizer"
@@ -133,20 +132,6 @@ def _check_fits_memory(encoder: EncoderConfig) -> None:
                            f"this machine's {memory / 2**30:,.0f} GiB; lower --encoder.* sizes")
 
 
-def _check_output_holds_no_other_model(output: Path) -> None:
-    """A pre-training run writes its model into `output` itself. A model there that is not an earlier pre-training
-    run's (a fine-tuned model, a downloaded one) would be replaced by the new weights: refused in one line."""
-    if not holds_model(output):
-        return
-    meta = output / META_FILE
-    task = read_json(meta).get("task") if meta.is_file() else None
-    if task == "pretraining":
-        return
-    held = f"a {task} model" if isinstance(task, str) else "a model that no bertkit pre-training wrote"
-    raise BertkitError(f"--output {output} holds {held}, which this run would replace; name a new folder (to "
-                       f"continue pre-training that model, pass it as --model)")
-
-
 # Tokens of the first shard looked at: enough to tell a Chinese corpus from an English one.
 SCRIPT_SAMPLE_TOKENS = 100_000
 
@@ -154,7 +139,7 @@ SCRIPT_SAMPLE_TOKENS = 100_000
 def _warn_characters_as_words(config: PretrainConfig, tokenizer: Tokenizer, shards: list) -> None:
     """Word-level masking takes its words from WordPiece's `##` pieces, and a Chinese character is a word of its
     own there: without a segmenter, whole-word masking of Chinese is token masking. Said once, with the fix."""
-    if config.data.masking not in ("whole-word", "span", "phrase") or config.data.segmenter != "none":
+    if config.data.masking not in ("whole-word", "span") or config.data.segmenter != "none":   # phrase: its lexicon
         return
     vocab = tokenizer.backend.get_vocab()
     chinese = np.zeros(max(vocab.values()) + 1, dtype=bool)
@@ -183,8 +168,8 @@ def _check_resumed_settings(config: PretrainConfig, output: Path) -> None:
     if not saved.is_file():
         return
     before, now = _flat(read_json(saved)), _flat(json.loads(json.dumps(config_to_dict(config))))   # as saved
-    changed = [f"{key} {before[key]!r} -> {now.get(key)!r}" for key in sorted(before)
-               if key not in RESUME_MAY_CHANGE and before[key] != now.get(key)]
+    changed = [f"{key} {before[key]!r} -> {now[key]!r}" for key in sorted(before.keys() & now.keys())
+               if key not in RESUME_MAY_CHANGE and before[key] != now[key]]    # keys of one version: renamed ones pass
     if changed:
         raise BertkitError(f"--resume: {', '.join(changed)} differ from the interrupted run ({saved}); resume with "
                            "its settings, or start a new run in another --output")
@@ -224,7 +209,7 @@ def run_pretraining(config: PretrainConfig, corpus: Sequence[str], output: str |
     if config.train.resume:
         _check_resumed_settings(config, output)
     else:
-        _check_output_holds_no_other_model(output)
+        check_pretraining_output(output, init)
     device = pick_device(config.train.device)
     init_distributed(device)
     checkpoint = load_checkpoint(init) if init is not None else None

@@ -34,6 +34,8 @@ import torch
 from torch import nn
 
 from bertkit.atomic_write import check_folder_target, write_json
+from bertkit.checkpoints.json_files import META_FILE, read_json
+from bertkit.checkpoints.weights import holds_model
 from bertkit.config import save_config
 from bertkit.errors import BertkitError
 from bertkit.job_config import flat_keys
@@ -125,6 +127,25 @@ def check_required(config: Any, command: str, names: tuple[str, ...] = ("model",
             value = getattr(value, part)
         if not value:
             raise BertkitError(f"{command} needs --{short.get(name, name).replace('_', '-')}")
+
+
+def check_pretraining_output(output: Path, init: Optional[str]) -> None:
+    """A pre-training run (BERT or GPT) writes its model into `output` itself. A model there that is not an earlier
+    pre-training run's (a fine-tuned model, a downloaded one, the --model being continued) would be replaced by the
+    new weights: refused in one line. An earlier run's folder (bertkit.json's task "pretraining", or a run record
+    without a task, as a GPT run leaves) may be run into again."""
+    if not holds_model(output):
+        return
+    meta = output / META_FILE
+    task = read_json(meta).get("task") if meta.is_file() else None
+    if task == "pretraining" or (task is None and (run_folder(output) / "config.effective.json").is_file()):
+        return
+    if init is not None and output.resolve() == Path(init).resolve():
+        raise BertkitError(f"--output {output} is --model's own folder, which continued pre-training would write "
+                           "over; name a new --output")
+    held = f"a {task} model" if isinstance(task, str) else "a model that no bertkit pre-training wrote"
+    raise BertkitError(f"--output {output} holds {held}, which this run would replace; name a new folder (to "
+                       f"continue pre-training that model, pass it as --model)")
 
 
 def check_resume(resume: bool, output: str | Path) -> None:

@@ -92,3 +92,41 @@ def test_a_new_gpt_run_into_an_earlier_runs_folder_trains_its_own_vocab(tmp_path
     alone = train_bpe([other], vocab_size=280, min_frequency=1).backend.get_vocab()
     assert load_gpt2(out).tokenizer.backend.get_vocab() == alone
     assert not (out / "tokenizer").exists()       # kept for --resume only: a finished run removes it
+
+
+def test_a_gpt_run_refuses_an_output_holding_a_finetuned_model(tmp_path, corpus, capsys):
+    """--arch gpt wrote its GPT-2 weights over a fine-tuned folder (exit 0, a GPT-2 config.json beside a bertkit.json
+    still saying classification); the BERT pre-training job's check now covers it, and a GPT run's own folder
+    (no task, a run record) may be run into again."""
+    from bertkit.checkpoints import save_checkpoint
+    from bertkit.model.config import EncoderConfig
+    from bertkit.model.encoder import Encoder
+    from bertkit.tokenizer import Tokenizer
+
+    tokenizer = Tokenizer.from_vocab({t: i for i, t in enumerate(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "a"])})
+    folder = tmp_path / "finetuned"
+    save_checkpoint(folder, Encoder(EncoderConfig(vocab_size=6, hidden_size=32, num_layers=1, num_heads=2,
+                                                  intermediate_size=64, max_position_embeddings=16)),
+                    tokenizer, meta={"task": "classification"})
+    weights = (folder / "model.safetensors").read_bytes()
+    gpt = ["--arch", "gpt", "--corpus", str(corpus), "--config", str(PRESETS / "gpt-tiny.toml"), "--vocab-size", "300",
+           "--max-steps", "1", *TINY]
+    assert main(["pretrain", *gpt, "--output", str(folder)]) == 2
+    assert "holds a classification model" in capsys.readouterr().err
+    assert (folder / "model.safetensors").read_bytes() == weights
+    for _ in range(2):
+        assert main(["pretrain", *gpt, "--output", str(tmp_path / "gpt")]) == 0
+
+
+def test_a_gpt_folder_converts_into_the_same_target_again(tmp_path, corpus, capsys):
+    """convert refuses a target holding another model; a GPT-2 folder records no source there (no bertkit.json), so
+    its own earlier conversion was refused as 'another model'. Another GPT still is."""
+    gpt = ["--arch", "gpt", "--corpus", str(corpus), "--config", str(PRESETS / "gpt-tiny.toml"), "--vocab-size", "300",
+           "--max-steps", "1", *TINY]
+    assert main(["pretrain", *gpt, "--output", str(tmp_path / "gpt")]) == 0
+    assert main(["pretrain", *gpt, "--output", str(tmp_path / "other"), "--train.seed=3"]) == 0
+    for _ in range(2):
+        assert main(["convert", str(tmp_path / "gpt"), str(tmp_path / "hf")]) == 0
+    capsys.readouterr()
+    assert main(["convert", str(tmp_path / "other"), str(tmp_path / "hf")]) == 2
+    assert "holds another model" in capsys.readouterr().err

@@ -237,6 +237,11 @@ def test_an_output_holding_another_model_is_refused_and_kept(tmp_path, corpus, v
     for _ in range(2):
         assert pretrain(["--corpus", str(corpus), "--output", str(rerun), "--vocab", str(vocab_dir),
                          "--max-steps", "2"]) == 0
+    # continuing the downloaded model into its own folder: it was told to pass the model as --model, which it did
+    capsys.readouterr()
+    assert pretrain(["--corpus", str(corpus), "--model", str(foreign), "--output", str(foreign),
+                     "--max-steps", "2"]) == 2
+    assert "is --model's own folder, which continued pre-training would write over" in capsys.readouterr().err
 
 
 def test_evaluate_mlm_reads_gbk_and_masks_chinese_words_with_jieba(tmp_path, vocab_dir, capsys):
