@@ -13,6 +13,7 @@ those of `bertkit.load(folder, precision="fp32")`, not of the int8 kernels' roun
 """
 from __future__ import annotations
 
+import filecmp
 import importlib.util
 import os
 from dataclasses import dataclass
@@ -124,6 +125,9 @@ def _check_target(source: Path, target: Path) -> None:
     earlier = meta.get("converted_from")
     if isinstance(earlier, str) and Path(earlier).resolve() == source.resolve():
         return
+    if is_gpt2_folder(source) and all((target / name).is_file() and filecmp.cmp(source / name, target / name, False)
+                                      for name in ("config.json", "model.safetensors")):
+        return               # a GPT-2 folder converts to its own files (no bertkit.json to record the source)
     raise BertkitError(f"{target} holds another model, which converting {source} there would replace; name a new "
                        "folder, or delete that one first")
 
