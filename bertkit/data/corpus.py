@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator, Sequence
 
-from bertkit.data.text import iter_lines
+from bertkit.data.text import check_file, file_suffix, iter_lines
 from bertkit.errors import BertkitWarning, InputFileError
 
 _CLOSERS = re.escape("\"'”’」』）)]")
@@ -62,12 +62,8 @@ def check_corpus_files(paths: Sequence[str | Path]) -> list[Path]:
         raise InputFileError("(corpus)", "no corpus files given; pass --corpus FILE [FILE ...]")
     files = []
     for p in paths:
-        path = Path(p)
-        if not path.exists():
-            raise InputFileError(path, "file not found")
-        if path.is_dir():
-            raise InputFileError(path, "is a folder; pass text files (one sentence or paragraph per line)")
-        suffix = (path.with_suffix("").suffix if path.suffix == ".gz" else path.suffix).lower()
+        path = check_file(p, "pass text files (one sentence or paragraph per line)")
+        suffix = file_suffix(path).lower()
         if suffix in NOT_CORPUS_SUFFIXES:
             raise InputFileError(path, f"a {suffix} file is not a plain-text corpus: pass text files with one "
                                        "sentence or paragraph per line and a blank line between documents "

@@ -11,6 +11,7 @@ interrupted build resumes after the last finished shard instead of starting over
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -172,12 +173,20 @@ class _ShardWriter:
         return counts
 
 
+@functools.cache
+def _jieba():
+    """jieba (optional dependency: bertkit[zh]), its own log lines ("Building prefix dict ...": not the run's, and
+    deaf to --quiet) silenced once."""
+    import jieba
+
+    jieba.setLogLevel(60)
+    return jieba
+
+
 def _jieba_word_starts(text: str, offsets: list[tuple[int, int]]) -> np.ndarray:
     """1 for tokens that start a jieba word: the characters of one Chinese word are masked together
     (Cui et al. 2019, Chinese BERT-wwm)."""
-    import jieba   # optional dependency: bertkit[zh]
-
-    jieba.setLogLevel(60)   # its "Building prefix dict ..." lines on stderr are not the run's (and ignored --quiet)
+    jieba = _jieba()
     starts, inside = set(), set()
     position = 0
     for word in jieba.cut(text):

@@ -17,19 +17,26 @@ from bertkit.errors import InputFileError
 TEXT_SUFFIXES = (".txt", ".jsonl", ".tsv", ".csv", ".json", ".conll")
 
 
-def _suffix(path: Path) -> str:
+def file_suffix(path: Path) -> str:
+    """The suffix that names the format: a .gz file's inner one (train.jsonl.gz -> .jsonl)."""
     return path.with_suffix("").suffix if path.suffix == ".gz" else path.suffix
 
 
-def check_readable(path: str | Path, suffixes: tuple[str, ...] = TEXT_SUFFIXES) -> Path:
+def check_file(path: str | Path, folder_hint: str = "pass a file") -> Path:
+    """A path that exists and is not a folder, else one InputFileError naming it."""
     path = Path(path)
     if not path.exists():
         raise InputFileError(path, "file not found")
     if path.is_dir():
-        raise InputFileError(path, "is a folder; pass a file")
-    if _suffix(path).lower() not in suffixes:
+        raise InputFileError(path, f"is a folder; {folder_hint}")
+    return path
+
+
+def check_readable(path: str | Path, suffixes: tuple[str, ...] = TEXT_SUFFIXES) -> Path:
+    path = check_file(path)
+    if file_suffix(path).lower() not in suffixes:
         named = [suffix or "no extension" for suffix in suffixes]
-        raise InputFileError(path, f"unsupported file type {_suffix(path) or '(none)'!r}; expected "
+        raise InputFileError(path, f"unsupported file type {file_suffix(path) or '(none)'!r}; expected "
                                    f"{', '.join(named)} (optionally .gz)")
     return path
 
@@ -116,7 +123,7 @@ def read_texts(path: str | Path, field: str = "text", encoding: str = "utf-8") -
     empty text, naming its line); an empty file is an error.
     """
     path = check_readable(path, (".txt", ".jsonl"))
-    if _suffix(path).lower() != ".jsonl":
+    if file_suffix(path).lower() != ".jsonl":
         texts = [line for _, line in iter_lines(path, encoding)]
         if not texts:
             raise InputFileError(path, "is empty; expected one text per line")
