@@ -28,6 +28,13 @@ def show_progress(default: bool) -> bool:
 def quiet() -> bool:
     return bool(_settings["quiet"])
 
+def clock(seconds: float) -> str:
+    """m:ss (h:mm:ss past an hour), rounded to the second."""
+    seconds = int(round(max(seconds, 0.0)))
+    hours, rest = divmod(seconds, 3600)
+    return f"{hours}:{rest // 60:02d}:{rest % 60:02d}" if hours else f"{rest // 60}:{rest % 60:02d}"
+
+
 MIN_TEXTS = 1000   # below this a bar would flash by; the command's own summary line is enough
 
 

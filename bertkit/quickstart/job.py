@@ -33,7 +33,8 @@ from bertkit.pretrain import DataConfig, PretrainConfig, VocabConfig, run_pretra
 from bertkit.quickstart.data import SplitFiles, find_bbc_folder, label_counts, read_articles, stratified_split, write_split
 from bertkit.quickstart.estimate import StageEstimate, finetune_estimate, step_seconds
 from bertkit.quickstart.plan import FinetuneStage, QuickstartPlan, default_plan
-from bertkit.quickstart.report import FinetuneRow, clock, format_table, write_results
+from bertkit.progress import clock
+from bertkit.quickstart.report import FinetuneRow, format_table, write_results
 from bertkit.runtime import pick_device, seed_everything
 from bertkit.tokenizer import train_wordpiece
 from bertkit.train import TrainConfig

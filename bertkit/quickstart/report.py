@@ -5,6 +5,7 @@ from pathlib import Path
 from typing import NamedTuple, Optional, Sequence
 
 from bertkit.atomic_write import write_json
+from bertkit.progress import clock
 
 
 class FinetuneRow(NamedTuple):
@@ -17,13 +18,6 @@ class FinetuneRow(NamedTuple):
     train_seconds: float         # optimizer steps only, as the training loop counts them
     wall_seconds: float          # the whole stage: reading, tokenizing, training, dev and test evaluation
     test: dict                   # accuracy, macro_f1, mcc on the test split
-
-
-def clock(seconds: float) -> str:
-    """m:ss (h:mm:ss past an hour), rounded to the second."""
-    seconds = int(round(max(seconds, 0.0)))
-    hours, rest = divmod(seconds, 3600)
-    return f"{hours}:{rest // 60:02d}:{rest % 60:02d}" if hours else f"{rest // 60}:{rest % 60:02d}"
 
 
 def format_table(rows: Sequence[FinetuneRow], test_size: int, num_labels: int) -> str:

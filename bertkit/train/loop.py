@@ -20,7 +20,7 @@ import torch
 from torch import nn
 from tqdm.auto import tqdm
 
-from bertkit.progress import quiet, show_progress
+from bertkit.progress import clock, quiet, show_progress
 from bertkit.errors import BertkitError, CheckpointError
 from bertkit.model.precision import inference_only
 from bertkit.runtime import autocast, distributed_env, init_distributed, pick_device, rng_state, seed_everything, set_rng_state
@@ -61,6 +61,27 @@ def greater_is_better(config: TrainConfig) -> Optional[bool]:
 def say(message: str) -> None:
     if not quiet():
         tqdm.write(f"bertkit: {message}", file=sys.stderr)
+
+
+PROGRESS_LINE_S = 30.0     # where no bar is drawn: a progress line at most this often
+
+
+class ProgressLines:
+    """Training progress where no bar is drawn (stderr not a terminal: logs, pipes, CI; or --no-progress): a
+    plain line at most every PROGRESS_LINE_S seconds with the step, the loss, the speed and the time left. A bar
+    in a log file is a wall of carriage returns. None under --quiet (say)."""
+
+    def __init__(self, enabled: bool):
+        self.enabled, self.last = enabled, time.perf_counter()
+
+    def update(self, schedule, total: Optional[int], loss: float, step_s: float) -> None:
+        now = time.perf_counter()
+        if not self.enabled or now - self.last < PROGRESS_LINE_S:
+            return
+        self.last, done = now, schedule.progress()
+        left = f", about {clock(schedule.elapsed_s * (1 - done) / done)} left" if 0 < done < 1 else ""
+        say(f"step {schedule.step}{f'/{total}' if total else ''} ({done:.0%}), loss {loss:.4f}, "
+            f"{step_s:.2f} s/step{left}")
 
 
 def train(model: nn.Module, loss_fn: LossFn, batches: BatchSource, config: TrainConfig,
@@ -137,8 +158,11 @@ def train(model: nn.Module, loss_fn: LossFn, batches: BatchSource, config: Train
         checkpoint()                                      # the step-0 state a NaN can roll back to
 
     log = JsonlLog(out, enabled=main, fresh=not config.resume)    # a new run into an old folder: a new log
-    bar = tqdm(total=total, initial=schedule.step, disable=not (main and show_progress(config.progress_bar)),
-               unit="step", dynamic_ncols=True, file=sys.stderr)
+    # a bar on a terminal (or where --progress asks for one); plain lines elsewhere
+    drawn = main and show_progress(config.progress_bar and sys.stderr.isatty())
+    bar = tqdm(total=total, initial=schedule.step, disable=not drawn, unit="step", dynamic_ncols=True,
+               file=sys.stderr)
+    lines = ProgressLines(main and not drawn and config.progress_bar)
     result = TrainResult(steps=schedule.step, epochs=run["epoch"], elapsed_s=schedule.elapsed_s, stop_reason="")
     net.train()
     micro, sums, started = 0, {}, time.perf_counter()
@@ -214,6 +238,7 @@ def train(model: nn.Module, loss_fn: LossFn, batches: BatchSource, config: Train
             result.clock_lead = max(result.clock_lead, schedule.clock_lead())
             result.losses.append(values["loss"])
             bar.update(1)
+            lines.update(schedule, total, values["loss"], step_s)
             if main and (schedule.step % config.log_every == 0 or schedule.step == 1):
                 record = {"step": schedule.step, "epoch": run["epoch"], "lr": lr, "grad_norm": float(norm),
                           "elapsed_s": round(schedule.elapsed_s, 3), **values}

@@ -179,3 +179,23 @@ def test_cpu_bf16_autocasts_the_loss_only_when_asked(tmp_path, cpu_bf16):
                          progress_bar=False)
     result = train(fresh_model(), loss_fn, toy_batches(), config)
     assert seen and all(s == cpu_bf16 for s in seen) and all(math.isfinite(x) for x in result.losses)
+
+
+def test_a_log_gets_progress_lines_not_a_bar(capsys, monkeypatch):
+    """Where stderr is not a terminal (a log file, nohup, CI) the bar was still drawn: a wall of carriage returns,
+    and with --no-progress nothing between evaluations. Now a plain line with the step, loss and time left."""
+    from bertkit import progress
+    from bertkit.train import loop
+
+    monkeypatch.setattr(loop, "PROGRESS_LINE_S", 0.0)
+    train(fresh_model(), toy_loss, toy_batches(), TrainConfig(lr=3e-3, max_steps=6))      # capsys: not a TTY
+    err = capsys.readouterr().err
+    lines = [line for line in err.splitlines() if line.startswith("bertkit: step ")]
+    assert "step/s]" not in err and "s/step]" not in err and len(lines) == 6, err      # no bar: its rate field
+    assert lines[1].startswith("bertkit: step 2/6 (33%), loss ") and " s/step, about " in lines[1], lines[1]
+    progress.configure(quiet=True)
+    try:
+        train(fresh_model(), toy_loss, toy_batches(), TrainConfig(lr=3e-3, max_steps=6))
+    finally:
+        progress.configure()
+    assert "step " not in capsys.readouterr().err
