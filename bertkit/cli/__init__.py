@@ -176,11 +176,24 @@ def _run(argv: list[str] | None) -> int:
         code = 2
         return code
     except KeyboardInterrupt:
-        print("bertkit: interrupted", file=sys.stderr)
+        print(f"bertkit: interrupted{_resume_hint(args)}", file=sys.stderr)
         code = 130
         return code
     finally:
         _leave_process_group(wait_for_others=code == 0)
+
+
+def _resume_hint(args: argparse.Namespace) -> str:
+    """After Ctrl-C in a training command: where its last training state is, and the flag that continues it."""
+    output = getattr(args, "output", None) or getattr(args, "cfg__output", None)
+    if not isinstance(output, str) or "train.resume" not in getattr(args, "config_keys", ()):
+        return ""
+    from bertkit.train.checkpointing import state_path     # torch: loaded by the run already, not by --help
+    from bertkit.train.fit import run_folder
+
+    saved = state_path(run_folder(output))
+    return f"; the last training state is in {saved.parent}: the same command with --resume continues from it" \
+        if saved.is_file() else ""
 
 
 def _one_line_warning(format_other):
