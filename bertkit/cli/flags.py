@@ -55,6 +55,13 @@ FIELDS_KEY = "config_flags"      # the namespace attribute listing (dest, dotted
 KEYS_KEY = "config_keys"         # ... and every dotted key of the config, with a flag or not (--section.key=value)
 
 
+def check_stride_flag(args: argparse.Namespace) -> None:
+    """--stride is the sliding-window overlap: given with another --long-texts it did nothing, silently."""
+    if args.stride is not None and args.long_texts != "sliding-window":
+        raise BertkitError(f"--stride {args.stride} is the overlap of --long-texts sliding-window, not of "
+                           f"--long-texts {args.long_texts}; add --long-texts sliding-window, or leave --stride out")
+
+
 def flag_name(dotted: str) -> str:
     """`options.doc_stride` -> `--options.doc-stride`."""
     return "--" + dotted.replace("_", "-")

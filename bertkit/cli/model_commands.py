@@ -10,7 +10,7 @@ import numpy as np
 
 from bertkit.cli.precision_option import add_precision_flag, say_precision
 from bertkit.errors import BertkitError, BertkitWarning
-from bertkit.cli.flags import add_layers_flag, positive_int
+from bertkit.cli.flags import add_layers_flag, check_stride_flag, positive_int
 from bertkit.options import POOLINGS
 from bertkit.progress import progress_wanted
 
@@ -89,6 +89,7 @@ def run_encode(args: argparse.Namespace) -> int:
 
     output = Path(args.output)
     _check_output(output, ".npz" if args.pooling == "none" else ".npy")
+    check_stride_flag(args)
     texts = read_texts(args.input, field=args.field, encoding=args.encoding)
     model = api.load(args.model, device=args.device, precision=args.precision)
     say_precision(model, args.precision)

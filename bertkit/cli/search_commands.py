@@ -8,7 +8,7 @@ import time
 
 from bertkit.cli.precision_option import add_precision_flag, say_precision
 from bertkit.errors import BertkitError
-from bertkit.cli.flags import add_layers_flag, positive_int
+from bertkit.cli.flags import add_layers_flag, check_stride_flag, positive_int
 from bertkit.options import POOLINGS
 from bertkit.progress import progress_wanted
 
@@ -119,6 +119,7 @@ def run_build(args: argparse.Namespace) -> int:
     from bertkit.search import EncoderSpec, IndexSettings, ModelTextEncoder
     from bertkit.search.documents import add_documents
 
+    check_stride_flag(args)
     settings = IndexSettings(backend=args.backend, kind=args.kind, ivf_threshold=args.ivf_threshold,
                              metric=args.metric, milvus_uri=args.milvus_uri)
     encoder = ModelTextEncoder(EncoderSpec(args.model, pooling=args.pooling, layers=args.layers,

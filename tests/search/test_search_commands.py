@@ -214,3 +214,20 @@ def test_a_document_the_encoder_refuses_is_named_by_file_and_line(tmp_path, tiny
         f.write(json.dumps({"id": "c", "text": "bad \ud800 text"}) + "\n")
     assert main(build) == 2
     assert "docs.jsonl:3: 'text' of document 'c' holds a lone UTF-16 surrogate" in capsys.readouterr().err
+
+
+def test_a_stride_without_sliding_windows_is_one_line(tmp_path, tiny_model_dir, capsys):
+    """--stride is the sliding-window overlap: with --long-texts truncate (the default) it did nothing, silently."""
+    docs = _write(tmp_path / "docs.jsonl", [{"id": "a", "text": "the cat"}])
+    texts = tmp_path / "texts.txt"
+    texts.write_text("the cat\n", encoding="utf-8")
+    for command in (["index", "build", "--model", str(tiny_model_dir), "--input", str(docs), "--index",
+                     str(tmp_path / "i"), "--stride", "8"],
+                    ["encode", "--model", str(tiny_model_dir), "--input", str(texts), "--output",
+                     str(tmp_path / "v.npy"), "--stride", "8"]):
+        assert main(command) == 2
+        err = capsys.readouterr().err
+        assert "--stride 8 is the overlap of --long-texts sliding-window, not of --long-texts truncate" in err, err
+    assert not (tmp_path / "i").exists() and not (tmp_path / "v.npy").exists()
+    assert main(["encode", "--model", str(tiny_model_dir), "--input", str(texts), "--output", str(tmp_path / "v.npy"),
+                 "--stride", "8", "--long-texts", "sliding-window", "--max-length", "32"]) == 0
