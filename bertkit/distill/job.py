@@ -47,7 +47,7 @@ class Distillation(nn.Module):
 
 def run_distill(config: DistillConfig) -> dict:
     check_required(config, "distill", ("teacher", "data.train", "output"))
-    check_new_output(config.output, teacher=config.teacher, student=config.student)
+    check_new_output(config.output, "distillation", teacher=config.teacher, student=config.student)
     return distill_record(fit(config, lambda: _distill_job(config)))
 
 

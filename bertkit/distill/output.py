@@ -7,17 +7,27 @@ import os
 from pathlib import Path
 from typing import Optional
 
+from bertkit.checkpoints.json_files import META_FILE, read_json
+from bertkit.checkpoints.weights import holds_model
 from bertkit.errors import BertkitError
 from bertkit.model.precision import has_int8
 
 
-def check_new_output(output: str | os.PathLike, **sources: Optional[str | os.PathLike]) -> None:
-    """sources: flag name (model, teacher, student) -> folder; a one-line error naming the flag when output is it."""
+def check_new_output(output: str | os.PathLike, written_by: str, **sources: Optional[str | os.PathLike]) -> None:
+    """sources: flag name (model, teacher, student) -> folder; a one-line error naming the flag when output is it.
+    A model already in output is replaced only when this command wrote it (bertkit.json's `written_by` record:
+    "quantization", "pruning", "distillation"); any other (a fine-tuned model, a download) is refused."""
     target = Path(output).resolve()
     for flag, folder in sources.items():
         if folder and Path(folder).resolve() == target:
             raise BertkitError(f"--output {output} is the --{flag} folder; write to a new folder, so the model it "
                                "comes from is kept")
+    if target.is_dir() and holds_model(target):
+        meta = read_json(target / META_FILE) if (target / META_FILE).is_file() else {}
+        if written_by not in meta:
+            held = f"a {meta['task']} model" if isinstance(meta.get("task"), str) else "a model"
+            raise BertkitError(f"--output {output} holds {held} that this command did not write, which it would "
+                               "replace; name a new folder")
 
 
 def require_float(checkpoint, flag: str, command: str) -> None:

@@ -72,7 +72,7 @@ def prune_and_measure(model_dir: str | os.PathLike, output: str | os.PathLike, d
                       importance_data: Optional[str] = None, fraction: Optional[float] = None,
                       per_layer: Optional[int] = None, max_length: Optional[int] = None, limit: Optional[int] = None,
                       batch_size: int = 16) -> PruneReport:
-    check_new_output(output, model=model_dir)
+    check_new_output(output, "pruning", model=model_dir)
     checkpoint = load_checkpoint(model_dir)
     require_bert_encoder(checkpoint, "prune-heads")
     require_float(checkpoint, "model", "prune")

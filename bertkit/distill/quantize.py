@@ -81,7 +81,7 @@ def run_quantize(config: QuantizeConfig) -> QuantizeReport:
     if config.dev is not None and config.texts is not None:
         raise BertkitError("quantize measures on --dev (a classifier's accuracy, and the cosine on its texts) or on "
                            "--texts (the cosine), not both")
-    check_new_output(config.output, model=config.model)      # the fp32 folder is the gate's reference
+    check_new_output(config.output, "quantization", model=config.model)      # the fp32 folder is the gate's reference
     source = load_checkpoint(config.model, device="cpu", precision="fp32")
     require_bert_encoder(source, "quantize")   # XLNet: --precision bf16 instead (its folders hold HF-layout floats)
     if has_int8(source.encoder):

@@ -4,6 +4,7 @@ import pickle
 import random
 
 import numpy as np
+import pytest
 import torch
 
 import bertkit
@@ -13,6 +14,7 @@ from bertkit.checkpoints import load_checkpoint, save_checkpoint
 from bertkit.cli import main
 from bertkit.distill.quantize import QuantizeConfig, QuantizeReport, run_quantize
 from bertkit.distill.quantize_gate import INT8_KERNELS, Row, Sample, int8_variant, quantized_copy, sentence_vectors
+from bertkit.errors import BertkitError
 from bertkit.features import EncodeOptions
 from bertkit.finetune.loaded import finetuned_model
 from bertkit.model import Encoder, EncoderConfig
@@ -180,12 +182,32 @@ def test_int8_folder_written_over_an_fp32_folder_keeps_no_float_weights(tmp_path
     import shutil
     source = build_folder(tmp_path / "fp32")
     target = tmp_path / "target"
-    shutil.copytree(source, target)
+    texts = str(write_texts(tmp_path / "texts.txt"))
+    run_quantize(QuantizeConfig(str(source), str(target), texts=texts))       # an earlier quantize run's folder...
+    shutil.copy(source / "model.safetensors", target / "model.safetensors")   # ...holding float weights as well
     (target / "train_log.jsonl").write_text("{}\n", encoding="utf-8")
-    report = run_quantize(QuantizeConfig(str(source), str(target), texts=str(write_texts(tmp_path / "texts.txt"))))
+    report = run_quantize(QuantizeConfig(str(source), str(target), texts=texts))
     names = {p.name for p in report.output.iterdir()}
     assert "model.int8.safetensors" in names and "model.safetensors" not in names and "train_log.jsonl" in names
     assert bertkit.load(target).precision == "int8"
+
+
+def test_an_output_holding_a_model_these_commands_did_not_write_is_refused_and_kept(tmp_path):
+    """quantize, prune-heads and distill replaced whatever model their --output held (a colleague's fine-tuned
+    folder, say); only their own source was refused. A folder the same command wrote may be written again."""
+    import shutil
+
+    from bertkit.distill.output import check_new_output
+
+    source = build_folder(tmp_path / "fp32")
+    other = shutil.copytree(source, tmp_path / "finetuned")
+    weights = (other / "model.safetensors").read_bytes()
+    with pytest.raises(BertkitError, match="holds a classification model that this command did not write"):
+        run_quantize(QuantizeConfig(str(source), str(other), texts=str(write_texts(tmp_path / "texts.txt"))))
+    assert (other / "model.safetensors").read_bytes() == weights
+    for written_by in ("pruning", "distillation"):
+        with pytest.raises(BertkitError, match="that this command did not write"):
+            check_new_output(other, written_by, model=source)
 
 
 def test_quantizing_a_sentence_transformers_folder_keeps_its_max_length_and_stores_int8(
