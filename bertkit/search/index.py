@@ -63,8 +63,10 @@ class SearchHit:
     metadata: dict[str, Any] = field(default_factory=dict)
 
     def as_json(self) -> dict[str, Any]:
+        """{id, score, text, **metadata}; a metadata field named id, score, text or query (bertkit search's field
+        for a hit of several queries) is kept as "metadata.<name>": it was dropped, hidden by the hit's own."""
         row = {"id": self.id, "score": self.score, "text": self.text}
-        row.update((k, v) for k, v in self.metadata.items() if k not in row)  # never shadow id/score/text
+        row.update((f"metadata.{k}" if k in (*row, "query") else k, v) for k, v in self.metadata.items())
         return row
 
 

@@ -231,3 +231,16 @@ def test_a_stride_without_sliding_windows_is_one_line(tmp_path, tiny_model_dir, 
     assert not (tmp_path / "i").exists() and not (tmp_path / "v.npy").exists()
     assert main(["encode", "--model", str(tiny_model_dir), "--input", str(texts), "--output", str(tmp_path / "v.npy"),
                  "--stride", "8", "--long-texts", "sliding-window", "--max-length", "32"]) == 0
+
+
+def test_metadata_named_like_a_hit_field_is_kept_in_search_output(tmp_path, tiny_model_dir, capsys):
+    """A document's own "score" (a rating, say) was dropped from `bertkit search` lines: the hit's score hid it."""
+    docs = _write(tmp_path / "docs.jsonl", [{"id": "a", "text": "the cat", "score": 5, "query": "q", "kind": "x"}])
+    index = str(tmp_path / "i")
+    assert main(["index", "build", "--model", str(tiny_model_dir), "--input", str(docs), "--index", index]) == 0
+    capsys.readouterr()
+    assert main(["search", "--index", index, "--query", "the cat", "--query", "a cat", "-k", "1"]) == 0
+    rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [row["query"] for row in rows] == ["the cat", "a cat"]
+    assert rows[0]["metadata.score"] == 5 and rows[0]["metadata.query"] == "q" and rows[0]["kind"] == "x"
+    assert rows[0]["score"] != 5 and rows[0]["id"] == "a"
