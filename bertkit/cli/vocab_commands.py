@@ -85,8 +85,9 @@ def run_extend(args: argparse.Namespace) -> int:
     shown = "".join(result.added[:20]) + (" ..." if len(result.added) > 20 else "")
     if not result.added:
         print(f"added no tokens: no character seen --min-count {args.min_count} times is missing from the vocab "
-              f"([UNK] share of the corpus's characters {result.unknown_before:.1%}); nothing written: continue from "
-              f"{args.model} itself", file=sys.stderr)
+              f"([UNK] share of the corpus's characters {result.unknown_before:.1%}) -> "
+              + ("nothing written" if Path(args.output).resolve() == Path(args.model).resolve()
+                 else f"{args.output}, a copy of the model"), file=sys.stderr)
         return 0
     print(f"added {len(result.added)} tokens ({result.old_size} -> {result.new_size}): {shown}; [UNK] share of the "
           f"corpus's characters {result.unknown_before:.1%} -> {result.unknown_after:.1%} -> {args.output}. "

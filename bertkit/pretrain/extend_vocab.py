@@ -83,8 +83,8 @@ def _isolated(backend, char: str) -> bool:
 
 def extend_vocab(model_dir: str | Path, corpus_lines: Iterable[str], output: str | Path, min_count: int = 1,
                  init: str = "mean") -> VocabExtension:
-    """Write `output` (unless no character is missing): the model of `model_dir` with the corpus's missing
-    characters appended to its vocab and new embedding rows (init "mean": the mean of the existing rows; "unk": a
+    """Write `output` (a copy when no character is missing; nothing when that copy would be `model_dir` itself):
+    the model of `model_dir` with the corpus's missing characters appended to its vocab and new embedding rows (init "mean": the mean of the existing rows; "unk": a
     copy of [UNK]'s row). An MLM head's output bias grows with the same rule. Everything else (weights, heads,
     task metadata) is carried over."""
     if init not in INIT_CHOICES:
@@ -99,7 +99,7 @@ def extend_vocab(model_dir: str | Path, corpus_lines: Iterable[str], output: str
         raise BertkitError(f"vocab extend: {model_dir} has no vocab.txt / tokenizer.json to extend")
     added, before, after = missing_characters(tokenizer, corpus_lines, min_count)
     old_size = tokenizer.vocab_size
-    if not added:               # nothing to add: no copy of the model, and the model in place is not rewritten
+    if not added and output.resolve() == Path(model_dir).resolve():   # in place with nothing to add: not rewritten
         return VocabExtension(added, old_size, old_size, before, after)
     encoder = checkpoint.encoder
     if encoder.config.vocab_size != old_size:

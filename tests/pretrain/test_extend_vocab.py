@@ -154,12 +154,12 @@ def test_cli_refuses_an_empty_corpus_and_an_output_holding_another_model(mlm_mod
     assert main(["vocab", "extend", "--model", str(in_place), "--corpus", str(corpus), "--output", str(in_place),
                  "--min-count", "1"]) == 0
     assert Tokenizer.from_folder(in_place).tokenize("人") == ["人"]
-    # the same corpus again: nothing is missing, so nothing is written (it rewrote the folder, and with a new
-    # --output wrote a copy, while saying "the model unchanged")
+    # the same corpus again: nothing is missing, so the folder is not rewritten in place (it was, while the line
+    # said "the model unchanged"); a new --output gets a copy, as a script's next step expects the folder there
     stamp = {p.name: p.stat().st_mtime_ns for p in in_place.iterdir()}
     capsys.readouterr()
-    for output in (in_place, tmp_path / "copy"):
+    for output, said in ((in_place, "nothing written"), (tmp_path / "copy", "a copy of the model")):
         assert main(["vocab", "extend", "--model", str(in_place), "--corpus", str(corpus), "--output", str(output),
                      "--min-count", "1"]) == 0
-        assert "nothing written" in capsys.readouterr().err
-    assert {p.name: p.stat().st_mtime_ns for p in in_place.iterdir()} == stamp and not (tmp_path / "copy").exists()
+        assert said in capsys.readouterr().err
+    assert {p.name: p.stat().st_mtime_ns for p in in_place.iterdir()} == stamp and (tmp_path / "copy").is_dir()
