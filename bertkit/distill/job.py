@@ -188,6 +188,6 @@ def _layer_map(config: DistillConfig, student, teacher) -> list[int]:
             s_heads, t_heads = student.blocks[m].attention.num_heads, teacher.blocks[t_index - 1].attention.num_heads
             if s_heads != t_heads:
                 raise BertkitError(f"--attention-weight compares attention maps head by head: student layer {m} has "
-                                   f"{s_heads} heads, teacher layer {t_index - 1} has {t_heads}; use --attention-weight "
-                                   "0 (or a student with the teacher's heads)")
+                                   f"{s_heads} heads, teacher layer {t_index - 1} has {t_heads}; use "
+                                   "--attention-weight 0 (or a student with the teacher's heads)")
     return layer_map

@@ -84,9 +84,9 @@ def _isolated(backend, char: str) -> bool:
 def extend_vocab(model_dir: str | Path, corpus_lines: Iterable[str], output: str | Path, min_count: int = 1,
                  init: str = "mean") -> VocabExtension:
     """Write `output` (a copy when no character is missing; nothing when that copy would be `model_dir` itself):
-    the model of `model_dir` with the corpus's missing characters appended to its vocab and new embedding rows (init "mean": the mean of the existing rows; "unk": a
-    copy of [UNK]'s row). An MLM head's output bias grows with the same rule. Everything else (weights, heads,
-    task metadata) is carried over."""
+    the model of `model_dir` with the corpus's missing characters appended to its vocab and new embedding rows
+    (init "mean": the mean of the existing rows; "unk": a copy of [UNK]'s row). An MLM head's output bias grows
+    with the same rule. Everything else (weights, heads, task metadata) is carried over."""
     if init not in INIT_CHOICES:
         raise BertkitError(f"vocab extend: --init {init!r} is not one of {', '.join(INIT_CHOICES)}")
     output = Path(output)

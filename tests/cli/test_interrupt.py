@@ -25,5 +25,6 @@ def test_ctrl_c_in_a_training_command_names_the_saved_state_and_resume(tmp_path,
     assert capsys.readouterr().err == "bertkit: interrupted\n"           # nothing saved yet: nothing to resume
     monkeypatch.setattr(finetune_commands, "run_finetune_command", interrupted_after_a_save)
     assert main(command) == 130
-    assert capsys.readouterr().err == (f"bertkit: interrupted; the last training state is in {out / 'run' / 'checkpoint'}"
-                                       ": the same command with --resume continues from it\n")
+    assert capsys.readouterr().err == ("bertkit: interrupted; the last training state is in "
+                                       f"{out / 'run' / 'checkpoint'}: the same command with --resume continues "
+                                       "from it\n")

@@ -82,7 +82,8 @@ def test_prune_says_when_heads_were_scored_on_the_dev_file_it_reports(model_dir,
     another: the table says so then, and not when another file scored them."""
     dev, other = write_examples(tmp_path / "dev.jsonl", 6), write_examples(tmp_path / "train.jsonl", 9)
     note = "heads were scored on --dev itself"
-    for extra, said in (([], True), (["--importance-data", str(dev)], True), (["--importance-data", str(other)], False)):
+    for extra, said in (([], True), (["--importance-data", str(dev)], True),
+                        (["--importance-data", str(other)], False)):
         assert main(["prune-heads", "--model", str(model_dir), "--output", str(tmp_path / "p"), "--dev", str(dev),
                      "--per-layer", "1", *extra]) == 0
         assert (note in capsys.readouterr().out) == said

@@ -250,7 +250,8 @@ def test_evaluate_mlm_reads_gbk_and_masks_chinese_words_with_jieba(tmp_path, voc
     pytest.importorskip("jieba")
     model = tmp_path / "model"
     corpus = write_corpus(tmp_path / "corpus.txt")
-    assert pretrain(["--corpus", str(corpus), "--output", str(model), "--vocab", str(vocab_dir), "--max-steps", "2"]) == 0
+    assert pretrain(["--corpus", str(corpus), "--output", str(model), "--vocab", str(vocab_dir),
+                     "--max-steps", "2"]) == 0
     lines = ["我们今天去公园。", "今天天气很好，我们是中国人。", "中国人今天很好。", ""] * 30
     utf8, gbk = tmp_path / "zh.txt", tmp_path / "zh_gbk.txt"
     utf8.write_text("\n".join(lines), encoding="utf-8")

@@ -67,13 +67,15 @@ def test_held_out_evaluation_reports_the_pair_task_of_nsp_and_sop(tokenizer):
         ids = torch.randint(5, tokenizer.vocab_size, (size, 10))
         labels = torch.full_like(ids, IGNORE_INDEX)
         labels[:, 4] = ids[:, 4]
-        batches.append({"input_ids": ids, "attention_mask": torch.ones_like(ids), "token_type_ids": torch.zeros_like(ids),
+        batches.append({"input_ids": ids, "attention_mask": torch.ones_like(ids),
+                        "token_type_ids": torch.zeros_like(ids),
                         "labels": labels, "pair_labels": torch.randint(0, 2, (size,))})
     metrics = evaluate_mlm(model, batches, torch.device("cpu"))
     with torch.no_grad():
         logits = torch.cat([model(b["input_ids"], b["attention_mask"], b["token_type_ids"], b["labels"]).pair_logits
                             for b in batches])
     pair_labels = torch.cat([b["pair_labels"] for b in batches])
-    assert metrics["pair_loss"] == pytest.approx(float(torch.nn.functional.cross_entropy(logits, pair_labels)), rel=1e-5)
+    expected = float(torch.nn.functional.cross_entropy(logits, pair_labels))
+    assert metrics["pair_loss"] == pytest.approx(expected, rel=1e-5)
     assert metrics["pair_accuracy"] == pytest.approx(float((logits.argmax(-1) == pair_labels).float().mean()))
     assert "pair_loss" not in evaluate_mlm(tiny_model(False, tokenizer.vocab_size), batches, torch.device("cpu"))

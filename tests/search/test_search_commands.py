@@ -204,7 +204,8 @@ def test_adding_an_id_already_indexed_names_the_file_and_line(tmp_path, tiny_mod
 
 
 def test_a_document_the_encoder_refuses_is_named_by_file_and_line(tmp_path, tiny_model_dir, capsys):
-    docs = _write(tmp_path / "docs.jsonl", [{"id": "a", "text": "the cat"}, {"id": "b", "text": "the cat sat on the mat"}])
+    docs = _write(tmp_path / "docs.jsonl", [{"id": "a", "text": "the cat"},
+                                            {"id": "b", "text": "the cat sat on the mat"}])
     build = ["index", "build", "--model", str(tiny_model_dir), "--input", str(docs), "--index", str(tmp_path / "i")]
     assert main([*build, "--max-length", "5", "--long-texts", "error"]) == 2
     # it said "text 1 has 8 tokens ...": the position in an encoding chunk, not the file's line

@@ -105,7 +105,8 @@ def test_predict_cuts_texts_at_the_folders_task_length_not_the_encode_length(tmp
     save_checkpoint(tmp_path / "cls48", source.encoder, source.tokenizer, source.heads,
                     {**source.meta, "task_options": {"max_length": 48}},
                     sentence=SentencePipeline(SentenceConfig(max_length=16)))
-    assert main(["export-onnx", "--model", str(tmp_path / "cls48"), "--output", str(tmp_path / "onnx" / "model.onnx")]) == 0
+    assert main(["export-onnx", "--model", str(tmp_path / "cls48"), "--output",
+                 str(tmp_path / "onnx" / "model.onnx")]) == 0
     text = TEXTS[-1]                                 # 90 words: cut in every case, at 48 tokens by the head's rule
     served = _served(tmp_path / "onnx", "/predict", {"texts": [text], "truncate": True}).json()["predictions"][0]
     source_served = _served(tmp_path / "cls48", "/predict", {"texts": [text], "truncate": True}).json()
