@@ -157,8 +157,7 @@ def _check_tokenizer_beside(folder: Path, tokenizer) -> None:
     except BertkitError as err:
         raise BertkitError(f"--output: {folder} holds tokenizer files this export cannot read ({err}); export into "
                            "an empty folder") from None
-    if not (same_vocabulary(there, tokenizer) and there.lowercase == tokenizer.lowercase
-            and there.vocab_size == tokenizer.vocab_size):
+    if not (same_vocabulary(there, tokenizer) and there.lowercase == tokenizer.lowercase):
         raise BertkitError(f"--output: {folder} already holds another model's tokenizer (vocab.txt / tokenizer.json, "
                            "which the export is read with); export into an empty folder, or delete them first")
 

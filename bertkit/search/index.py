@@ -70,25 +70,23 @@ class SearchHit:
         return row
 
 
-def _new_backend(settings: IndexSettings, dim: int, folder: Path, generation: int) -> VectorBackend:
+def _backend_class(settings: IndexSettings):
+    """The adapter class of settings.backend, imported here: an unknown backend, or one whose package is missing,
+    is one error (called before any document is encoded, and again when the first vectors arrive)."""
     if settings.backend == "faiss":
         from bertkit.search.faiss_backend import FaissBackend
-        return FaissBackend(dim, kind=settings.kind, ivf_threshold=settings.ivf_threshold)
+        return FaissBackend
     if settings.backend == "milvus":
         from bertkit.search.milvus_backend import MilvusBackend
-        return MilvusBackend.create(folder, generation, dim, uri=settings.milvus_uri)
+        return MilvusBackend
     raise BertkitError(f"index backend {settings.backend!r} is not one of ['faiss', 'milvus']")
 
 
-def _check_backend(settings: IndexSettings) -> None:
-    """Before any document is encoded: an unknown backend, or one whose package is missing, is one error now
-    (the backend is built when the first vectors arrive, after the first chunk of documents was encoded)."""
+def _new_backend(settings: IndexSettings, dim: int, folder: Path, generation: int) -> VectorBackend:
+    backend = _backend_class(settings)
     if settings.backend == "faiss":
-        import bertkit.search.faiss_backend  # noqa: F401
-    elif settings.backend == "milvus":
-        import bertkit.search.milvus_backend  # noqa: F401
-    else:
-        raise BertkitError(f"index backend {settings.backend!r} is not one of ['faiss', 'milvus']")
+        return backend(dim, kind=settings.kind, ivf_threshold=settings.ivf_threshold)
+    return backend.create(folder, generation, dim, uri=settings.milvus_uri)
 
 
 def _open_committed(folder: Path, nprobe: int | None) -> tuple[dict, DocumentStore, VectorBackend]:
@@ -150,7 +148,7 @@ class Index:
         folder = Path(folder)
         if settings.metric not in ("cosine", "ip"):
             raise BertkitError(f"index metric {settings.metric!r} is not one of ['cosine', 'ip']")
-        _check_backend(settings)
+        _backend_class(settings)
         if settings.backend == "milvus" and settings.kind not in ("auto", "flat"):
             # it was ignored: Milvus Lite searches FLAT, a Milvus server picks its own structure (AUTOINDEX)
             raise BertkitError(f"index kind {settings.kind!r} is a faiss structure; the milvus backend chooses its "
